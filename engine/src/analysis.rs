@@ -1,0 +1,23 @@
+//! Pure numerical analysis of time series: lag correlation and change points.
+//!
+//! Used by the SQL functions in `lockstep-query` (`lag_corr`, `onset`, `change_points`) and by
+//! the diagnosis directly. No I/O, no threads, deterministic (fixed seeds).
+//!
+//! - [`grid`]: places `(time, x, y)` rows on a regular grid.
+//! - [`xcorr`]: cross-correlation by FFT or directly.
+//! - [`lag_corr`]: best lag, coefficient and surrogate significance.
+//! - [`ranks`]: normal scores (rank Gaussianisation).
+//! - [`pelt`]: PELT with a Gaussian mean-and-variance cost.
+//! - [`change_points`]: robust change points and onset.
+
+pub mod change_points;
+pub mod grid;
+pub mod lag_corr;
+pub mod pelt;
+pub mod ranks;
+pub mod rng;
+pub mod xcorr;
+
+pub use change_points::{ChangeConfig, ChangeDetector, ChangePoint, TimedChange};
+pub use grid::{Grid, snap_pairs};
+pub use lag_corr::{LagCorr, LagCorrConfig, LagCorrelator, NullModel, XcorrMethod};

@@ -1,0 +1,224 @@
+//! The engine's error type and its classification into kinds.
+
+use std::path::PathBuf;
+
+/// Result alias for engine operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What kind of failure an [`Error`] is; edges (gRPC, SQL, CLI) map kinds to their own codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The caller sent something malformed or out of range.
+    InvalidArgument,
+    /// The thing asked for does not exist.
+    NotFound,
+    /// A bounded resource (queue, memory, disk budget) is full; retry later.
+    ResourceExhausted,
+    /// The engine is shutting down or a background thread died; retry elsewhere or later.
+    Unavailable,
+    /// Data on disk failed a check (CRC, schema, format).
+    DataCorruption,
+    /// An I/O error or a bug.
+    Internal,
+}
+
+/// Every error the engine returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation on a named file failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A series key has no `host` label.
+    #[error("series {metric} has no host label (host is required)")]
+    MissingHost {
+        /// The metric name of the offending series.
+        metric: String,
+    },
+    /// A metric name or label is empty or otherwise unusable.
+    #[error("invalid series: {reason}")]
+    InvalidSeries {
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A write batch is malformed (mismatched column lengths and similar).
+    #[error("invalid write batch: {reason}")]
+    InvalidBatch {
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A value cannot be stored (e.g. a timestamp outside the accepted range).
+    #[error("sample rejected for series {series}: {reason}")]
+    InvalidSample {
+        /// The series (metric and labels).
+        series: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A bounded queue or budget is full.
+    #[error("{what} is full ({limit}); retry later")]
+    ResourceExhausted {
+        /// Which resource.
+        what: &'static str,
+        /// The configured limit, human-readable.
+        limit: String,
+    },
+    /// The store is closed or its background writer stopped.
+    #[error("store unavailable: {reason}")]
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+    /// A WAL record failed its CRC or length check in the middle of the log.
+    #[error("wal segment {path} corrupt at offset {offset}: {reason}")]
+    WalCorrupt {
+        /// Segment file.
+        path: PathBuf,
+        /// Byte offset of the bad record.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// A WAL append is larger than the configured record limit; nothing was written.
+    #[error("wal record of {len} bytes exceeds the limit of {limit} bytes")]
+    WalRecordTooLarge {
+        /// Payload length of the rejected record.
+        len: usize,
+        /// The configured `max_record_bytes`.
+        limit: usize,
+    },
+    /// A WAL record decoded but its payload is not a valid batch.
+    #[error("wal record in {path} at offset {offset} does not decode: {reason}")]
+    WalRecordInvalid {
+        /// Segment file.
+        path: PathBuf,
+        /// Byte offset of the record.
+        offset: u64,
+        /// Decoder message.
+        reason: String,
+    },
+    /// The manifest could not be parsed.
+    #[error("manifest {path} is corrupt: {reason}")]
+    ManifestCorrupt {
+        /// Manifest file.
+        path: PathBuf,
+        /// Parser message.
+        reason: String,
+    },
+    /// The series catalog file could not be parsed.
+    #[error("series catalog {path} is corrupt: {reason}")]
+    CatalogCorrupt {
+        /// Catalog file.
+        path: PathBuf,
+        /// Parser message.
+        reason: String,
+    },
+    /// A Parquet data file is unreadable or has the wrong schema.
+    #[error("data file {path} is invalid: {reason}")]
+    DataFileInvalid {
+        /// Parquet file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Parquet encoding or decoding failed.
+    #[error("parquet error on {path}: {source}")]
+    Parquet {
+        /// Parquet file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// A topology or jobs document is malformed or inconsistent.
+    #[error("{document} is invalid: {reason}")]
+    TopologyInvalid {
+        /// Which document (`topology.json`, `jobs.json`).
+        document: String,
+        /// What is wrong, naming the node, switch, link or job.
+        reason: String,
+    },
+    /// A node, storage pool, job or other named thing is not in the topology or jobs.
+    #[error("unknown {what} {name}")]
+    NotInTopology {
+        /// What was looked up (`node`, `storage pool`, `job`).
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+    },
+    /// A metric catalog extension (TOML) is malformed.
+    #[error("metric catalog extension is invalid: {reason}")]
+    MetricCatalogInvalid {
+        /// What is wrong, with the line or family name.
+        reason: String,
+    },
+    /// Timestamps too irregular (or a gap too large) to place on a regular time grid.
+    #[error("time grid too sparse: {rows} rows with a step of {step} ns need more than {limit} slots")]
+    GridTooSparse {
+        /// Rows being placed.
+        rows: usize,
+        /// Inferred grid step (ns).
+        step: i64,
+        /// Slot limit that was exceeded.
+        limit: u64,
+    },
+    /// Arrow kernel failure (a bug if it happens).
+    #[error("arrow error: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    /// Clock-sync input or config is unusable (impossible timestamps, no data for a host).
+    #[error("clock sync for host {host}: {reason}")]
+    ClockSync {
+        /// The host (`*` for config errors).
+        host: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A persisted clock-sync log or model version failed to parse or its CRC check.
+    #[error("clock state file {path} is corrupt: {reason}")]
+    ClockStateCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Classifies the error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::MissingHost { .. }
+            | Error::InvalidSeries { .. }
+            | Error::InvalidBatch { .. }
+            | Error::WalRecordTooLarge { .. }
+            | Error::InvalidSample { .. }
+            | Error::TopologyInvalid { .. }
+            | Error::MetricCatalogInvalid { .. }
+            | Error::ClockSync { .. }
+            | Error::GridTooSparse { .. } => ErrorKind::InvalidArgument,
+            Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
+            Error::NotInTopology { .. } => ErrorKind::NotFound,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::WalCorrupt { .. }
+            | Error::WalRecordInvalid { .. }
+            | Error::ManifestCorrupt { .. }
+            | Error::CatalogCorrupt { .. }
+            | Error::DataFileInvalid { .. }
+            | Error::ClockStateCorrupt { .. } => ErrorKind::DataCorruption,
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                ErrorKind::NotFound
+            }
+            Error::Io { .. } | Error::Parquet { .. } | Error::Arrow(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

@@ -1,0 +1,132 @@
+//! The manifest: the list of live data files and the WAL checkpoint, replaced atomically.
+//!
+//! A data file exists for readers only once the manifest names it; the manifest is written to
+//! a temporary file, synced, renamed over `manifest.json` and the directory synced. A WAL
+//! segment may be deleted once a manifest whose `wal_checkpoint` covers it is durable.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::storage::{Storage, write_atomic};
+
+/// Current manifest format version.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// One live data file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Unique, increasing file id: a higher id holds newer writes (last-write-wins order).
+    pub id: u64,
+    /// Time partition index (`floor(local_time / partition_ns)`).
+    pub partition: i64,
+    /// Path relative to the store directory.
+    pub path: String,
+    /// Rows in the file.
+    pub rows: u64,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Smallest local timestamp.
+    pub min_time: i64,
+    /// Largest local timestamp.
+    pub max_time: i64,
+    /// Smallest series id.
+    pub min_series: u32,
+    /// Largest series id.
+    pub max_series: u32,
+    /// 0 for flushed/imported files, n+1 for a compaction of level-n files.
+    pub level: u32,
+}
+
+/// The manifest contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version.
+    pub version: u32,
+    /// Width of a time partition in ns (fixed when the store is created).
+    pub partition_ns: i64,
+    /// Next file id to hand out.
+    pub next_file_id: u64,
+    /// Every WAL segment with a sequence number ≤ this is fully contained in data files.
+    pub wal_checkpoint: u64,
+    /// Live data files, ordered by id.
+    pub files: Vec<FileEntry>,
+}
+
+impl Manifest {
+    /// An empty manifest.
+    pub fn new(partition_ns: i64) -> Self {
+        Manifest { version: MANIFEST_VERSION, partition_ns, next_file_id: 1, wal_checkpoint: 0, files: Vec::new() }
+    }
+
+    /// Loads `path`; `Ok(None)` if it does not exist.
+    pub fn load(storage: &dyn Storage, path: &Path) -> Result<Option<Self>> {
+        if !storage.exists(path) {
+            return Ok(None);
+        }
+        let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
+        let corrupt = |reason: String| Error::ManifestCorrupt { path: path.to_path_buf(), reason };
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if m.version != MANIFEST_VERSION {
+            return Err(corrupt(format!("unsupported version {}", m.version)));
+        }
+        if m.partition_ns <= 0 {
+            return Err(corrupt(format!("partition_ns must be positive, found {}", m.partition_ns)));
+        }
+        for f in &m.files {
+            if f.id >= m.next_file_id {
+                return Err(corrupt(format!("file id {} not below next_file_id {}", f.id, m.next_file_id)));
+            }
+            if f.path.contains("..") || f.path.starts_with('/') {
+                return Err(corrupt(format!("file path {:?} escapes the store", f.path)));
+            }
+        }
+        Ok(Some(m))
+    }
+
+    /// Writes the manifest atomically.
+    pub fn save(&self, storage: &dyn Storage, path: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| Error::ManifestCorrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        write_atomic(storage, path, &bytes).map_err(|e| Error::io(path, e))
+    }
+
+    /// Total bytes of live data files.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
+    }
+
+    /// Total rows of live data files (before cross-file deduplication).
+    pub fn total_rows(&self) -> u64 {
+        self.files.iter().map(|f| f.rows).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::OsStorage;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        assert_eq!(Manifest::load(&OsStorage, &path).unwrap(), None);
+        let mut m = Manifest::new(3_600_000_000_000);
+        m.files.push(FileEntry {
+            id: 1, partition: 5, path: "data/p5/1.parquet".into(), rows: 10, bytes: 100,
+            min_time: 0, max_time: 9, min_series: 0, max_series: 3, level: 0,
+        });
+        m.next_file_id = 2;
+        m.save(&OsStorage, &path).unwrap();
+        assert_eq!(Manifest::load(&OsStorage, &path).unwrap(), Some(m));
+        for garbage in [&b""[..], b"{", b"[1,2]", b"{\"version\":9}"] {
+            std::fs::write(&path, garbage).unwrap();
+            let e = Manifest::load(&OsStorage, &path).unwrap_err();
+            assert!(matches!(e, Error::ManifestCorrupt { .. }), "{e}");
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! File-system access behind a small trait, so tests can inject crashes and short writes.
+//!
+//! The engine never calls `std::fs` directly for data it must keep: every durable byte goes
+//! through a [`Storage`]. [`OsStorage`] is the real implementation; [`FaultyStorage`] wraps
+//! another storage and fails (or cuts short) writes after a byte budget, which is how the
+//! crash tests simulate power loss at any byte offset.
+
+mod fault;
+mod os;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use fault::FaultyStorage;
+pub use os::OsStorage;
+
+/// A file opened for writing. Dropping it without [`StorageFile::sync`] may lose its bytes.
+pub trait StorageFile: io::Write + Send {
+    /// Flushes file data to stable storage (fdatasync).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// The file operations the engine needs. All paths are absolute or relative to the process cwd.
+pub trait Storage: Send + Sync + Debug {
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Creates (truncating) a file for writing.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens a file for appending, creating it if missing.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Reads a whole file. Large data files are memory-mapped where the storage supports it.
+    fn read(&self, path: &Path) -> io::Result<bytes::Bytes>;
+    /// The file's length in bytes.
+    fn len(&self, path: &Path) -> io::Result<u64>;
+    /// Cuts a file to `len` bytes and syncs it.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+    /// Atomically renames `from` to `to` (same directory or file system).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file; a missing file is not an error.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Lists the entries of a directory (full paths), sorted by name; a missing directory is empty.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Syncs a directory so that creates, renames and removes in it are durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Whether the path exists.
+    fn exists(&self, path: &Path) -> bool;
+}
+
+/// Writes `bytes` to `path` atomically: write a temporary file, sync it, rename it over
+/// `path`, then sync the directory.
+pub fn write_atomic(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut file = storage.create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync()?;
+    }
+    storage.rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        storage.sync_dir(dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! A storage wrapper that simulates a crash after a byte budget.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::{Storage, StorageFile};
+
+/// Wraps a [`Storage`]; once `budget` bytes have been written (over all files), the write
+/// that crosses the budget is cut short and every later write, sync, rename or remove fails
+/// with an I/O error, as if the machine had lost power at that byte. Reads still work, so a
+/// test can then reopen the directory with a fresh [`super::OsStorage`] and check recovery.
+#[derive(Debug, Clone)]
+pub struct FaultyStorage {
+    inner: Arc<dyn Storage>,
+    state: Arc<FaultState>,
+}
+
+#[derive(Debug)]
+struct FaultState {
+    remaining: AtomicU64,
+    crashed: AtomicBool,
+}
+
+impl FaultState {
+    fn check(&self) -> io::Result<()> {
+        if self.crashed.load(Ordering::SeqCst) {
+            Err(io::Error::other("injected crash"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl FaultyStorage {
+    /// Wraps `inner`, allowing `budget` more bytes of writes before the simulated crash.
+    pub fn new(inner: Arc<dyn Storage>, budget: u64) -> Self {
+        FaultyStorage {
+            inner,
+            state: Arc::new(FaultState {
+                remaining: AtomicU64::new(budget),
+                crashed: AtomicBool::new(budget == 0),
+            }),
+        }
+    }
+
+    /// Whether the simulated crash has happened.
+    pub fn crashed(&self) -> bool {
+        self.state.crashed.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of budget left before the crash.
+    pub fn remaining(&self) -> u64 {
+        self.state.remaining.load(Ordering::SeqCst)
+    }
+
+    /// Crashes now, whatever the budget.
+    pub fn crash(&self) {
+        self.state.crashed.store(true, Ordering::SeqCst);
+    }
+}
+
+struct FaultyFile {
+    inner: Box<dyn StorageFile>,
+    state: Arc<FaultState>,
+}
+
+impl Write for FaultyFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.state.check()?;
+        let remaining = self.state.remaining.load(Ordering::SeqCst);
+        let n = (buf.len() as u64).min(remaining) as usize;
+        if n < buf.len() {
+            // Write the part that "made it", push it down, then die.
+            self.inner.write_all(&buf[..n])?;
+            self.inner.flush()?;
+            self.state.remaining.store(0, Ordering::SeqCst);
+            self.state.crashed.store(true, Ordering::SeqCst);
+            return Err(io::Error::other("injected crash (short write)"));
+        }
+        self.state.remaining.fetch_sub(n as u64, Ordering::SeqCst);
+        self.inner.write_all(buf)?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.flush()
+    }
+}
+
+impl StorageFile for FaultyFile {
+    fn sync(&mut self) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.sync()
+    }
+}
+
+impl Storage for FaultyStorage {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.create_dir_all(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        self.state.check()?;
+        let inner = self.inner.create(path)?;
+        Ok(Box::new(FaultyFile { inner, state: self.state.clone() }))
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        self.state.check()?;
+        let inner = self.inner.open_append(path)?;
+        Ok(Box::new(FaultyFile { inner, state: self.state.clone() }))
+    }
+    fn read(&self, path: &Path) -> io::Result<bytes::Bytes> {
+        self.inner.read(path)
+    }
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        self.inner.len(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.truncate(path, len)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.remove_file(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        self.inner.list_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.state.check()?;
+        self.inner.sync_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+}

@@ -1,0 +1,534 @@
+//! The store: the write path (WAL → buffer), flushes to Parquet, compaction, retention and
+//! scans, over one directory.
+//!
+//! Directory layout:
+//! ```text
+//! manifest.json         live data files + WAL checkpoint (atomic replace)
+//! series.json           series catalog snapshot (atomic replace)
+//! wal/<seq>.wal         write-ahead log segments
+//! data/p<part>/<id>.parquet   immutable data files, one time partition each
+//! staging/              bulk-import files not yet committed (removed on open)
+//! ```
+//!
+//! Durability: [`Store::write`] returns only after the WAL record holding the samples (and
+//! the definitions of any new series) is fsynced. Duplicate samples (same series, same local
+//! timestamp) resolve last-write-wins: a later write replaces an earlier one, in the buffer,
+//! across files (higher file id wins) and in compaction.
+
+mod flush;
+mod import;
+pub mod record;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::buffer::WriteBuffer;
+use crate::datafile::{Rows, WriteOptions};
+use crate::error::{Error, Result};
+use crate::manifest::{FileEntry, Manifest};
+use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
+use crate::series::SeriesCatalog;
+use crate::storage::{OsStorage, Storage};
+use crate::wal::{Wal, WalConfig};
+use crate::wallclock::{SystemClock, WallClock};
+
+pub use import::{BulkImport, ImportSummary};
+pub use scan::{Scan, ScanRequest, rows_to_batch, scan_schema};
+
+/// One hour: the default width of a time partition.
+pub const DEFAULT_PARTITION_NS: i64 = 3_600_000_000_000;
+
+/// Store settings. Libraries take typed config; only the binary reads files and flags.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Width of a time partition (used when the store is created; later taken from the manifest).
+    pub partition_ns: i64,
+    /// Flush the write buffer to Parquet once it holds this many rows.
+    pub flush_rows: usize,
+    /// Compact a partition once it has at least this many files.
+    pub compaction_min_files: usize,
+    /// Drop partitions whose end is older than now minus this (None = keep forever).
+    pub retention_ns: Option<i64>,
+    /// Reject samples more than this far in the future of the wall clock (None = no limit).
+    pub max_future_ns: Option<i64>,
+    /// Accept NaN and ±inf values (off: they are rejected as invalid samples).
+    pub allow_non_finite: bool,
+    /// WAL settings.
+    pub wal: WalConfig,
+    /// Parquet settings for flushes.
+    pub file_options: WriteOptions,
+    /// Parquet settings for compaction output.
+    pub compaction_file_options: WriteOptions,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            partition_ns: DEFAULT_PARTITION_NS,
+            flush_rows: 4_000_000,
+            compaction_min_files: 4,
+            retention_ns: None,
+            max_future_ns: Some(86_400_000_000_000),
+            allow_non_finite: false,
+            wal: WalConfig::default(),
+            file_options: WriteOptions { zstd_level: 3 },
+            compaction_file_options: WriteOptions { zstd_level: 9 },
+        }
+    }
+}
+
+/// Why some samples of a write were not accepted.
+#[derive(Debug)]
+pub struct Rejection {
+    /// The series (`metric{labels}`).
+    pub series: String,
+    /// How many of its samples were rejected.
+    pub samples: usize,
+    /// The first reason.
+    pub error: Error,
+}
+
+/// The result of a write: how many samples are durable, and what was rejected and why.
+#[derive(Debug, Default)]
+pub struct WriteOutcome {
+    /// Samples durably accepted.
+    pub accepted: usize,
+    /// Rejected samples grouped by series.
+    pub rejected: Vec<Rejection>,
+}
+
+/// Counters about the store, for self-telemetry.
+#[derive(Debug, Default)]
+pub struct StoreMetrics {
+    /// Samples acknowledged through the WAL path.
+    pub samples_written: AtomicU64,
+    /// Samples rejected.
+    pub samples_rejected: AtomicU64,
+    /// Flushes completed.
+    pub flushes: AtomicU64,
+    /// Compactions completed.
+    pub compactions: AtomicU64,
+}
+
+/// A live data file; once marked obsolete, the file is deleted when the last reader drops it.
+#[derive(Debug)]
+pub struct LiveFile {
+    /// Manifest entry.
+    pub entry: FileEntry,
+    /// Absolute path.
+    pub path: PathBuf,
+    storage: Arc<dyn Storage>,
+    obsolete: AtomicBool,
+}
+
+impl Drop for LiveFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::SeqCst)
+            && let Err(e) = self.storage.remove_file(&self.path)
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "could not remove obsolete data file");
+        }
+    }
+}
+
+/// What readers see: the manifest with its files, plus the buffers not yet in files.
+#[derive(Debug, Clone)]
+struct State {
+    manifest: Arc<Manifest>,
+    files: Arc<Vec<Arc<LiveFile>>>,
+    frozen: Vec<Arc<WriteBuffer>>,
+    active: WriteBuffer,
+}
+
+/// A Lockstep store over one directory.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn WallClock>,
+    config: StoreConfig,
+    wal: Wal,
+    catalog: RwLock<SeriesCatalog>,
+    state: RwLock<State>,
+    /// Writers hold it shared from WAL submit to buffer insert; a flush takes it exclusively
+    /// to rotate the WAL and freeze the buffer at one consistent point.
+    gate: RwLock<()>,
+    /// Serialises manifest changes (flush, compaction, retention, import commit).
+    manifest_lock: Mutex<()>,
+    metrics: StoreMetrics,
+}
+
+fn lock_poisoned<T>(_: T) -> Error {
+    Error::Unavailable { reason: "a store lock was poisoned by a panic".into() }
+}
+
+impl Store {
+    /// Opens (or creates) a store in `dir` on the real file system.
+    pub fn open(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
+        Self::open_with(dir, config, Arc::new(OsStorage), Arc::new(SystemClock))
+    }
+
+    /// Opens (or creates) a store with injected storage and clock.
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        for sub in ["", "wal", "data", "staging"] {
+            let p = dir.join(sub);
+            storage.create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+        }
+        let manifest_path = dir.join("manifest.json");
+        let manifest = match Manifest::load(storage.as_ref(), &manifest_path)? {
+            Some(m) => m,
+            None => {
+                if config.partition_ns <= 0 {
+                    return Err(Error::InvalidBatch {
+                        reason: format!("partition_ns must be positive, got {}", config.partition_ns),
+                    });
+                }
+                let m = Manifest::new(config.partition_ns);
+                m.save(storage.as_ref(), &manifest_path)?;
+                m
+            }
+        };
+        let mut catalog = SeriesCatalog::load(storage.as_ref(), &dir.join("series.json"))?;
+        let mut active = WriteBuffer::default();
+        let wal_dir = dir.join("wal");
+        let (wal, stats) = Wal::open(
+            storage.clone(),
+            &wal_dir,
+            config.wal.clone(),
+            manifest.wal_checkpoint,
+            &mut |rec| {
+                let bad = |reason: String| Error::WalRecordInvalid {
+                    path: wal_dir.join(format!("{:020}.wal", rec.segment)),
+                    offset: rec.offset,
+                    reason,
+                };
+                let decoded = record::decode(rec.payload).map_err(bad)?;
+                for (id, key) in &decoded.defs {
+                    apply_def(&mut catalog, *id, key).map_err(bad)?;
+                }
+                if let Some(&max) = decoded.rows.series.iter().max()
+                    && max as usize >= catalog.len()
+                {
+                    return Err(bad(format!("samples refer to undefined series id {max}")));
+                }
+                active.push(decoded.rows);
+                Ok(())
+            },
+        )?;
+        if let Some(t) = &stats.truncated_tail {
+            tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
+                "truncated torn wal tail");
+        }
+        let files = manifest
+            .files
+            .iter()
+            .map(|entry| {
+                Arc::new(LiveFile {
+                    path: dir.join(&entry.path),
+                    entry: entry.clone(),
+                    storage: storage.clone(),
+                    obsolete: AtomicBool::new(false),
+                })
+            })
+            .collect::<Vec<_>>();
+        let store = Store {
+            dir,
+            storage,
+            clock,
+            config,
+            wal,
+            catalog: RwLock::new(catalog),
+            state: RwLock::new(State {
+                manifest: Arc::new(manifest),
+                files: Arc::new(files),
+                frozen: Vec::new(),
+                active,
+            }),
+            gate: RwLock::new(()),
+            manifest_lock: Mutex::new(()),
+            metrics: StoreMetrics::default(),
+        };
+        store.remove_orphans()?;
+        Ok(store)
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Width of a time partition (ns).
+    pub fn partition_ns(&self) -> i64 {
+        self.state.read().map(|s| s.manifest.partition_ns).unwrap_or(self.config.partition_ns)
+    }
+
+    /// Self-telemetry counters.
+    pub fn metrics(&self) -> &StoreMetrics {
+        &self.metrics
+    }
+
+    /// WAL statistics (fsync count and latency).
+    pub fn wal_stats(&self) -> crate::wal::WalStats {
+        self.wal.stats()
+    }
+
+    /// Runs `f` with read access to the series catalog.
+    pub fn with_catalog<R>(&self, f: impl FnOnce(&SeriesCatalog) -> R) -> Result<R> {
+        let c = self.catalog.read().map_err(lock_poisoned)?;
+        Ok(f(&c))
+    }
+
+    /// A copy of the current manifest.
+    pub fn manifest(&self) -> Result<Arc<Manifest>> {
+        Ok(self.state.read().map_err(lock_poisoned)?.manifest.clone())
+    }
+
+    /// Rows currently buffered in memory (not yet in data files).
+    pub fn buffered_rows(&self) -> Result<usize> {
+        let s = self.state.read().map_err(lock_poisoned)?;
+        Ok(s.active.len() + s.frozen.iter().map(|b| b.len()).sum::<usize>())
+    }
+
+    /// Resolves a series key to its id, defining it if new (bulk-import path; the WAL path
+    /// defines series inside [`Store::write`]).
+    pub fn resolve_series(&self, key: &SeriesKey) -> Result<SeriesId> {
+        Ok(self.catalog.write().map_err(lock_poisoned)?.get_or_insert(key)?.0)
+    }
+
+    /// The store's wall clock, now.
+    pub fn now_ns(&self) -> i64 {
+        self.clock.now_ns()
+    }
+
+    /// Fast check of one sample against the store's limits; [`Store::check_sample`] says why not.
+    #[inline]
+    pub fn sample_ok(&self, time: i64, value: f64, now: i64) -> bool {
+        (MIN_TIME_NS..=MAX_TIME_NS).contains(&time)
+            && self.config.max_future_ns.is_none_or(|max| time <= now.saturating_add(max))
+            && (self.config.allow_non_finite || value.is_finite())
+    }
+
+    /// Checks one sample against the store's limits (range, future bound, finiteness).
+    pub fn check_sample(&self, key: &SeriesKey, time: i64, value: f64, now: i64) -> Result<()> {
+        if !(MIN_TIME_NS..=MAX_TIME_NS).contains(&time) {
+            return Err(Error::InvalidSample {
+                series: key.to_string(),
+                reason: format!("timestamp {time} ns is outside [{MIN_TIME_NS}, {MAX_TIME_NS}]"),
+            });
+        }
+        if let Some(max) = self.config.max_future_ns
+            && time > now.saturating_add(max)
+        {
+            return Err(Error::InvalidSample {
+                series: key.to_string(),
+                reason: format!("timestamp {time} ns is more than {max} ns in the future (now {now})"),
+            });
+        }
+        if !self.config.allow_non_finite && !value.is_finite() {
+            return Err(Error::InvalidSample {
+                series: key.to_string(),
+                reason: format!("value {value} is not finite"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Splits a batch into valid rows per series and rejections.
+    fn validate<'a>(&self, batch: &'a WriteBatch) -> (Vec<(&'a SeriesKey, Rows)>, Vec<Rejection>) {
+        let now = self.clock.now_ns();
+        let mut ok = Vec::with_capacity(batch.series.len());
+        let mut rejected = Vec::new();
+        for (key, samples) in &batch.series {
+            if samples.timestamps.len() != samples.values.len() {
+                rejected.push(Rejection {
+                    series: key.to_string(),
+                    samples: samples.timestamps.len().max(samples.values.len()),
+                    error: Error::InvalidBatch {
+                        reason: format!(
+                            "series {key} has {} timestamps but {} values",
+                            samples.timestamps.len(),
+                            samples.values.len()
+                        ),
+                    },
+                });
+                continue;
+            }
+            if let Err(error) = key.validate() {
+                rejected.push(Rejection { series: key.to_string(), samples: samples.timestamps.len(), error });
+                continue;
+            }
+            let mut rows = Rows::with_capacity(samples.timestamps.len());
+            let mut first: Option<Error> = None;
+            let mut bad = 0;
+            for (&t, &v) in samples.timestamps.iter().zip(&samples.values) {
+                match self.check_sample(key, t, v, now) {
+                    Ok(()) => rows.push(0, t, v),
+                    Err(e) => {
+                        bad += 1;
+                        first.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(error) = first {
+                rejected.push(Rejection { series: key.to_string(), samples: bad, error });
+            }
+            if !rows.is_empty() {
+                ok.push((key, rows));
+            }
+        }
+        (ok, rejected)
+    }
+
+    /// Writes a batch durably. Returns once the accepted samples are fsynced in the WAL;
+    /// invalid samples are rejected per series with a reason, the rest is accepted.
+    pub fn write(&self, batch: &WriteBatch) -> Result<WriteOutcome> {
+        let (valid, rejected) = self.validate(batch);
+        let rejected_count: usize = rejected.iter().map(|r| r.samples).sum();
+        self.metrics.samples_rejected.fetch_add(rejected_count as u64, Ordering::Relaxed);
+        if valid.is_empty() {
+            return Ok(WriteOutcome { accepted: 0, rejected });
+        }
+        let gate = self.gate.read().map_err(lock_poisoned)?;
+        // Resolve ids. New series are defined under the catalog write lock, and the record
+        // carrying their definitions is queued before the lock is released, so every later
+        // record that uses those ids follows it in the WAL.
+        let mut ids = Vec::with_capacity(valid.len());
+        let ticket = {
+            let catalog = self.catalog.read().map_err(lock_poisoned)?;
+            let mut missing = false;
+            for (key, _) in &valid {
+                match catalog.get(key) {
+                    Some(id) => ids.push(id),
+                    None => {
+                        missing = true;
+                        break;
+                    }
+                }
+            }
+            if !missing {
+                let rows = assemble(&valid, &ids);
+                let payload = record::encode(&[], &rows);
+                drop(catalog);
+                (self.wal.submit(payload)?, rows)
+            } else {
+                drop(catalog);
+                ids.clear();
+                let mut catalog = self.catalog.write().map_err(lock_poisoned)?;
+                let mut defs: Vec<SeriesId> = Vec::new();
+                for (key, _) in &valid {
+                    let (id, inserted) = catalog.get_or_insert(key)?;
+                    if inserted {
+                        defs.push(id);
+                    }
+                    ids.push(id);
+                }
+                let rows = assemble(&valid, &ids);
+                let def_refs: Vec<(SeriesId, &SeriesKey)> = defs
+                    .iter()
+                    .filter_map(|&id| catalog.key(id).map(|k| (id, k.as_ref())))
+                    .collect();
+                let payload = record::encode(&def_refs, &rows);
+                let ticket = self.wal.submit(payload)?;
+                drop(catalog);
+                (ticket, rows)
+            }
+        };
+        let (ticket, rows) = ticket;
+        ticket.wait()?;
+        let accepted = rows.len();
+        self.state.write().map_err(lock_poisoned)?.active.push(rows);
+        drop(gate);
+        self.metrics.samples_written.fetch_add(accepted as u64, Ordering::Relaxed);
+        if self.buffered_rows()? >= self.config.flush_rows
+            && let Ok(guard) = self.manifest_lock.try_lock()
+        {
+            self.flush_locked(&guard)?;
+        }
+        Ok(WriteOutcome { accepted, rejected })
+    }
+
+    /// Deletes data files the manifest does not name and leftovers of unfinished imports.
+    fn remove_orphans(&self) -> Result<()> {
+        let state = self.state.read().map_err(lock_poisoned)?;
+        let live: std::collections::HashSet<&Path> = state.files.iter().map(|f| f.path.as_path()).collect();
+        let data = self.dir.join("data");
+        for part in self.storage.list_dir(&data).map_err(|e| Error::io(&data, e))? {
+            for file in self.storage.list_dir(&part).map_err(|e| Error::io(&part, e))? {
+                if !live.contains(file.as_path()) {
+                    tracing::info!(path = %file.display(), "removing orphan data file");
+                    self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
+                }
+            }
+        }
+        let staging = self.dir.join("staging");
+        for file in self.storage.list_dir(&staging).map_err(|e| Error::io(&staging, e))? {
+            self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, then stops the WAL writer.
+    pub fn close(self) -> Result<()> {
+        self.flush()?;
+        self.wal.close()
+    }
+}
+
+/// Applies a series definition replayed from the WAL.
+fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std::result::Result<(), String> {
+    match catalog.key(id) {
+        Some(existing) if existing.as_ref() == key => Ok(()),
+        Some(existing) => Err(format!("series id {id} is {existing} in the catalog but {key} in the wal")),
+        None if id as usize == catalog.len() => {
+            catalog.get_or_insert(key).map(|_| ()).map_err(|e| format!("bad series definition: {e}"))
+        }
+        None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
+    }
+}
+
+/// Concatenates per-series rows, stamping the resolved ids.
+fn assemble(valid: &[(&SeriesKey, Rows)], ids: &[SeriesId]) -> Rows {
+    let total = valid.iter().map(|(_, r)| r.len()).sum();
+    let mut rows = Rows::with_capacity(total);
+    for ((_, r), &id) in valid.iter().zip(ids) {
+        rows.series.extend(std::iter::repeat_n(id, r.len()));
+        rows.time.extend_from_slice(&r.time);
+        rows.value.extend_from_slice(&r.value);
+    }
+    rows
+}
+
+/// Groups rows by time partition, preserving order within each.
+pub(crate) fn split_by_partition(rows: &Rows, partition_ns: i64) -> BTreeMap<i64, Rows> {
+    let mut out: BTreeMap<i64, Rows> = BTreeMap::new();
+    if let (Some(&lo), Some(&hi)) = (rows.time.iter().min(), rows.time.iter().max())
+        && lo.div_euclid(partition_ns) == hi.div_euclid(partition_ns)
+    {
+        out.insert(lo.div_euclid(partition_ns), rows.clone());
+        return out;
+    }
+    for i in 0..rows.len() {
+        out.entry(rows.time[i].div_euclid(partition_ns)).or_default().push(
+            rows.series[i],
+            rows.time[i],
+            rows.value[i],
+        );
+    }
+    out
+}

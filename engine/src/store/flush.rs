@@ -1,0 +1,202 @@
+//! Flushing the write buffer to Parquet, compaction and retention: every manifest change.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
+
+use super::{LiveFile, Store, lock_poisoned, split_by_partition};
+use crate::buffer::WriteBuffer;
+use crate::datafile::{self, Rows, RowFilter, WriteOptions};
+use crate::error::{Error, Result};
+use crate::manifest::{FileEntry, Manifest};
+use crate::merge::sort_dedup;
+
+/// What a compaction pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionSummary {
+    /// Partitions rewritten.
+    pub partitions: usize,
+    /// Input files replaced.
+    pub files_in: usize,
+    /// Output files written.
+    pub files_out: usize,
+    /// Files dropped by retention.
+    pub files_expired: usize,
+}
+
+impl Store {
+    /// Flushes everything buffered to data files and truncates the WAL.
+    pub fn flush(&self) -> Result<()> {
+        let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+        self.flush_locked(&guard)
+    }
+
+    pub(super) fn flush_locked(&self, _guard: &MutexGuard<'_, ()>) -> Result<()> {
+        // Freeze: after this point every record in segments <= sealed is in `frozen`.
+        let (sealed, frozen) = {
+            let _gate = self.gate.write().map_err(lock_poisoned)?;
+            let sealed = self.wal.rotate()?;
+            let mut state = self.state.write().map_err(lock_poisoned)?;
+            let frozen = Arc::new(std::mem::take(&mut state.active));
+            state.frozen.push(frozen.clone());
+            (sealed, frozen)
+        };
+        let result = self.write_frozen(&frozen, sealed);
+        // On failure the frozen rows stay visible (and in the WAL); a later flush retries.
+        if result.is_ok() {
+            let mut state = self.state.write().map_err(lock_poisoned)?;
+            state.frozen.retain(|b| !Arc::ptr_eq(b, &frozen));
+        }
+        result?;
+        self.wal.remove_through(sealed)?;
+        self.metrics.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_frozen(&self, frozen: &WriteBuffer, sealed: u64) -> Result<()> {
+        let rows = frozen.collect(&RowFilter::default());
+        let partition_ns = self.partition_ns();
+        let mut new_files = Vec::new();
+        let mut next_id = self.manifest()?.next_file_id;
+        for (partition, part_rows) in split_by_partition(&rows, partition_ns) {
+            let sorted = sort_dedup(&part_rows);
+            new_files.push(self.write_data_file(partition, next_id, &sorted, 0, self.config.file_options)?);
+            next_id += 1;
+        }
+        self.commit(new_files, &[], Some(sealed), next_id)
+    }
+
+    /// Writes one data file and returns its manifest entry.
+    pub(super) fn write_data_file(
+        &self,
+        partition: i64,
+        id: u64,
+        rows: &Rows,
+        level: u32,
+        options: WriteOptions,
+    ) -> Result<FileEntry> {
+        let rel = format!("data/p{partition}/{id:012}.parquet");
+        let path = self.dir.join(&rel);
+        if let Some(parent) = path.parent() {
+            self.storage.create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        let stats = datafile::write_file(self.storage.as_ref(), &path, rows, options)?;
+        Ok(FileEntry {
+            id,
+            partition,
+            path: rel,
+            rows: stats.rows,
+            bytes: stats.bytes,
+            min_time: stats.min_time,
+            max_time: stats.max_time,
+            min_series: stats.min_series,
+            max_series: stats.max_series,
+            level,
+        })
+    }
+
+    /// Publishes a manifest change: adds `added`, drops the files with ids in `removed`,
+    /// optionally advances the WAL checkpoint. Saves the catalog first, so every series that
+    /// a published file refers to is known after a restart.
+    pub(super) fn commit(
+        &self,
+        added: Vec<FileEntry>,
+        removed: &[u64],
+        wal_checkpoint: Option<u64>,
+        next_file_id: u64,
+    ) -> Result<()> {
+        // Data files must be durable in their directories before the manifest names them.
+        let mut dirs: Vec<_> = added.iter().filter_map(|f| self.dir.join(&f.path).parent().map(|p| p.to_path_buf())).collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            self.storage.sync_dir(&d).map_err(|e| Error::io(&d, e))?;
+        }
+        self.catalog.read().map_err(lock_poisoned)?.save(self.storage.as_ref(), &self.dir.join("series.json"))?;
+        let (old_manifest, old_files) = {
+            let s = self.state.read().map_err(lock_poisoned)?;
+            (s.manifest.clone(), s.files.clone())
+        };
+        let mut manifest = Manifest::clone(&old_manifest);
+        manifest.files.retain(|f| !removed.contains(&f.id));
+        manifest.files.extend(added.iter().cloned());
+        manifest.files.sort_by_key(|f| f.id);
+        manifest.next_file_id = manifest.next_file_id.max(next_file_id);
+        if let Some(seq) = wal_checkpoint {
+            manifest.wal_checkpoint = manifest.wal_checkpoint.max(seq);
+        }
+        manifest.save(self.storage.as_ref(), &self.dir.join("manifest.json"))?;
+        let mut files: Vec<Arc<LiveFile>> = Vec::with_capacity(manifest.files.len());
+        for f in old_files.iter() {
+            if removed.contains(&f.entry.id) {
+                f.obsolete.store(true, Ordering::SeqCst);
+            } else {
+                files.push(f.clone());
+            }
+        }
+        for entry in added {
+            files.push(Arc::new(LiveFile {
+                path: self.dir.join(&entry.path),
+                entry,
+                storage: self.storage.clone(),
+                obsolete: AtomicBool::new(false),
+            }));
+        }
+        files.sort_by_key(|f| f.entry.id);
+        let mut state = self.state.write().map_err(lock_poisoned)?;
+        state.manifest = Arc::new(manifest);
+        state.files = Arc::new(files);
+        Ok(())
+    }
+
+    /// Compacts every partition with at least `compaction_min_files` files (or more than one
+    /// file when `force`), and applies retention. Old files are deleted once no scan uses them.
+    pub fn compact(&self, force: bool) -> Result<CompactionSummary> {
+        let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+        let mut summary = CompactionSummary { files_expired: self.expire_locked(&guard)?, ..Default::default() };
+        let files = self.state.read().map_err(lock_poisoned)?.files.clone();
+        let mut by_partition: std::collections::BTreeMap<i64, Vec<&Arc<LiveFile>>> = Default::default();
+        for f in files.iter() {
+            by_partition.entry(f.entry.partition).or_default().push(f);
+        }
+        let threshold = if force { 2 } else { self.config.compaction_min_files.max(2) };
+        for (partition, group) in by_partition {
+            if group.len() < threshold {
+                continue;
+            }
+            // Concatenate in id order (older first) so that sort_dedup keeps the newest value.
+            let mut rows = Rows::default();
+            for f in &group {
+                rows.extend_from(&datafile::read_file(self.storage.as_ref(), &f.path, &RowFilter::default())?);
+            }
+            let merged = sort_dedup(&rows);
+            let id = self.manifest()?.next_file_id;
+            let level = group.iter().map(|f| f.entry.level).max().unwrap_or(0) + 1;
+            let entry = self.write_data_file(partition, id, &merged, level, self.config.compaction_file_options)?;
+            let removed: Vec<u64> = group.iter().map(|f| f.entry.id).collect();
+            self.commit(vec![entry], &removed, None, id + 1)?;
+            summary.partitions += 1;
+            summary.files_in += group.len();
+            summary.files_out += 1;
+        }
+        self.metrics.compactions.fetch_add(1, Ordering::Relaxed);
+        Ok(summary)
+    }
+
+    /// Drops whole partitions that ended before `now - retention`. Returns files dropped.
+    fn expire_locked(&self, _guard: &MutexGuard<'_, ()>) -> Result<usize> {
+        let Some(retention) = self.config.retention_ns else { return Ok(0) };
+        let cutoff = self.clock.now_ns().saturating_sub(retention);
+        let partition_ns = self.partition_ns();
+        let files = self.state.read().map_err(lock_poisoned)?.files.clone();
+        let expired: Vec<u64> = files
+            .iter()
+            .filter(|f| f.entry.partition.saturating_add(1).saturating_mul(partition_ns) <= cutoff)
+            .map(|f| f.entry.id)
+            .collect();
+        if !expired.is_empty() {
+            let next = self.manifest()?.next_file_id;
+            self.commit(Vec::new(), &expired, None, next)?;
+        }
+        Ok(expired.len())
+    }
+}

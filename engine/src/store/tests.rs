@@ -1,0 +1,283 @@
+//! Store tests: round trips, last-write-wins, crash safety, a model-based test and the
+//! bad-data corpus.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::error::ErrorKind;
+use crate::storage::FaultyStorage;
+
+const T0: i64 = 1_767_225_600_000_000_000; // 2026-01-01
+
+fn cfg() -> StoreConfig {
+    StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() }
+}
+
+fn key(i: u32) -> SeriesKey {
+    SeriesKey::new("m", [("host", format!("h{}", i % 3)), ("dev", format!("d{i}"))])
+}
+
+fn batch(samples: &[(u32, i64, f64)]) -> WriteBatch {
+    let mut b = WriteBatch::default();
+    for &(s, t, v) in samples {
+        b.push(key(s), t, v);
+    }
+    b
+}
+
+/// Everything in the store as (series key, time) → value.
+fn dump(store: &Store) -> BTreeMap<(String, i64), f64> {
+    let rows = store.scan_all(ScanRequest::default()).unwrap();
+    let mut out = BTreeMap::new();
+    store
+        .with_catalog(|c| {
+            for i in 0..rows.len() {
+                let k = c.key(rows.series[i]).unwrap().to_string();
+                assert!(out.insert((k, rows.time[i]), rows.value[i]).is_none(), "duplicate row in scan");
+            }
+        })
+        .unwrap();
+    out
+}
+
+fn model_of(samples: &[(u32, i64, f64)], into: &mut BTreeMap<(String, i64), f64>) {
+    for &(s, t, v) in samples {
+        into.insert((key(s).to_string(), t), v);
+    }
+}
+
+#[test]
+fn write_flush_reopen_and_last_write_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = BTreeMap::new();
+    {
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        let a: Vec<_> = (0..100).map(|i| (i % 7, T0 + i as i64 * 1_000_000_000, i as f64)).collect();
+        assert_eq!(store.write(&batch(&a)).unwrap().accepted, 100);
+        model_of(&a, &mut model);
+        store.flush().unwrap();
+        // Overwrite some in the buffer: the buffer must win over the file.
+        let b = vec![(0, T0, -1.0), (3, T0 + 3_000_000_000, -2.0)];
+        store.write(&batch(&b)).unwrap();
+        model_of(&b, &mut model);
+        assert_eq!(dump(&store), model);
+        store.flush().unwrap();
+        assert_eq!(dump(&store), model, "after second flush (two files, newer wins)");
+        let summary = store.compact(true).unwrap();
+        assert_eq!(summary.files_in, 2);
+        assert_eq!(dump(&store), model, "after compaction");
+        let c = vec![(5, T0 + 7 * 3_600_000_000_000, 9.5)]; // another partition, only in the WAL
+        store.write(&batch(&c)).unwrap();
+        model_of(&c, &mut model);
+    }
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&store), model, "after reopen (wal replay + files)");
+    assert_eq!(store.manifest().unwrap().files.len(), 1);
+}
+
+#[test]
+fn scan_filters_by_time_and_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let a: Vec<_> = (0..1000).map(|i| (i % 10, T0 + i as i64 * 100_000_000, i as f64)).collect();
+    store.write(&batch(&a)).unwrap();
+    store.flush().unwrap();
+    let b: Vec<_> = (0..1000).map(|i| (i % 10, T0 + 100_000_000_000 + i as i64, 0.5)).collect();
+    store.write(&batch(&b)).unwrap();
+    let id = store.with_catalog(|c| c.get(&key(4)).unwrap()).unwrap();
+    let mut set = roaring::RoaringBitmap::new();
+    set.insert(id);
+    let rows = store
+        .scan_all(ScanRequest { time: Some((T0 + 10_000_000_000, T0 + 100_000_000_100)), series: Some(set) })
+        .unwrap();
+    assert!(rows.series.iter().all(|&s| s == id));
+    // From the file: i in [100, 1000) with i % 10 == 4 → 90 rows; from the buffer: i < 100 → 10.
+    assert_eq!(rows.len(), 100);
+    assert!(rows.time.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn invalid_samples_are_rejected_per_series_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(crate::wallclock::ManualClock(T0.into()));
+    let config = StoreConfig { max_future_ns: Some(3_600_000_000_000), ..cfg() };
+    let store = Store::open_with(dir.path(), config, Arc::new(OsStorage), clock).unwrap();
+    let mut b = WriteBatch::default();
+    b.push(key(1), T0, 1.0);
+    b.push(key(2), T0, f64::NAN);
+    b.push(key(3), T0, f64::INFINITY);
+    b.push(key(4), -5, 1.0);
+    b.push(key(5), T0 + 2 * 3_600_000_000_000, 1.0);
+    b.push(SeriesKey::new("m", [("gpu", "0")]), T0, 1.0);
+    let out = store.write(&b).unwrap();
+    assert_eq!(out.accepted, 1);
+    let reasons: Vec<String> = out.rejected.iter().map(|r| r.error.to_string()).collect();
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
+    assert!(reasons[0].contains("not finite") && reasons[1].contains("not finite"), "{reasons:?}");
+    assert!(reasons[2].contains("outside"), "{reasons:?}");
+    assert!(reasons[3].contains("future"), "{reasons:?}");
+    assert!(reasons[4].contains("no host label"), "{reasons:?}");
+    assert!(out.rejected.iter().all(|r| r.error.kind() == ErrorKind::InvalidArgument));
+}
+
+/// Crash at every byte offset of the WAL record of an unacknowledged write: after reopening,
+/// every acknowledged sample is there and nothing of the torn write is.
+#[test]
+fn crash_at_every_byte_of_the_wal_tail() {
+    let acked: Vec<_> = (0..20).map(|i| (i % 4, T0 + i as i64, i as f64)).collect();
+    let torn = vec![(1, T0 + 500, 42.0), (9, T0 + 501, 43.0)];
+    let mut model = BTreeMap::new();
+    model_of(&acked, &mut model);
+    // Calibrate: bytes written by open + the acked writes, and by the torn write.
+    let measure = |samples: &[&[(u32, i64, f64)]]| {
+        let dir = tempfile::tempdir().unwrap();
+        let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+        let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+        for s in samples {
+            for one in s.iter() {
+                store.write(&batch(std::slice::from_ref(one))).unwrap();
+            }
+        }
+        u64::MAX - faulty.remaining()
+    };
+    let base = measure(&[&acked]);
+    let with_torn = measure(&[&acked, &torn[..1]]);
+    let record = with_torn - base;
+    assert!(record > 20, "record of {record} bytes");
+    for cut in 0..record {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let faulty = FaultyStorage::new(Arc::new(OsStorage), base + cut);
+            let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+            for one in &acked {
+                store.write(&batch(std::slice::from_ref(one))).unwrap();
+            }
+            assert!(store.write(&batch(&torn[..1])).is_err(), "cut {cut}: write must fail");
+            assert!(faulty.crashed());
+        }
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        assert_eq!(dump(&store), model, "cut at byte {cut} of {record}");
+        // The store keeps working after recovery.
+        store.write(&batch(&torn)).unwrap();
+        let mut after = model.clone();
+        model_of(&torn, &mut after);
+        drop(store);
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        assert_eq!(dump(&store), after, "cut {cut}: write after recovery");
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write(Vec<(u32, i64, i32)>),
+    Flush,
+    Compact,
+    /// Drop without flushing (the WAL holds the data), then reopen.
+    Crash,
+    /// Crash with garbage appended to the newest WAL segment (a torn write).
+    CrashTorn(Vec<u8>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => proptest::collection::vec((0u32..6, 0i64..4_000, -50i32..50), 1..20).prop_map(Op::Write),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Crash),
+        1 => proptest::collection::vec(any::<u8>(), 1..40).prop_map(Op::CrashTorn),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Random write/flush/compact/crash/reopen sequences against a BTreeMap model.
+    #[test]
+    fn model_based(ops in proptest::collection::vec(op(), 1..25)) {
+        let dir = tempfile::tempdir().unwrap();
+        // Small partitions so that writes spread over several files and partitions.
+        let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, ..cfg() };
+        let mut store = Some(Store::open(dir.path(), config.clone()).unwrap());
+        let mut model = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Write(samples) => {
+                    let samples: Vec<(u32, i64, f64)> = samples.into_iter().map(|(s, t, v)| (s, T0 + t, v as f64)).collect();
+                    store.as_ref().unwrap().write(&batch(&samples)).unwrap();
+                    model_of(&samples, &mut model);
+                }
+                Op::Flush => store.as_ref().unwrap().flush().unwrap(),
+                Op::Compact => { store.as_ref().unwrap().compact(false).unwrap(); }
+                Op::Crash => {
+                    drop(store.take());
+                    store = Some(Store::open(dir.path(), config.clone()).unwrap());
+                }
+                Op::CrashTorn(garbage) => {
+                    drop(store.take());
+                    let wal = dir.path().join("wal");
+                    if let Some(last) = OsStorage.list_dir(&wal).unwrap().last() {
+                        use std::io::Write;
+                        std::fs::OpenOptions::new().append(true).open(last).unwrap().write_all(&garbage).unwrap();
+                    }
+                    store = Some(Store::open(dir.path(), config.clone()).unwrap());
+                }
+            }
+            prop_assert_eq!(&dump(store.as_ref().unwrap()), &model);
+        }
+    }
+}
+
+#[test]
+fn bad_data_corpus_gives_typed_errors() {
+    // Garbage manifest.
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), cfg()).unwrap());
+    std::fs::write(dir.path().join("manifest.json"), b"\x00garbage").unwrap();
+    let e = Store::open(dir.path(), cfg()).unwrap_err();
+    assert!(matches!(e, Error::ManifestCorrupt { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::DataCorruption);
+
+    // Garbage series catalog.
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), cfg()).unwrap());
+    std::fs::write(dir.path().join("series.json"), b"[").unwrap();
+    let e = Store::open(dir.path(), cfg()).unwrap_err();
+    assert!(matches!(e, Error::CatalogCorrupt { .. }), "{e}");
+
+    // A data file replaced by one with the wrong schema: the scan fails with a typed error
+    // and the acknowledged data in the WAL is still there.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    store.write(&batch(&[(1, T0, 1.0)])).unwrap();
+    store.flush().unwrap();
+    store.write(&batch(&[(2, T0 + 1, 2.0)])).unwrap();
+    let file = dir.path().join(&store.manifest().unwrap().files[0].path);
+    drop(store);
+    {
+        use arrow::array::Int64Array;
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new("x", arrow::datatypes::DataType::Int64, false)]));
+        let batch = arrow::array::RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1i64]))]).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let e = store.scan_all(ScanRequest::default()).unwrap_err();
+    assert!(matches!(e, Error::DataFileInvalid { .. }), "{e}");
+    let id = store.with_catalog(|c| c.get(&key(2)).unwrap()).unwrap();
+    let mut set = roaring::RoaringBitmap::new();
+    set.insert(id);
+    let rows = store.scan_all(ScanRequest { time: Some((T0 + 1, T0 + 2)), series: Some(set) }).unwrap();
+    assert_eq!(rows.value, vec![2.0], "wal data survives a broken data file");
+
+    // Zero-length and garbage WAL segments in the newest position are torn tails.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    store.write(&batch(&[(1, T0, 1.0)])).unwrap();
+    drop(store);
+    std::fs::write(dir.path().join("wal").join(format!("{:020}.wal", 999)), b"").unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&store).len(), 1);
+}

@@ -1,0 +1,161 @@
+//! The `jobs.json` model: which nodes a job ran on, when, and which storage pool it used.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::{Error, Result};
+use crate::topology::{Topology, parse_rfc3339};
+
+const JOBS_DOC: &str = "jobs.json";
+
+/// A training job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Name, e.g. `llm-70b` (the `job` label of application series).
+    pub job: String,
+    /// Compute nodes the job ran on.
+    pub nodes: Vec<String>,
+    /// Start, ns since the Unix epoch in reference time (JSON: integer ns or RFC 3339).
+    #[serde(deserialize_with = "de_time")]
+    pub start: i64,
+    /// End (exclusive), or `None` while running (JSON: integer ns, RFC 3339, null or absent).
+    #[serde(default, deserialize_with = "de_opt_time")]
+    pub end: Option<i64>,
+    /// Storage pool the job reads data from and writes checkpoints to.
+    #[serde(default)]
+    pub storage_pool: Option<String>,
+    /// The scheduler's id (NCCL Inspector's `slurm_job_id` label), when it differs from `job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<String>,
+}
+
+impl Job {
+    /// Whether the job ran at any time in `[from, to)`.
+    pub fn overlaps(&self, from: i64, to: i64) -> bool {
+        self.start < to && self.end.is_none_or(|end| end > from)
+    }
+}
+
+/// Parses and checks a `jobs.json` document: a JSON array of jobs, or an object with a
+/// `jobs` array. Job names must be unique, node lists non-empty, `end >= start`.
+pub fn parse_jobs(text: &str) -> Result<Vec<Job>> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Document {
+        List(Vec<Job>),
+        Wrapped { jobs: Vec<Job> },
+    }
+    // Parse as a list first so that errors inside a job keep their line and column.
+    let jobs = match serde_json::from_str::<Vec<Job>>(text) {
+        Ok(jobs) => jobs,
+        Err(list_err) => match serde_json::from_str::<Document>(text) {
+            Ok(Document::List(jobs) | Document::Wrapped { jobs }) => jobs,
+            Err(_) => return Err(invalid(list_err.to_string())),
+        },
+    };
+    let mut names = HashSet::new();
+    for job in &jobs {
+        if job.job.is_empty() {
+            return Err(invalid("a job has an empty name".to_owned()));
+        }
+        if !names.insert(job.job.as_str()) {
+            return Err(invalid(format!("job {} is declared twice", job.job)));
+        }
+        if job.nodes.is_empty() {
+            return Err(invalid(format!("job {} has no nodes", job.job)));
+        }
+        if let Some(end) = job.end
+            && end < job.start
+        {
+            return Err(invalid(format!("job {} ends before it starts", job.job)));
+        }
+    }
+    Ok(jobs)
+}
+
+/// Checks jobs against a topology: every node and storage pool must exist.
+pub fn check_jobs(topology: &Topology, jobs: &[Job]) -> Result<()> {
+    for job in jobs {
+        for node in &job.nodes {
+            if topology.node(node).is_none() {
+                return Err(invalid(format!("job {} runs on unknown node {node}", job.job)));
+            }
+        }
+        if let Some(pool) = &job.storage_pool
+            && topology.pool(pool).is_none()
+        {
+            return Err(invalid(format!("job {} uses unknown storage pool {pool}", job.job)));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn invalid(reason: String) -> Error {
+    Error::TopologyInvalid { document: JOBS_DOC.to_owned(), reason }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TimeValue {
+    Ns(i64),
+    Text(String),
+}
+
+fn time_value<E: serde::de::Error>(v: TimeValue) -> std::result::Result<i64, E> {
+    match v {
+        TimeValue::Ns(ns) => Ok(ns),
+        TimeValue::Text(s) => parse_rfc3339(&s)
+            .ok_or_else(|| E::custom(format!("time {s:?} is neither integer ns nor RFC 3339"))),
+    }
+}
+
+fn de_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
+    time_value(TimeValue::deserialize(d)?)
+}
+
+fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+    Option::<TimeValue>::deserialize(d)?.map(time_value).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_time_forms_and_wrapper() {
+        let jobs = parse_jobs(
+            r#"[{"job":"llm-70b","nodes":["n1","n2"],"start":"2024-03-01T12:00:00Z",
+                 "end":1709298000000000000,"storage_pool":"lustre-a"},
+                {"job":"ft","nodes":["n3"],"start":5,"end":null}]"#,
+        )
+        .unwrap();
+        assert_eq!(jobs[0].start, 1_709_294_400_000_000_000);
+        assert_eq!(jobs[0].end, Some(1_709_298_000_000_000_000));
+        assert_eq!(jobs[0].storage_pool.as_deref(), Some("lustre-a"));
+        assert_eq!((jobs[1].end, jobs[1].storage_pool.as_deref()), (None, None));
+        assert!(jobs[1].overlaps(100, 200) && !jobs[1].overlaps(0, 5));
+        assert!(jobs[0].overlaps(jobs[0].start, jobs[0].start + 1));
+        assert!(!jobs[0].overlaps(1_709_298_000_000_000_000, i64::MAX));
+
+        let wrapped = parse_jobs(r#"{"jobs":[{"job":"a","nodes":["n1"],"start":0}]}"#).unwrap();
+        assert_eq!(wrapped.len(), 1);
+    }
+
+    #[test]
+    fn rejects_bad_documents() {
+        for bad in [
+            r#"[{"job":"a","nodes":["n1"],"start":"yesterday"}]"#,
+            r#"[{"job":"a","nodes":[],"start":0}]"#,
+            r#"[{"job":"a","nodes":["n"],"start":10,"end":5}]"#,
+            r#"[{"job":"a","nodes":["n"],"start":0},{"job":"a","nodes":["n"],"start":0}]"#,
+            r#"[{"nodes":["n"],"start":0}]"#,
+            r#"{"job":"a"}"#,
+        ] {
+            let err = parse_jobs(bad).unwrap_err();
+            assert!(matches!(err, Error::TopologyInvalid { .. }), "{bad}: {err}");
+        }
+        let err = parse_jobs(r#"[{"job":"a","nodes":["n"],"start":"x"}]"#).unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}

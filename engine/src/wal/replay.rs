@@ -1,0 +1,139 @@
+//! Replay: reads segments in order, hands every record to a callback and applies the torn-tail
+//! policy.
+//!
+//! Policy (see `docs/format-wal.md`): only the last segment may end badly. In it, a short or
+//! all-zero header, an incomplete record, or a CRC mismatch that is not followed by a valid
+//! record is a torn tail — the file is truncated at the start of the bad record (or removed if
+//! the header itself is torn). Anything bad elsewhere, or a CRC mismatch followed by a valid
+//! record, is [`Error::WalCorrupt`].
+
+use std::path::{Path, PathBuf};
+
+use super::format::{self, Frame, HeaderCheck, SEGMENT_HEADER_LEN};
+use super::{RecordRef, ReplayStats, TruncatedTail};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// A segment file found in the WAL directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SegmentFile {
+    /// Sequence number parsed from the file name.
+    pub seq: u64,
+    /// Full path.
+    pub path: PathBuf,
+}
+
+/// Lists the segment files in `dir`, sorted by sequence number. Other files are ignored.
+pub(crate) fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<SegmentFile>> {
+    let entries = storage.list_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out: Vec<SegmentFile> = entries
+        .into_iter()
+        .filter_map(|path| {
+            let seq = format::parse_segment_file_name(path.file_name()?.to_str()?)?;
+            Some(SegmentFile { seq, path })
+        })
+        .collect();
+    out.sort_by_key(|s| s.seq);
+    Ok(out)
+}
+
+/// Replays `segments` (already filtered to those after the flushed point, in order): calls
+/// `on_record` for every valid record and repairs a torn tail of the last one.
+pub(crate) fn replay(
+    storage: &dyn Storage,
+    dir: &Path,
+    segments: &[SegmentFile],
+    on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
+) -> Result<ReplayStats> {
+    let mut stats = ReplayStats::default();
+    for (i, segment) in segments.iter().enumerate() {
+        let is_last = i + 1 == segments.len();
+        let (file_len, cut) = replay_segment(storage, segment, is_last, on_record, &mut stats)?;
+        stats.segments += 1;
+        if let Some(offset) = cut {
+            repair_tail(storage, dir, &segment.path, offset, file_len)?;
+            stats.truncated_tail = Some(TruncatedTail {
+                path: segment.path.clone(),
+                offset,
+                dropped_bytes: file_len.saturating_sub(offset),
+            });
+        }
+    }
+    Ok(stats)
+}
+
+/// Scans one segment. Returns the file length and, for a torn last segment, the offset to cut
+/// it at (0 = remove the file). The file's bytes are dropped before returning, so a memory map
+/// is never alive while the file is truncated.
+fn replay_segment(
+    storage: &dyn Storage,
+    segment: &SegmentFile,
+    is_last: bool,
+    on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
+    stats: &mut ReplayStats,
+) -> Result<(u64, Option<u64>)> {
+    let path = &segment.path;
+    let data = storage.read(path).map_err(|e| Error::io(path, e))?;
+    let file_len = data.len() as u64;
+    let corrupt = |offset: usize, reason: String| Error::WalCorrupt {
+        path: path.clone(),
+        offset: offset as u64,
+        reason,
+    };
+    match format::check_segment_header(&data, segment.seq) {
+        HeaderCheck::Valid => {}
+        HeaderCheck::Short | HeaderCheck::Zeroed if is_last => return Ok((file_len, Some(0))),
+        HeaderCheck::Short => {
+            return Err(corrupt(0, format!("segment header truncated to {file_len} bytes")));
+        }
+        HeaderCheck::Zeroed => return Err(corrupt(0, "segment header is all zero".into())),
+        HeaderCheck::BadMagic => return Err(corrupt(0, "bad segment magic".into())),
+        HeaderCheck::WrongSeq(found) => {
+            return Err(corrupt(
+                0,
+                format!("segment header names seq {found}, file name says {}", segment.seq),
+            ));
+        }
+    }
+    let mut pos = SEGMENT_HEADER_LEN;
+    loop {
+        match format::decode_record(&data, pos) {
+            Frame::Record { payload, next } => {
+                on_record(RecordRef { segment: segment.seq, offset: pos as u64, payload })?;
+                stats.records += 1;
+                stats.bytes += (next - pos) as u64;
+                pos = next;
+            }
+            Frame::End => return Ok((file_len, None)),
+            Frame::Incomplete { .. } if is_last => return Ok((file_len, Some(pos as u64))),
+            Frame::Incomplete { reason } => {
+                return Err(corrupt(pos, format!("incomplete record in a sealed segment: {reason}")));
+            }
+            Frame::BadCrc { next } => {
+                if !is_last {
+                    return Err(corrupt(pos, "record crc mismatch".into()));
+                }
+                if let Frame::Record { .. } = format::decode_record(&data, next) {
+                    return Err(corrupt(pos, "record crc mismatch followed by a valid record".into()));
+                }
+                return Ok((file_len, Some(pos as u64)));
+            }
+        }
+    }
+}
+
+/// Cuts a torn last segment at `offset`, or removes it when not even its header survived.
+fn repair_tail(storage: &dyn Storage, dir: &Path, path: &Path, offset: u64, file_len: u64) -> Result<()> {
+    tracing::warn!(
+        path = %path.display(),
+        offset,
+        dropped_bytes = file_len.saturating_sub(offset),
+        "wal segment has a torn tail; truncating"
+    );
+    if offset < SEGMENT_HEADER_LEN as u64 {
+        storage.remove_file(path).map_err(|e| Error::io(path, e))?;
+        storage.sync_dir(dir).map_err(|e| Error::io(dir, e))
+    } else {
+        storage.truncate(path, offset).map_err(|e| Error::io(path, e))
+    }
+}

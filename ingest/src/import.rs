@@ -1,0 +1,235 @@
+//! Importing bundles: `samples.parquet` or `samples.csv` in the long format of the design.
+//!
+//! Long format: `time` (i64 ns since the Unix epoch, in the clock of `host`), `host`, `metric`,
+//! `value` (f64); every other column is a string label (null or empty = absent). Files are
+//! streamed in batches (memory stays bounded whatever the file size) into an all-or-nothing
+//! [`lockstep_engine::store::BulkImport`]: by default the first bad row aborts the import and
+//! nothing is kept; with `skip_bad_rows` bad rows are counted and skipped.
+
+mod csv_reader;
+mod parquet_reader;
+mod resolver;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use lockstep_engine::Store;
+use lockstep_engine::datafile::Rows;
+
+pub use resolver::SeriesResolver;
+
+/// Rows handed to the store per call.
+const CHUNK_ROWS: usize = 64 * 1024;
+
+/// Errors of an import.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The bundle has no samples file.
+    #[error("bundle {dir} has no samples.parquet or samples.csv")]
+    NoSamples {
+        /// Bundle directory.
+        dir: PathBuf,
+    },
+    /// The file cannot be read or is not of the expected format.
+    #[error("{file}: {reason}")]
+    BadFile {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A row failed validation.
+    #[error("{file}: row {row}: {reason}")]
+    BadRow {
+        /// The file.
+        file: PathBuf,
+        /// 1-based data row (for CSV, the header is line 1 and row 1 is line 2).
+        row: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store refused the data.
+    #[error("{0}")]
+    Store(#[from] lockstep_engine::Error),
+}
+
+impl ImportError {
+    /// The error's kind.
+    pub fn kind(&self) -> lockstep_engine::ErrorKind {
+        match self {
+            ImportError::Store(e) => e.kind(),
+            ImportError::NoSamples { .. } => lockstep_engine::ErrorKind::NotFound,
+            _ => lockstep_engine::ErrorKind::InvalidArgument,
+        }
+    }
+}
+
+/// Import settings.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Skip invalid rows (and count them) instead of failing the whole import.
+    pub skip_bad_rows: bool,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportReport {
+    /// The samples file read.
+    pub file: PathBuf,
+    /// Samples imported.
+    pub samples: u64,
+    /// Rows skipped (only with `skip_bad_rows`).
+    pub skipped: u64,
+    /// The first few skipped rows' reasons.
+    pub skipped_examples: Vec<String>,
+    /// Distinct series.
+    pub series: u64,
+    /// Smallest and largest timestamp (ns).
+    pub time_span: Option<(i64, i64)>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// Progress callback: called with (rows read so far, total rows if known).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, Option<u64>);
+
+/// Finds the samples file of a bundle.
+pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
+    for name in ["samples.parquet", "samples.csv"] {
+        let p = bundle.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(ImportError::NoSamples { dir: bundle.to_path_buf() })
+}
+
+/// Imports the samples of a bundle directory into `store`.
+pub fn import_bundle(
+    store: &Store,
+    bundle: &Path,
+    options: &ImportOptions,
+    progress: Progress<'_>,
+) -> Result<ImportReport, ImportError> {
+    let file = samples_file(bundle)?;
+    import_file(store, &file, options, progress)
+}
+
+/// Imports one samples file (`.parquet` or `.csv`).
+pub fn import_file(
+    store: &Store,
+    file: &Path,
+    options: &ImportOptions,
+    progress: Progress<'_>,
+) -> Result<ImportReport, ImportError> {
+    let started = Instant::now();
+    let mut sink = RowSink::new(store, file, options);
+    let is_parquet = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    if is_parquet {
+        parquet_reader::read(file, &mut sink, progress)?;
+    } else {
+        csv_reader::read(file, &mut sink, progress)?;
+    }
+    let mut report = sink.finish()?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Collects validated rows and feeds them to the bulk import.
+pub(crate) struct RowSink<'a> {
+    store: &'a Store,
+    file: PathBuf,
+    options: ImportOptions,
+    import: lockstep_engine::store::BulkImport<'a>,
+    resolver: SeriesResolver,
+    rows: Rows,
+    now: i64,
+    skipped: u64,
+    skipped_examples: Vec<String>,
+}
+
+impl<'a> RowSink<'a> {
+    fn new(store: &'a Store, file: &Path, options: &ImportOptions) -> Self {
+        RowSink {
+            store,
+            file: file.to_path_buf(),
+            options: options.clone(),
+            import: store.bulk_import(),
+            resolver: SeriesResolver::default(),
+            rows: Rows::with_capacity(CHUNK_ROWS),
+            now: store.now_ns(),
+            skipped: 0,
+            skipped_examples: Vec::new(),
+        }
+    }
+
+    /// Sets the label columns (in the order `push` receives their values).
+    pub(crate) fn set_columns(&mut self, labels: Vec<String>) -> Result<(), ImportError> {
+        self.resolver.set_columns(labels).map_err(|reason| ImportError::BadFile { file: self.file.clone(), reason })
+    }
+
+    /// Handles a row failure: an error, or a skip.
+    pub(crate) fn bad_row(&mut self, row: u64, reason: String) -> Result<(), ImportError> {
+        if !self.options.skip_bad_rows {
+            return Err(ImportError::BadRow { file: self.file.clone(), row, reason });
+        }
+        self.skipped += 1;
+        if self.skipped_examples.len() < 5 {
+            self.skipped_examples.push(format!("row {row}: {reason}"));
+        }
+        Ok(())
+    }
+
+    /// Adds one row. `fields` = metric, then the label values in `set_columns` order (host first).
+    pub(crate) fn push(&mut self, row: u64, time: i64, value: f64, fields: &[Option<&str>]) -> Result<(), ImportError> {
+        let id = match self.resolver.resolve(self.store, fields) {
+            Ok(id) => id,
+            Err(reason) => return self.bad_row(row, reason),
+        };
+        if let Err(e) = self.check(id, time, value) {
+            return self.bad_row(row, e);
+        }
+        self.rows.push(id, time, value);
+        if self.rows.len() >= CHUNK_ROWS {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, id: u32, time: i64, value: f64) -> Result<(), String> {
+        if self.store.sample_ok(time, value, self.now) {
+            return Ok(());
+        }
+        if let Some(key) = self.resolver.key(id) {
+            self.store.check_sample(key, time, value, self.now).map_err(|e| match e {
+                lockstep_engine::Error::InvalidSample { reason, .. } => reason,
+                other => other.to_string(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), ImportError> {
+        let rows = std::mem::replace(&mut self.rows, Rows::with_capacity(CHUNK_ROWS));
+        self.import.write_rows(&rows)?;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ImportReport, ImportError> {
+        self.flush_chunk()?;
+        let summary = self.import.commit()?;
+        Ok(ImportReport {
+            file: self.file,
+            samples: summary.samples,
+            skipped: self.skipped,
+            skipped_examples: self.skipped_examples,
+            series: summary.series,
+            time_span: summary.min_time.zip(summary.max_time),
+            seconds: 0.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+use super::*;
+use lockstep_engine::store::ScanRequest;
+use lockstep_engine::StoreConfig;
+
+fn store(dir: &Path) -> Store {
+    Store::open(dir, StoreConfig { max_future_ns: None, ..Default::default() }).unwrap()
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+const T: i64 = 1_767_225_600_000_000_000;
+
+#[test]
+fn csv_imports_with_labels_and_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    std::fs::create_dir(&bundle).unwrap();
+    write(&bundle, "samples.csv", &format!(
+        "time,host,metric,value,gpu,device\n{T},node-01,DCGM_FI_DEV_GPU_UTIL,97,3,\n{},node-01,DCGM_FI_DEV_GPU_UTIL,96.5,3,\n{T},node-02,node_infiniband_symbol_error_total,5,,mlx5_0\n",
+        T + 1_000_000_000
+    ));
+    let s = store(&tmp.path().join("db"));
+    let report = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!((report.samples, report.series, report.skipped), (3, 2, 0));
+    assert_eq!(report.time_span, Some((T, T + 1_000_000_000)));
+    let rows = s.scan_all(ScanRequest::default()).unwrap();
+    assert_eq!(rows.value, vec![97.0, 96.5, 5.0]);
+    let keys = s.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>()).unwrap();
+    assert_eq!(keys[0], r#"DCGM_FI_DEV_GPU_UTIL{gpu="3",host="node-01"}"#);
+}
+
+#[test]
+fn bad_rows_fail_the_file_or_are_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = write(tmp.path(), "samples.csv", &format!(
+        "time,host,metric,value\n{T},h,m,1\n{T},h,m,notanumber\nxyz,h,m,2\n{T},,m,3\n{T},h,m,inf\n{T},h,m\n{},h,m,4\n", T + 1
+    ));
+    let s = store(&tmp.path().join("db"));
+    let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert_eq!(e.to_string(), format!("{}: row 2: value \"notanumber\" is not a number", csv.display()));
+    assert!(s.scan_all(ScanRequest::default()).unwrap().is_empty(), "a bad file imports nothing");
+
+    let opts = ImportOptions { skip_bad_rows: true };
+    let report = import_file(&s, &csv, &opts, &mut |_, _| {}).unwrap();
+    assert_eq!((report.samples, report.skipped), (2, 5), "{:?}", report.skipped_examples);
+    let reasons = report.skipped_examples.join("\n");
+    assert!(reasons.contains("row 3: time \"xyz\""), "{reasons}");
+    assert!(reasons.contains("row 4: series m has no host label"), "{reasons}");
+    assert!(reasons.contains("row 5: value inf is not finite"), "{reasons}");
+    assert!(reasons.contains("row 6: has 3 fields, the header has 4"), "{reasons}");
+}
+
+#[test]
+fn wrong_files_get_specific_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(&tmp.path().join("db"));
+    let e = import_bundle(&s, tmp.path(), &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("has no samples.parquet or samples.csv"), "{e}");
+    let csv = write(tmp.path(), "a.csv", "time,metric,value\n1,m,1\n");
+    let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().ends_with("missing required column host"), "{e}");
+    let csv = write(tmp.path(), "b.csv", "");
+    let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("missing required column"), "{e}");
+    let pq = write(tmp.path(), "c.parquet", "PAR1garbagePAR1");
+    let e = import_file(&s, &pq, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("not a parquet file"), "{e}");
+    let csv = write(tmp.path(), "d.csv", &format!("time,host,metric,value,series_id\n{T},h,m,1,x\n"));
+    let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("reserved"), "{e}");
+}
+
+#[test]
+fn parquet_imports_and_checks_types() {
+    use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let write_pq = |name: &str, value_type: DataType, values: Arc<dyn arrow::array::Array>| {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("time", DataType::Int64, false),
+            Field::new("host", DataType::Utf8, true),
+            Field::new("metric", DataType::Utf8, false),
+            Field::new("value", value_type, true),
+            Field::new("pool", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![
+            Arc::new(Int64Array::from(vec![T, T + 1])),
+            Arc::new(StringArray::from(vec![Some("s1"), Some("s1")])),
+            Arc::new(StringArray::from(vec!["lat", "lat"])),
+            values,
+            Arc::new(StringArray::from(vec![Some("lustre-a"), None])),
+        ]).unwrap();
+        let p = tmp.path().join(name);
+        let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&p).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        p
+    };
+    let s = store(&tmp.path().join("db"));
+    let good = write_pq("good.parquet", DataType::Float64, Arc::new(Float64Array::from(vec![0.5, 0.25])));
+    let r = import_file(&s, &good, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!((r.samples, r.series), (2, 2));
+    let bad = write_pq("bad.parquet", DataType::Utf8, Arc::new(StringArray::from(vec!["a", "b"])));
+    let e = import_file(&s, &bad, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("column value has type Utf8, expected Float64"), "{e}");
+}

@@ -1,0 +1,52 @@
+//! The Lockstep SQL functions, one file per function under `functions/`.
+//!
+//! [`register_all`] adds them to a DataFusion `SessionContext`. Each function is documented
+//! in `docs/sql-functions.md` and tested by its own sqllogictest file in `query/tests/slt/`.
+
+use datafusion::prelude::SessionContext;
+
+pub mod approx_quantile;
+pub mod change_points;
+mod constant_args;
+mod counter;
+pub mod ddsketch;
+pub mod ddsketch_merge;
+pub mod ddsketch_quantile;
+pub mod gap_fill;
+pub mod increase;
+pub mod lag_corr;
+pub mod onset;
+mod point_state;
+pub mod quantile_cont;
+pub mod rate;
+pub mod value_at;
+
+/// Registers every Lockstep SQL function on `ctx`.
+pub fn register_all(ctx: &SessionContext) {
+    let _ = ctx;
+    register_time_series_functions(ctx);
+    register_analysis_functions(ctx);
+}
+
+/// Registers the correlation and change-point functions: `lag_corr`, `change_points`, `onset`.
+fn register_analysis_functions(ctx: &SessionContext) {
+    use datafusion::logical_expr::AggregateUDF;
+    ctx.register_udaf(AggregateUDF::from(lag_corr::LagCorr::new()));
+    ctx.register_udaf(AggregateUDF::from(change_points::ChangePoints::new()));
+    ctx.register_udaf(AggregateUDF::from(onset::Onset::new()));
+}
+
+/// Registers the time-series functions: percentiles and sketches, counters, gap filling.
+fn register_time_series_functions(ctx: &SessionContext) {
+    use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+    for udaf in quantile_cont::udafs().into_iter().chain(approx_quantile::udafs()) {
+        ctx.register_udaf(udaf);
+    }
+    ctx.register_udaf(AggregateUDF::from(ddsketch::DdSketchAgg::new()));
+    ctx.register_udaf(AggregateUDF::from(ddsketch_merge::DdSketchMerge::new()));
+    ctx.register_udf(ScalarUDF::from(ddsketch_quantile::DdSketchQuantile::new()));
+    ctx.register_udaf(AggregateUDF::from(increase::Increase::new()));
+    ctx.register_udaf(AggregateUDF::from(rate::Rate::new()));
+    ctx.register_udaf(AggregateUDF::from(gap_fill::GapFill::new()));
+    ctx.register_udaf(AggregateUDF::from(value_at::ValueAt::new()));
+}

@@ -1,0 +1,356 @@
+//! Counter arithmetic shared by `increase` and `rate`: samples ordered by time, resets and
+//! wrap-around of narrow hardware counters, and the accumulator both aggregates use.
+//!
+//! Samples are kept (not summarised) because partial states merge in any order and a
+//! sample arriving later may belong between two earlier ones; they are sorted by
+//! `(time, value)` when evaluated, which is linear when they already arrive in order. When
+//! samples arrive in time order the increase is maintained incrementally, so cumulative
+//! window frames cost O(1) per row; sliding frames retract from the front and recompute.
+//!
+//! Step between consecutive samples `prev → cur`:
+//! - `cur >= prev`: `cur − prev`;
+//! - a drop with `wrap_bits = b` (16, 32 or 64) where `prev < 2^b` and the wrapped step
+//!   `2^b − prev + cur` is less than `2^(b−1)`: a wrap, that wrapped step;
+//! - any other drop: a reset (Prometheus semantics): the counter restarted from zero, so the
+//!   step is `max(cur, 0)`.
+//!
+//! Every step is non-negative, so the increase and the rate never are negative. NULL, NaN and
+//! ±inf values and NULL times are ignored.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::mem::size_of_val;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{
+    DataType, Field, FieldRef, Float64Type, Int64Type, TimestampNanosecondType,
+};
+use datafusion::common::{Result, ScalarValue, internal_err, plan_err};
+use datafusion::logical_expr::Accumulator;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+
+use super::constant_args::{
+    check_arity, coerce_float, coerce_int, coerce_time, constant_i64, reject_distinct,
+};
+
+/// What the counter accumulator returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CounterOutput {
+    /// Total increase between the first and the last sample.
+    Increase,
+    /// Increase per second between the first and the last sample.
+    Rate,
+}
+
+/// Argument coercion shared by `increase` and `rate`: `(time, value [, wrap_bits])`.
+pub(crate) fn coerce_args(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+    check_arity(
+        function,
+        arg_types,
+        2,
+        3,
+        "2 or 3 arguments (time, value [, wrap_bits])",
+    )?;
+    let mut out = vec![
+        coerce_time(function, "time", &arg_types[0])?,
+        coerce_float(function, "value", &arg_types[1])?,
+    ];
+    if let Some(t) = arg_types.get(2) {
+        out.push(coerce_int(function, "wrap_bits", t)?);
+    }
+    Ok(out)
+}
+
+/// State fields shared by `increase` and `rate`: the samples as two lists.
+pub(crate) fn state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
+    let list = |t: DataType| DataType::List(Arc::new(Field::new_list_field(t, true)));
+    vec![
+        Arc::new(Field::new(
+            format_state_name(args.name, "times"),
+            list(DataType::Int64),
+            true,
+        )),
+        Arc::new(Field::new(
+            format_state_name(args.name, "values"),
+            list(DataType::Float64),
+            true,
+        )),
+    ]
+}
+
+/// Creates the accumulator, reading the optional constant `wrap_bits`.
+pub(crate) fn accumulator(
+    function: &'static str,
+    output: CounterOutput,
+    args: &AccumulatorArgs,
+) -> Result<Box<dyn Accumulator>> {
+    reject_distinct(args, function)?;
+    let wrap = match args.exprs.get(2) {
+        None => None,
+        Some(expr) => match constant_i64(expr, function, "wrap_bits")? {
+            None => None,
+            Some(bits @ (16 | 32 | 64)) => Some(2f64.powi(bits as i32)),
+            Some(bits) => {
+                return plan_err!("{function}: wrap_bits must be 16, 32 or 64, got {bits}");
+            }
+        },
+    };
+    Ok(Box::new(CounterAccumulator {
+        function,
+        output,
+        wrap,
+        samples: VecDeque::new(),
+        sorted: true,
+        cached: Some(0.0),
+        scratch: Vec::new(),
+    }))
+}
+
+/// Non-negative step from `prev` to `cur` (see the module documentation).
+#[inline]
+pub(crate) fn step(prev: f64, cur: f64, wrap: Option<f64>) -> f64 {
+    if cur >= prev {
+        return cur - prev;
+    }
+    if let Some(m) = wrap {
+        let wrapped = m - prev + cur;
+        if prev < m && cur >= 0.0 && wrapped < m / 2.0 {
+            return wrapped;
+        }
+    }
+    cur.max(0.0)
+}
+
+fn order(a: &(i64, f64), b: &(i64, f64)) -> Ordering {
+    a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
+}
+
+/// Increase over samples already in order.
+fn increase_of(samples: impl Iterator<Item = (i64, f64)>, wrap: Option<f64>) -> f64 {
+    let mut total = 0.0;
+    let mut prev: Option<f64> = None;
+    for (_, v) in samples {
+        if let Some(p) = prev {
+            total += step(p, v, wrap);
+        }
+        prev = Some(v);
+    }
+    total
+}
+
+/// Samples of one group or window frame.
+#[derive(Debug)]
+struct CounterAccumulator {
+    function: &'static str,
+    output: CounterOutput,
+    wrap: Option<f64>,
+    /// Samples in arrival order.
+    samples: VecDeque<(i64, f64)>,
+    /// Whether arrival order is `(time, value)` order.
+    sorted: bool,
+    /// The increase over `samples`, when known without recomputation.
+    cached: Option<f64>,
+    scratch: Vec<(i64, f64)>,
+}
+
+impl CounterAccumulator {
+    fn push(&mut self, sample: (i64, f64)) {
+        if let Some(last) = self.samples.back() {
+            if order(last, &sample) == Ordering::Greater {
+                self.sorted = false;
+                self.cached = None;
+            } else if let Some(c) = self.cached.as_mut() {
+                *c += step(last.1, sample.1, self.wrap);
+            }
+        }
+        self.samples.push_back(sample);
+    }
+
+    fn push_arrays(
+        &mut self,
+        times: &[i64],
+        time_valid: impl Fn(usize) -> bool,
+        values: &Float64Array,
+    ) {
+        for (i, &t) in times.iter().enumerate() {
+            if time_valid(i) && values.is_valid(i) && values.value(i).is_finite() {
+                self.push((t, values.value(i)));
+            }
+        }
+    }
+
+    fn increase(&mut self) -> f64 {
+        if let Some(c) = self.cached {
+            return c;
+        }
+        if self.sorted
+            || self
+                .samples
+                .iter()
+                .zip(self.samples.iter().skip(1))
+                .all(|(a, b)| order(a, b) != Ordering::Greater)
+        {
+            self.sorted = true;
+            let inc = increase_of(self.samples.iter().copied(), self.wrap);
+            self.cached = Some(inc);
+            return inc;
+        }
+        self.scratch.clear();
+        self.scratch.extend(self.samples.iter().copied());
+        self.scratch.sort_unstable_by(order);
+        increase_of(self.scratch.iter().copied(), self.wrap)
+    }
+
+    fn span_ns(&self) -> Option<i64> {
+        let min = self.samples.iter().map(|s| s.0).min()?;
+        let max = self.samples.iter().map(|s| s.0).max()?;
+        Some(max - min)
+    }
+}
+
+impl Accumulator for CounterAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let times = values[0].as_primitive::<TimestampNanosecondType>();
+        let vals = values[1].as_primitive::<Float64Type>();
+        self.push_arrays(times.values(), |i| times.is_valid(i), vals);
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let times = values[0].as_primitive::<TimestampNanosecondType>();
+        let vals = values[1].as_primitive::<Float64Type>();
+        for i in 0..times.len() {
+            if times.is_null(i) || vals.is_null(i) || !vals.value(i).is_finite() {
+                continue;
+            }
+            let s = (times.value(i), vals.value(i));
+            let same = |x: &(i64, f64)| x.0 == s.0 && x.1.to_bits() == s.1.to_bits();
+            if self.samples.front().is_some_and(same) {
+                self.samples.pop_front();
+            } else if let Some(pos) = self.samples.iter().position(same) {
+                self.samples.remove(pos);
+            } else {
+                return internal_err!("{}: retracted sample is not in the window", self.function);
+            }
+            self.cached = None;
+        }
+        if self.samples.is_empty() {
+            self.sorted = true;
+            self.cached = Some(0.0);
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        if self.samples.len() < 2 {
+            return Ok(ScalarValue::Float64(None));
+        }
+        let inc = self.increase();
+        Ok(ScalarValue::Float64(match self.output {
+            CounterOutput::Increase => Some(inc),
+            CounterOutput::Rate => match self.span_ns() {
+                Some(span) if span > 0 => Some(inc / (span as f64 / 1e9)),
+                _ => None,
+            },
+        }))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + (self.samples.capacity() + self.scratch.capacity()) * 16
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let times = Int64Array::from_iter_values(self.samples.iter().map(|s| s.0));
+        let values = Float64Array::from_iter_values(self.samples.iter().map(|s| s.1));
+        let list = |a: ArrayRef, t: DataType| {
+            let offsets = OffsetBuffer::from_lengths([a.len()]);
+            ScalarValue::List(Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(t, true)),
+                offsets,
+                a,
+                None,
+            )))
+        };
+        Ok(vec![
+            list(Arc::new(times), DataType::Int64),
+            list(Arc::new(values), DataType::Float64),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let times = states[0].as_list::<i32>();
+        let values = states[1].as_list::<i32>();
+        for row in 0..times.len() {
+            if times.is_null(row) || values.is_null(row) {
+                continue;
+            }
+            let t = times.value(row);
+            let t = t.as_primitive::<Int64Type>();
+            let v = values.value(row);
+            let v = v.as_primitive::<Float64Type>();
+            if t.len() != v.len() {
+                return internal_err!("{}: state lists differ in length", self.function);
+            }
+            self.push_arrays(t.values(), |i| t.is_valid(i), v);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(samples: &[(i64, f64)], wrap: Option<f64>, output: CounterOutput) -> Option<f64> {
+        let mut acc = CounterAccumulator {
+            function: "t",
+            output,
+            wrap,
+            samples: VecDeque::new(),
+            sorted: true,
+            cached: Some(0.0),
+            scratch: Vec::new(),
+        };
+        samples.iter().for_each(|s| acc.push(*s));
+        match acc.evaluate().unwrap() {
+            ScalarValue::Float64(v) => v,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn steps_handle_reset_and_wrap() {
+        assert_eq!(step(5.0, 8.0, None), 3.0);
+        assert_eq!(step(100.0, 7.0, None), 7.0);
+        assert_eq!(step(65_000.0, 100.0, Some(65_536.0)), 636.0);
+        assert_eq!(step(1_000.0, 10.0, Some(65_536.0)), 10.0);
+        assert_eq!(step(5.0, -3.0, None), 0.0);
+    }
+
+    #[test]
+    fn order_of_arrival_does_not_matter() {
+        let sorted = [(0, 1.0), (1, 5.0), (2, 2.0), (3, 4.0)];
+        let shuffled = [(2, 2.0), (0, 1.0), (3, 4.0), (1, 5.0)];
+        // 1 -> 5 (+4), 5 -> 2 reset (+2), 2 -> 4 (+2)
+        assert_eq!(run(&sorted, None, CounterOutput::Increase), Some(8.0));
+        assert_eq!(run(&shuffled, None, CounterOutput::Increase), Some(8.0));
+        assert_eq!(run(&shuffled, None, CounterOutput::Rate), Some(8.0 / 3e-9));
+    }
+
+    #[test]
+    fn fewer_than_two_samples_or_zero_span_is_null() {
+        assert_eq!(run(&[(0, 1.0)], None, CounterOutput::Increase), None);
+        assert_eq!(run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Rate), None);
+        assert_eq!(
+            run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Increase),
+            Some(2.0)
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Lockstep SQL layer: a read-only DataFusion `SessionContext` over engine scans ([`samples`]),
+//! with the Lockstep SQL functions ([`functions`]) registered.
+
+pub mod domain;
+pub mod error;
+pub mod functions;
+pub mod samples;
+pub mod session;
+
+pub use error::{QueryError, Result};
+pub use session::QueryEngine;

@@ -1,0 +1,170 @@
+//! Turning DataFusion filters into an engine scan request: time bounds and a series filter.
+//!
+//! Only conjuncts of these shapes are used, all others are left to DataFusion (pushdown is
+//! `Inexact`, so DataFusion re-checks every filter; extraction only needs to be
+//! conservative):
+//! - `time <op> literal` (`<`, `<=`, `>`, `>=`, `=`) and `time BETWEEN a AND b`;
+//! - `col = 'literal'` and `col IN ('a', 'b')` on `metric`, `host` and label columns.
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, expr::InList};
+use lockstep_engine::series::SeriesFilter;
+
+/// What the filters say about the scan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pushdown {
+    /// `[lo, hi)` on the `time` column (ns).
+    pub time: Option<(i64, i64)>,
+    /// Metric and label constraints.
+    pub series: SeriesFilter,
+}
+
+impl Pushdown {
+    /// Whether the filters restrict series at all.
+    pub fn has_series_filter(&self) -> bool {
+        self.series.metrics.is_some() || !self.series.labels.is_empty()
+    }
+}
+
+fn column_name(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Column(c) => Some(c.name.as_str()),
+        Expr::Cast(c) => column_name(&c.expr),
+        _ => None,
+    }
+}
+
+fn scalar_string(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+            Some(s.clone())
+        }
+        ScalarValue::Dictionary(_, inner) => scalar_string(inner),
+        _ => None,
+    }
+}
+
+fn literal_string(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Literal(v, _) => scalar_string(v),
+        Expr::Cast(c) => literal_string(&c.expr),
+        _ => None,
+    }
+}
+
+fn literal_time(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(ScalarValue::TimestampNanosecond(Some(v), _), _) => Some(*v),
+        Expr::Literal(ScalarValue::TimestampMicrosecond(Some(v), _), _) => v.checked_mul(1_000),
+        Expr::Literal(ScalarValue::TimestampMillisecond(Some(v), _), _) => v.checked_mul(1_000_000),
+        Expr::Literal(ScalarValue::TimestampSecond(Some(v), _), _) => v.checked_mul(1_000_000_000),
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Whether a filter has a shape this module understands (used for `supports_filters_pushdown`).
+pub fn is_pushable(e: &Expr, label_columns: &[String]) -> bool {
+    let mut p = Pushdown::default();
+    apply(e, label_columns, &mut p)
+}
+
+/// Folds every understood conjunct of `filters` into a [`Pushdown`].
+pub fn analyze(filters: &[Expr], label_columns: &[String]) -> Pushdown {
+    let mut p = Pushdown::default();
+    for f in filters {
+        for conjunct in split_and(f) {
+            apply(conjunct, label_columns, &mut p);
+        }
+    }
+    p
+}
+
+fn split_and(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+            let mut v = split_and(left);
+            v.extend(split_and(right));
+            v
+        }
+        other => vec![other],
+    }
+}
+
+fn narrow_time(p: &mut Pushdown, lo: i64, hi: i64) {
+    let (cur_lo, cur_hi) = p.time.unwrap_or((i64::MIN, i64::MAX));
+    p.time = Some((cur_lo.max(lo), cur_hi.min(hi)));
+}
+
+fn add_values(p: &mut Pushdown, column: &str, values: Vec<String>, label_columns: &[String]) -> bool {
+    if column == "metric" {
+        let merged = match p.series.metrics.take() {
+            Some(old) => old.into_iter().filter(|m| values.contains(m)).collect(),
+            None => values,
+        };
+        p.series.metrics = Some(merged);
+        true
+    } else if label_columns.iter().any(|c| c == column) {
+        p.series.labels.push((column.to_string(), values.into_iter().map(Some).collect()));
+        true
+    } else {
+        false
+    }
+}
+
+fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+            let a = apply(left, label_columns, p);
+            let b = apply(right, label_columns, p);
+            a || b
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (col, lit, op) = match (column_name(left), column_name(right)) {
+                (Some(c), None) => (c, right.as_ref(), *op),
+                (None, Some(c)) => match op.swap() {
+                    Some(swapped) => (c, left.as_ref(), swapped),
+                    None => return false,
+                },
+                _ => return false,
+            };
+            if col == "time" {
+                let Some(t) = literal_time(lit) else { return false };
+                match op {
+                    Operator::Gt => narrow_time(p, t.saturating_add(1), i64::MAX),
+                    Operator::GtEq => narrow_time(p, t, i64::MAX),
+                    Operator::Lt => narrow_time(p, i64::MIN, t),
+                    Operator::LtEq => narrow_time(p, i64::MIN, t.saturating_add(1)),
+                    Operator::Eq => narrow_time(p, t, t.saturating_add(1)),
+                    _ => return false,
+                }
+                return true;
+            }
+            if op != Operator::Eq {
+                return false;
+            }
+            match literal_string(lit) {
+                Some(v) => add_values(p, col, vec![v], label_columns),
+                None => false,
+            }
+        }
+        Expr::Between(Between { expr, negated: false, low, high }) if column_name(expr) == Some("time") => {
+            match (literal_time(low), literal_time(high)) {
+                (Some(lo), Some(hi)) => {
+                    narrow_time(p, lo, hi.saturating_add(1));
+                    true
+                }
+                _ => false,
+            }
+        }
+        Expr::InList(InList { expr, list, negated: false }) => {
+            let Some(col) = column_name(expr) else { return false };
+            let values: Option<Vec<String>> = list.iter().map(literal_string).collect();
+            match values {
+                Some(v) => add_values(p, col, v, label_columns),
+                None => false,
+            }
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,69 @@
+//! The Lockstep SQL session: a read-only DataFusion context over one store.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::config::SessionConfig;
+use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
+use lockstep_engine::Store;
+
+use crate::error::{QueryError, Result};
+use crate::samples::SamplesTable;
+
+/// A read-only SQL session over a store, with the Lockstep tables and functions registered.
+#[derive(Clone)]
+pub struct QueryEngine {
+    ctx: SessionContext,
+    store: Arc<Store>,
+}
+
+impl std::fmt::Debug for QueryEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEngine").field("store", &self.store.dir()).finish_non_exhaustive()
+    }
+}
+
+impl QueryEngine {
+    /// Builds a session over `store`.
+    pub fn new(store: Arc<Store>) -> Result<Self> {
+        let config = SessionConfig::new().with_information_schema(true);
+        let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
+        let ctx = SessionContext::new_with_state(state);
+        ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone())))?;
+        crate::functions::register_all(&ctx);
+        Ok(QueryEngine { ctx, store })
+    }
+
+    /// The DataFusion context (to register more tables or functions).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Options that refuse DDL (CREATE/DROP, CREATE EXTERNAL TABLE) and DML (INSERT, COPY).
+    pub fn read_only_options() -> SQLOptions {
+        SQLOptions::new().with_allow_ddl(false).with_allow_dml(false)
+    }
+
+    /// Plans a read-only SQL statement.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        self.ctx.sql_with_options(sql, Self::read_only_options()).await.map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {
+                QueryError::ReadOnly { reason: msg }
+            } else {
+                QueryError::DataFusion(e)
+            }
+        })
+    }
+
+    /// Runs a statement and collects its result.
+    pub async fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        Ok(self.sql(sql).await?.collect().await?)
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs Lockstep's whole test suite on a fresh machine: installs what the cross-checks need
+# (Python packages, Debian packages), then runs every Rust test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# --- setup (idempotent; skipped when everything is present) ---------------------------------
+PY_PACKAGES="duckdb pyarrow numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc"
+if ! python3 -c "import duckdb, pyarrow, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc" 2>/dev/null; then
+  echo "== installing Python packages: $PY_PACKAGES"
+  python3 -m pip install --quiet --disable-pip-version-check $PY_PACKAGES
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (headless report checks)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium"
+fi
+if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
+  echo "== cargo-nextest missing; using cargo test"
+  exec cargo test --workspace --no-fail-fast
+fi
+
+# --- tests ---------------------------------------------------------------------------------
+cargo nextest run --workspace --no-fail-fast --cargo-quiet

@@ -1,0 +1,30 @@
+//! `lockstep sql`: run one read-only query.
+
+use std::sync::Arc;
+
+use lockstep_query::QueryEngine;
+
+use crate::output::{Format, print_batches};
+
+/// Arguments of `lockstep sql`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    store: super::StoreArgs,
+    /// The query.
+    query: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// Runs the query and prints the result.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let store = Arc::new(args.store.open()?);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let batches = runtime.block_on(async {
+        let engine = QueryEngine::new(store)?;
+        engine.collect(&args.query).await
+    })?;
+    print_batches(&batches, args.format, &mut std::io::stdout().lock())
+}

@@ -1,0 +1,50 @@
+//! The `lockstep` command-line binary: the edges (files, flags, terminal) around the engine,
+//! the query layer and ingestion.
+
+mod cmd;
+mod output;
+
+use clap::{Parser, Subcommand};
+
+/// Lockstep: one synchronised timeline of compute, network and storage telemetry for
+/// diagnosing slow distributed training.
+#[derive(Debug, Parser)]
+#[command(name = "lockstep", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Import a bundle directory (samples.parquet or samples.csv) into a store.
+    Import(cmd::import::Args),
+    /// Run a read-only SQL query against a store.
+    Sql(cmd::sql::Args),
+    /// (testing) Write synthetic samples through the WAL, printing each acknowledgement.
+    #[command(hide = true)]
+    WriteLoop(cmd::write_loop::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LOCKSTEP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Import(args) => cmd::import::run(args),
+        Command::Sql(args) => cmd::sql::run(args),
+        Command::WriteLoop(args) => cmd::write_loop::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

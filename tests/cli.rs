@@ -1,0 +1,150 @@
+//! End-to-end tests of the `lockstep` binary: import, SQL, read-only refusal, a killed
+//! writer process, and the crate dependency direction.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const T: i64 = 1_767_225_600_000_000_000;
+
+fn lockstep(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lockstep")).args(args).output().expect("run lockstep")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = lockstep(args);
+    assert!(out.status.success(), "lockstep {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn make_bundle(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut csv = String::from("time,host,metric,value,gpu,job\n");
+    for i in 0..600i64 {
+        for gpu in 0..4 {
+            let util = if i >= 300 && gpu == 2 { 40.0 } else { 95.0 };
+            csv.push_str(&format!("{},node-01,DCGM_FI_DEV_GPU_UTIL,{util},{gpu},\n", T + i * 1_000_000_000 + gpu));
+        }
+        csv.push_str(&format!("{},node-01,train_step_duration_seconds,{},,llm\n", T + i * 1_000_000_000, 1.0 + (i / 300) as f64));
+    }
+    std::fs::write(dir.join("samples.csv"), csv).unwrap();
+}
+
+#[test]
+fn import_then_query() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    let out = ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+    assert!(out.contains("imported 3000 samples of 5 series"), "{out}");
+
+    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
+        "SELECT gpu, count(*) AS n, avg(value) AS mean FROM samples WHERE metric = 'DCGM_FI_DEV_GPU_UTIL' AND time >= '2026-01-01T00:05:00Z' GROUP BY gpu ORDER BY gpu"]);
+    assert_eq!(out, "gpu,n,mean\n0,300,95.0\n1,300,95.0\n2,300,40.0\n3,300,95.0\n");
+
+    let out = ok(&["sql", "--data-dir", db, "--format", "json",
+        "SELECT job, max(value) AS worst FROM samples WHERE metric = 'train_step_duration_seconds' GROUP BY job"]);
+    assert_eq!(out.trim(), r#"{"job":"llm","worst":2.0}"#);
+
+    let out = ok(&["sql", "--data-dir", db, "SELECT count(*) AS n FROM samples WHERE host IN ('node-01', 'x')"]);
+    assert!(out.contains("| 3000 |"), "{out}");
+}
+
+#[test]
+fn sql_is_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    let csv = tmp.path().join("x.csv");
+    std::fs::write(&csv, "a\n1\n").unwrap();
+    let statements = [
+        "CREATE TABLE t AS SELECT 1".to_string(),
+        "INSERT INTO samples VALUES (1)".to_string(),
+        "DROP TABLE samples".to_string(),
+        format!("CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '{}'", csv.display()),
+        format!("COPY (SELECT 1) TO '{}/out.csv'", tmp.path().display()),
+        format!("SELECT * FROM '{}'", csv.display()),
+    ];
+    for sql in &statements {
+        let out = lockstep(&["sql", "--data-dir", db, sql]);
+        assert!(!out.status.success(), "{sql} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: "), "{sql}: {err}");
+        assert!(!err.contains("panicked"), "{sql}: {err}");
+    }
+    let out = lockstep(&["sql", "--data-dir", db, "CREATE TABLE t AS SELECT 1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"));
+    assert!(!tmp.path().join("out.csv").exists(), "COPY must not write files");
+    let out = lockstep(&["sql", "--data-dir", db, "SELEC nonsense"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error: "));
+}
+
+/// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
+/// must be in the store after reopening.
+#[test]
+fn killed_writer_loses_nothing_acknowledged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["write-loop", "--data-dir", db.to_str().unwrap(), "--batches", "1000000", "--batch-size", "50"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut last_acked = 0u64;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        last_acked = line.strip_prefix("acked ").unwrap().parse().unwrap();
+        if last_acked >= 20_000 {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(last_acked >= 20_000);
+    let store = lockstep_engine::Store::open(&db, lockstep_engine::StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let rows = store.scan_all(Default::default()).unwrap();
+    let mut values: Vec<u64> = rows.value.iter().map(|v| *v as u64).collect();
+    values.sort_unstable();
+    assert!(values.len() as u64 >= last_acked, "{} rows < {last_acked} acknowledged", values.len());
+    // Acknowledged samples are exactly 0..last_acked; anything beyond is whole batches.
+    assert!(values.iter().take(last_acked as usize).copied().eq(0..last_acked), "acknowledged samples missing");
+    assert_eq!(values.len() % 50, 0, "a batch was half-written");
+}
+
+/// The crate graph follows the design: engine depends on no workspace crate and not on
+/// datafusion/tonic/clap; query and ingest only on engine (and proto for ingest).
+#[test]
+fn dependency_direction() {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let deps = |name: &str| -> Vec<String> {
+        let pkg = meta["packages"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap();
+        pkg["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let workspace = |v: &[String]| -> Vec<String> { v.iter().filter(|d| d.starts_with("lockstep")).cloned().collect() };
+    let engine = deps("lockstep-engine");
+    assert!(workspace(&engine).is_empty(), "engine depends on {engine:?}");
+    for banned in ["datafusion", "tonic", "clap", "tokio"] {
+        assert!(!engine.iter().any(|d| d == banned), "engine must not depend on {banned}");
+    }
+    assert_eq!(workspace(&deps("lockstep-query")), vec!["lockstep-engine"]);
+    let mut ingest = workspace(&deps("lockstep-ingest"));
+    ingest.sort();
+    assert_eq!(ingest, vec!["lockstep-engine", "lockstep-proto"]);
+    assert!(workspace(&deps("lockstep-proto")).is_empty());
+}
