@@ -2,7 +2,7 @@
 //! Lockstep (DataFusion with the Lockstep functions) against DuckDB, same data, same machine,
 //! same run, same thread count.
 //!
-//! The data (1,000 series × 10,000 samples at 100 Hz with ±2 ms jitter, lognormal values,
+//! The data (1,000 series × 10,000 samples at 100 Hz with ±2 ms jitter in whole microseconds, lognormal values,
 //! ~1% of samples missing, rows sorted by series then time as the engine stores them) is written
 //! once to Parquet; both engines load it into memory and then run, for 1 and 2 threads:
 //! - exact:  `SELECT series, date_bin(1 s, time) b, quantile_cont(value, 0.99), avg(value) .. GROUP BY 1, 2`
@@ -77,7 +77,8 @@ fn generate(rows: usize, path: &Path) -> usize {
                 if rng.next() % 100 == 0 {
                     continue; // missing sample
                 }
-                let jitter = (rng.next() % 4_000_001) as i64 - 2_000_000;
+                // Microsecond jitter: DuckDB rounds nanosecond timestamps to microseconds when bucketing.
+                let jitter = ((rng.next() % 4_001) as i64 - 2_000) * 1_000;
                 s.push(series as i32);
                 t.push(START_NS + i as i64 * 10_000_000 + jitter);
                 // lognormal via Box-Muller

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod demo;
 pub mod import;
+pub mod simulate;
 pub mod sql;
 pub mod write_loop;
 

@@ -21,6 +21,10 @@ enum Command {
     Import(cmd::import::Args),
     /// Run a read-only SQL query against a store.
     Sql(cmd::sql::Args),
+    /// Write a simulated cluster bundle with an injected fault.
+    Simulate(cmd::simulate::Args),
+    /// The main job: simulate a 256-GPU job with a fault, import it, show the evidence.
+    Demo(cmd::demo::Args),
     /// (testing) Write synthetic samples through the WAL, printing each acknowledgement.
     #[command(hide = true)]
     WriteLoop(cmd::write_loop::Args),
@@ -38,6 +42,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Import(args) => cmd::import::run(args),
         Command::Sql(args) => cmd::sql::run(args),
+        Command::Simulate(args) => cmd::simulate::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
         Command::WriteLoop(args) => cmd::write_loop::run(args),
     };
     match result {

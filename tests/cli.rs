@@ -148,3 +148,19 @@ fn dependency_direction() {
     assert_eq!(ingest, vec!["lockstep-engine", "lockstep-proto"]);
     assert!(workspace(&deps("lockstep-proto")).is_empty());
 }
+
+/// The main job end to end on a small cluster: simulate, import (with topology and jobs),
+/// query the evidence; the faulty port's errors top the fabric table.
+#[test]
+fn demo_runs_and_shows_the_faulty_port() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = ok(&["demo", "--dir", dir.to_str().unwrap(), "--nodes", "4", "--minutes", "5", "--seed", "3"]);
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("bundle/truth.json")).unwrap()).unwrap();
+    let fault = truth["fault_entity"].as_str().unwrap();
+    let fabric = out.split("== 3. fabric error counters").nth(1).unwrap();
+    let first_row = fabric.lines().find(|l| l.starts_with("| ") && !l.contains("entity")).unwrap();
+    assert!(first_row.contains(fault), "top fabric row {first_row:?} should be the injected {fault}");
+    assert!(out.contains("| llm-70b |"), "{out}");
+}

@@ -321,7 +321,10 @@ impl MetricCatalog {
     /// `_sum` and `_count` of a known family.
     pub fn classify_metric(&self, metric: &str) -> Option<Classified<'_>> {
         if let Some(info) = self.families.get(metric) {
-            return Some(Classified { info, part: SeriesPart::Value });
+            return Some(Classified {
+                info,
+                part: SeriesPart::Value,
+            });
         }
         const SUFFIXES: [(&str, SeriesPart); 3] = [
             ("_bucket", SeriesPart::Bucket),
@@ -330,7 +333,9 @@ impl MetricCatalog {
         ];
         SUFFIXES.iter().find_map(|(suffix, part)| {
             let base = metric.strip_suffix(suffix)?;
-            self.families.get(base).map(|info| Classified { info, part: *part })
+            self.families
+                .get(base)
+                .map(|info| Classified { info, part: *part })
         })
     }
 
@@ -352,7 +357,11 @@ impl MetricCatalog {
         key: &SeriesKey,
         switch_guids: &std::collections::HashMap<String, String>,
     ) -> Option<Entity> {
-        entity::resolve(key, self.classify(key).map(|c| c.info.entity_kind), Some(switch_guids))
+        entity::resolve(
+            key,
+            self.classify(key).map(|c| c.info.entity_kind),
+            Some(switch_guids),
+        )
     }
 
     /// All families in name order.

@@ -15,7 +15,7 @@ pub const HOST_LABEL: &str = "host";
 
 /// Label keys that cannot be used because they collide with `samples` table columns.
 pub const RESERVED_LABELS: &[&str] =
-    &["time", "local_time", "time_uncertainty", "metric", "value", "series_id"];
+    &["time", "local_time", "time_uncertainty", "metric", "value", "series_id", "domain", "entity"];
 
 /// Timestamps must lie in `[MIN_TIME_NS, MAX_TIME_NS]`: 1970-01-01 to 2262-04-11 minus a day,
 /// so that clock corrections of up to a day never overflow `i64`.

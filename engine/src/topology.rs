@@ -189,11 +189,15 @@ impl Topology {
 
     /// Every host (compute nodes, then storage servers) with its NICs.
     pub fn hosts(&self) -> impl Iterator<Item = (&str, &[Nic])> {
-        let nodes = self.nodes.iter().map(|n| (n.name.as_str(), n.nics.as_slice()));
-        let servers = self
-            .storage_pools
+        let nodes = self
+            .nodes
             .iter()
-            .flat_map(|p| p.servers.iter().map(|s| (s.name.as_str(), s.nics.as_slice())));
+            .map(|n| (n.name.as_str(), n.nics.as_slice()));
+        let servers = self.storage_pools.iter().flat_map(|p| {
+            p.servers
+                .iter()
+                .map(|s| (s.name.as_str(), s.nics.as_slice()))
+        });
         nodes.chain(servers)
     }
 
@@ -230,7 +234,10 @@ impl Topology {
         for p in &self.storage_pools {
             check_name("storage pool", &p.name)?;
             if !pools.insert(&p.name) {
-                return Err(invalid(format!("storage pool {} is declared twice", p.name)));
+                return Err(invalid(format!(
+                    "storage pool {} is declared twice",
+                    p.name
+                )));
             }
         }
         // (switch, port) → what is cabled there.
@@ -239,10 +246,15 @@ impl Topology {
             let mut seen: HashSet<(&str, &str)> = HashSet::new();
             for nic in nics {
                 if nic.device.is_empty() || nic.port.is_empty() || nic.switch_port.is_empty() {
-                    return Err(invalid(format!("a NIC of {host} has an empty device or port")));
+                    return Err(invalid(format!(
+                        "a NIC of {host} has an empty device or port"
+                    )));
                 }
                 if !seen.insert((&nic.device, &nic.port)) {
-                    return Err(invalid(format!("NIC {} is declared twice", nic.entity(host))));
+                    return Err(invalid(format!(
+                        "NIC {} is declared twice",
+                        nic.entity(host)
+                    )));
                 }
                 if !switches.contains(nic.switch.as_str()) {
                     return Err(invalid(format!(
@@ -261,10 +273,16 @@ impl Topology {
             for link in &s.links {
                 let here = (s.name.as_str(), link.port.as_str());
                 if link.port.is_empty() || link.peer_port.is_empty() {
-                    return Err(invalid(format!("a link of switch {} has an empty port", s.name)));
+                    return Err(invalid(format!(
+                        "a link of switch {} has an empty port",
+                        s.name
+                    )));
                 }
                 if link.peer == s.name {
-                    return Err(invalid(format!("switch {} port {} links to itself", s.name, link.port)));
+                    return Err(invalid(format!(
+                        "switch {} port {} links to itself",
+                        s.name, link.port
+                    )));
                 }
                 if hosts.contains(link.peer.as_str()) {
                     if cabled.get(&here) != Some(&Far::Host(&link.peer)) {
@@ -330,7 +348,10 @@ fn check_name(what: &str, name: &str) -> Result<()> {
 }
 
 fn invalid(reason: String) -> Error {
-    Error::TopologyInvalid { document: TOPOLOGY_DOC.to_owned(), reason }
+    Error::TopologyInvalid {
+        document: TOPOLOGY_DOC.to_owned(),
+        reason,
+    }
 }
 
 /// Deserialises a label-like value given as a JSON string or integer.

@@ -15,6 +15,13 @@ use std::time::Instant;
 
 use lockstep_engine::Store;
 use lockstep_engine::datafile::Rows;
+use lockstep_engine::storage::{OsStorage, write_atomic};
+use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
+
+/// Name of the topology file in a bundle and in a store directory.
+pub const TOPOLOGY_FILE: &str = "topology.json";
+/// Name of the jobs file in a bundle and in a store directory.
+pub const JOBS_FILE: &str = "jobs.json";
 
 pub use resolver::SeriesResolver;
 
@@ -104,7 +111,8 @@ pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
     Err(ImportError::NoSamples { dir: bundle.to_path_buf() })
 }
 
-/// Imports the samples of a bundle directory into `store`.
+/// Imports a bundle directory into `store`: its `topology.json` and `jobs.json` (validated
+/// first, so a bad one imports nothing) and its samples.
 pub fn import_bundle(
     store: &Store,
     bundle: &Path,
@@ -112,7 +120,51 @@ pub fn import_bundle(
     progress: Progress<'_>,
 ) -> Result<ImportReport, ImportError> {
     let file = samples_file(bundle)?;
-    import_file(store, &file, options, progress)
+    let metadata = read_metadata(store, bundle)?;
+    let report = import_file(store, &file, options, progress)?;
+    for (name, text) in metadata {
+        let dest = store.dir().join(name);
+        write_atomic(&OsStorage, &dest, text.as_bytes())
+            .map_err(|e| ImportError::Store(lockstep_engine::Error::io(&dest, e)))?;
+    }
+    Ok(report)
+}
+
+/// Reads and validates the bundle's topology and jobs (jobs are checked against the bundle's
+/// topology, or the one already in the store).
+fn read_metadata(store: &Store, bundle: &Path) -> Result<Vec<(&'static str, String)>, ImportError> {
+    let read = |name: &str| -> Result<Option<(PathBuf, String)>, ImportError> {
+        let path = bundle.join(name);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ImportError::BadFile { file: path.clone(), reason: e.to_string() })?;
+        Ok(Some((path, text)))
+    };
+    let mut out = Vec::new();
+    let topology = match read(TOPOLOGY_FILE)? {
+        Some((path, text)) => {
+            let topology = Topology::from_json(&text)
+                .and_then(|t| t.validate().map(|()| t))
+                .map_err(|e| ImportError::BadFile { file: path, reason: e.to_string() })?;
+            out.push((TOPOLOGY_FILE, text));
+            Some(topology)
+        }
+        None => std::fs::read_to_string(store.dir().join(TOPOLOGY_FILE))
+            .ok()
+            .and_then(|t| Topology::from_json(&t).ok()),
+    };
+    if let Some((path, text)) = read(JOBS_FILE)? {
+        let jobs = parse_jobs(&text).map_err(|e| ImportError::BadFile { file: path.clone(), reason: e.to_string() })?;
+        let topology = topology.as_ref().ok_or_else(|| ImportError::BadFile {
+            file: path.clone(),
+            reason: "jobs need a topology.json (in the bundle or already imported)".into(),
+        })?;
+        check_jobs(topology, &jobs).map_err(|e| ImportError::BadFile { file: path, reason: e.to_string() })?;
+        out.push((JOBS_FILE, text));
+    }
+    Ok(out)
 }
 
 /// Imports one samples file (`.parquet` or `.csv`).

@@ -1,8 +1,8 @@
 //! The `samples` table: every stored sample, one row each, with its series' labels as columns.
 //!
-//! Columns: `time` (Timestamp ns), `metric`, `value` (Float64), `series_id` (UInt32), then one
-//! nullable dictionary-encoded string column per label key (`host` first, then in first-seen
-//! order). Filters on `time`, `metric`, `host` and labels are pushed into the engine scan
+//! Columns: `time` (Timestamp ns), `metric`, `value` (Float64), `series_id` (UInt32), `domain`
+//! and `entity` (from the metric catalog; null for unknown metrics), then one nullable
+//! dictionary-encoded string column per label key (`host` first, then in first-seen order). Filters on `time`, `metric`, `host` and labels are pushed into the engine scan
 //! (labels via the roaring postings); the scan runs on blocking threads, one stream per
 //! DataFusion partition, each taking every n-th time partition.
 
@@ -31,7 +31,7 @@ use pushdown::Pushdown;
 const BATCH_ROWS: usize = 64 * 1024;
 
 /// Fixed columns before the label columns.
-const FIXED: [&str; 4] = ["time", "metric", "value", "series_id"];
+const FIXED: [&str; 6] = ["time", "metric", "value", "series_id", "domain", "entity"];
 
 /// The `samples` table over a store.
 #[derive(Debug)]
@@ -60,6 +60,8 @@ fn schema_for(labels: &[String]) -> SchemaRef {
         Field::new("metric", dict_type(), false),
         Field::new("value", DataType::Float64, false),
         Field::new("series_id", DataType::UInt32, false),
+        Field::new("domain", dict_type(), true),
+        Field::new("entity", dict_type(), true),
     ];
     fields.extend(labels.iter().map(|k| Field::new(k, dict_type(), true)));
     Arc::new(Schema::new(fields))
@@ -168,7 +170,11 @@ fn run_scan(
             let series = pushdown.has_series_filter().then(|| c.select(&pushdown.series));
             // Per-series dictionary values: metric, then each label (null = absent).
             let metric: StringArray = c.keys().iter().map(|k| Some(k.metric.as_str())).collect();
-            let mut cols = vec![Arc::new(metric) as ArrayRef];
+            let catalog = lockstep_engine::metrics::MetricCatalog::builtin();
+            let domain: StringArray =
+                c.keys().iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
+            let entity: StringArray = c.keys().iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
+            let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
             for label in labels {
                 let values: StringArray = c.keys().iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
                 cols.push(Arc::new(values));
@@ -217,6 +223,7 @@ fn to_batch(schema: &SchemaRef, rows: &Rows, start: usize, end: usize, dict_valu
     columns.push(Arc::new(arrow::array::Float64Array::from(rows.value[start..end].to_vec())));
     columns.push(Arc::new(arrow::array::UInt32Array::from(series.to_vec())));
     for values in &dict_values[1..] {
+        // domain, entity, then the labels.
         columns.push(dict(values)?);
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)

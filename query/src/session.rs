@@ -32,6 +32,7 @@ impl QueryEngine {
         let ctx = SessionContext::new_with_state(state);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone())))?;
         crate::functions::register_all(&ctx);
+        register_domain_from_dir(&ctx, store.dir())?;
         Ok(QueryEngine { ctx, store })
     }
 
@@ -66,4 +67,23 @@ impl QueryEngine {
     pub async fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         Ok(self.sql(sql).await?.collect().await?)
     }
+}
+
+/// Registers the topology/jobs tables when the store directory holds `topology.json` (and
+/// optionally `jobs.json`), as written by `lockstep import`.
+fn register_domain_from_dir(ctx: &SessionContext, dir: &std::path::Path) -> Result<()> {
+    use lockstep_engine::topology::{Topology, parse_jobs};
+    let Ok(text) = std::fs::read_to_string(dir.join("topology.json")) else { return Ok(()) };
+    let topology = Topology::from_json(&text)?;
+    let jobs = match std::fs::read_to_string(dir.join("jobs.json")) {
+        Ok(text) => parse_jobs(&text)?,
+        Err(_) => Vec::new(),
+    };
+    crate::domain::register_domain(
+        ctx,
+        Arc::new(topology),
+        Arc::new(jobs),
+        Arc::new(lockstep_engine::metrics::MetricCatalog::builtin()),
+    )?;
+    Ok(())
 }

@@ -303,14 +303,19 @@ fn circular_tiles(corr: &[f64], m: usize, len: usize, max_lag: usize, t_obs: f64
         let b = m.saturating_sub(len - j);
         ((a + b).max(1)) as f64
     };
+    // Every span is at most m, so |S| below t_obs · sqrt(min span) can never reach t_obs:
+    // only larger values need the exact (square-root) test.
+    let min_span = (2 * m).saturating_sub(len).max(1) as f64;
+    let floor = t_obs * min_span.sqrt();
     let mut ge = 0;
     for t in 1..=tiles {
         let centre = t * width;
-        let mut stat = 0.0f64;
-        for j in centre - max_lag..=centre + max_lag {
-            stat = stat.max(corr[j].abs() / span(j).sqrt());
-        }
-        if stat >= t_obs {
+        let window = &corr[centre - max_lag..=centre + max_lag];
+        let reaches = window.iter().enumerate().any(|(i, v)| {
+            let a = v.abs();
+            a >= floor && a / span(centre - max_lag + i).sqrt() >= t_obs
+        });
+        if reaches {
             ge += 1;
         }
     }

@@ -20,6 +20,9 @@ use super::segments::assemble;
 use super::{BarrierEvent, OffsetObservation, SyncExchange, UNCERTAINTY_UNKNOWN, sync_error};
 use crate::error::Result;
 
+/// One rank of an instance: host, local end time, and its exit interval if the host has a model.
+type Member<'a> = (&'a str, i64, Option<(i128, i128)>);
+
 /// Fits every host that has data, then refines with barriers (`cfg.barrier_passes` rounds).
 ///
 /// The result has version 0 and the input counts as its watermark (the registry renumbers it).
@@ -35,10 +38,18 @@ pub fn fit_set(
     let reference = cfg.reference_host.as_deref();
     let mut by_host: BTreeMap<&str, (Vec<SyncExchange>, Vec<OffsetObservation>)> = BTreeMap::new();
     for e in exchanges {
-        by_host.entry(e.host.as_str()).or_default().0.push(e.clone());
+        by_host
+            .entry(e.host.as_str())
+            .or_default()
+            .0
+            .push(e.clone());
     }
     for o in offsets {
-        by_host.entry(o.host.as_str()).or_default().1.push(o.clone());
+        by_host
+            .entry(o.host.as_str())
+            .or_default()
+            .1
+            .push(o.clone());
     }
     let mut fits: BTreeMap<String, HostFit> = BTreeMap::new();
     for (host, (ex, off)) in &by_host {
@@ -47,8 +58,10 @@ pub fn fit_set(
             fits.insert(host.to_string(), segment(bands, cfg));
         }
     }
-    let mut models: BTreeMap<String, ClockModel> =
-        fits.iter().map(|(h, f)| (h.clone(), assemble(h, f, cfg))).collect();
+    let mut models: BTreeMap<String, ClockModel> = fits
+        .iter()
+        .map(|(h, f)| (h.clone(), assemble(h, f, cfg)))
+        .collect();
     let watermark = InputWatermark {
         exchanges: exchanges.len() as u64,
         offsets: offsets.len() as u64,
@@ -110,7 +123,10 @@ pub fn barrier_observations(
         {
             return Err(sync_error(
                 &e.host,
-                format!("collective instance {} has two end times: {prev} and {}", e.instance, e.local_end),
+                format!(
+                    "collective instance {} has two end times: {prev} and {}",
+                    e.instance, e.local_end
+                ),
             ));
         }
         members.insert(e.host.as_str(), e.local_end);
@@ -121,7 +137,7 @@ pub fn barrier_observations(
         if members.len() < 2 {
             continue;
         }
-        let intervals: Vec<(&str, i64, Option<(i128, i128)>)> = members
+        let intervals: Vec<Member<'_>> = members
             .iter()
             .map(|(&host, &local)| {
                 let (t, u) = set.correct(host, local);

@@ -32,10 +32,10 @@ pub struct FitConfig {
     /// How many following observations are used to confirm a step or to recognise a single
     /// inconsistent observation as an outlier (default 8).
     pub step_confirm: usize,
-    /// Longest piece of one straight line, ns (default 20 min); longer step-free spans are
+    /// Longest piece of one straight line, ns (default 1 h); longer step-free spans are
     /// split into continuous pieces so drift may wander.
     pub max_piece_ns: i64,
-    /// Drift wander allowance, ppb (default 20): the drift may change by this much within one
+    /// Drift wander allowance, ppb (default 5): the drift may change by this much within one
     /// piece, which adds `wander·length/8` to the piece's uncertainty (the largest distance of
     /// a curve whose slope changes by `wander` from its chord); outside the fitted range the
     /// uncertainty grows by this rate on top of the fitted drift's own uncertainty.
@@ -58,8 +58,8 @@ impl Default for FitConfig {
             step_threshold_ns: 10_000,
             max_drift_change_ppb: 500,
             step_confirm: 8,
-            max_piece_ns: 1_200_000_000_000,
-            wander_ppb: 20,
+            max_piece_ns: 3_600_000_000_000,
+            wander_ppb: 5,
             barrier_exit_spread_ns: 100_000,
             barrier_passes: 2,
         }
@@ -71,31 +71,58 @@ impl FitConfig {
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Err(super::sync_error("*", reason));
         if !(1..=10_000_000).contains(&self.max_drift_ppb) {
-            return bad(format!("max_drift_ppb={} must be in [1, 10000000]", self.max_drift_ppb));
+            return bad(format!(
+                "max_drift_ppb={} must be in [1, 10000000]",
+                self.max_drift_ppb
+            ));
         }
         if !(0..=1_000_000_000).contains(&self.min_one_way_delay_ns) {
-            return bad(format!("min_one_way_delay_ns={} must be in [0, 1e9]", self.min_one_way_delay_ns));
+            return bad(format!(
+                "min_one_way_delay_ns={} must be in [0, 1e9]",
+                self.min_one_way_delay_ns
+            ));
         }
         if !(0..=1_000_000_000).contains(&self.timestamp_jitter_ns) {
-            return bad(format!("timestamp_jitter_ns={} must be in [0, 1e9]", self.timestamp_jitter_ns));
+            return bad(format!(
+                "timestamp_jitter_ns={} must be in [0, 1e9]",
+                self.timestamp_jitter_ns
+            ));
         }
         if self.step_threshold_ns <= 0 {
-            return bad(format!("step_threshold_ns={} must be positive", self.step_threshold_ns));
+            return bad(format!(
+                "step_threshold_ns={} must be positive",
+                self.step_threshold_ns
+            ));
         }
         if !(0..=10_000_000).contains(&self.max_drift_change_ppb) {
-            return bad(format!("max_drift_change_ppb={} must be in [0, 10000000]", self.max_drift_change_ppb));
+            return bad(format!(
+                "max_drift_change_ppb={} must be in [0, 10000000]",
+                self.max_drift_change_ppb
+            ));
         }
         if self.step_confirm == 0 || self.step_confirm > 1024 {
-            return bad(format!("step_confirm={} must be in [1, 1024]", self.step_confirm));
+            return bad(format!(
+                "step_confirm={} must be in [1, 1024]",
+                self.step_confirm
+            ));
         }
         if self.max_piece_ns <= 0 {
-            return bad(format!("max_piece_ns={} must be positive", self.max_piece_ns));
+            return bad(format!(
+                "max_piece_ns={} must be positive",
+                self.max_piece_ns
+            ));
         }
         if !(0..=10_000_000).contains(&self.wander_ppb) {
-            return bad(format!("wander_ppb={} must be in [0, 10000000]", self.wander_ppb));
+            return bad(format!(
+                "wander_ppb={} must be in [0, 10000000]",
+                self.wander_ppb
+            ));
         }
         if self.barrier_exit_spread_ns < 0 {
-            return bad(format!("barrier_exit_spread_ns={} must be >= 0", self.barrier_exit_spread_ns));
+            return bad(format!(
+                "barrier_exit_spread_ns={} must be >= 0",
+                self.barrier_exit_spread_ns
+            ));
         }
         if self.reference_host.as_deref() == Some("") {
             return bad("reference_host is empty".to_string());

@@ -45,22 +45,39 @@ impl ClockRegistry {
     pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: FitConfig) -> Result<Self> {
         config.validate()?;
         let versions_dir = dir.join("versions");
-        storage.create_dir_all(&versions_dir).map_err(|e| Error::io(&versions_dir, e))?;
+        storage
+            .create_dir_all(&versions_dir)
+            .map_err(|e| Error::io(&versions_dir, e))?;
         let (exchange_log, exchanges) = RawLog::open(storage.as_ref(), dir.join("exchanges.log"))?;
         let (offset_log, offsets) = RawLog::open(storage.as_ref(), dir.join("offsets.log"))?;
-        let (barrier_log, barriers) = RawLog::open::<BarrierEvent>(storage.as_ref(), dir.join("barriers.log"))?;
-        let barrier_index =
-            barriers.iter().map(|b| ((b.host.clone(), b.instance), b.local_end)).collect();
+        let (barrier_log, barriers) =
+            RawLog::open::<BarrierEvent>(storage.as_ref(), dir.join("barriers.log"))?;
+        let barrier_index = barriers
+            .iter()
+            .map(|b| ((b.host.clone(), b.instance), b.local_end))
+            .collect();
         let mut versions = BTreeMap::new();
-        for path in storage.list_dir(&versions_dir).map_err(|e| Error::io(&versions_dir, e))? {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        for path in storage
+            .list_dir(&versions_dir)
+            .map_err(|e| Error::io(&versions_dir, e))?
+        {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             let Some(number) = name.strip_prefix('v').and_then(|n| n.strip_suffix(".json")) else {
                 continue; // temporary files of an interrupted write, foreign files
             };
-            let corrupt = |reason: String| Error::ClockStateCorrupt { path: path.clone(), reason };
-            let version: u64 = number.parse().map_err(|e| corrupt(format!("bad version number: {e}")))?;
+            let corrupt = |reason: String| Error::ClockStateCorrupt {
+                path: path.clone(),
+                reason,
+            };
+            let version: u64 = number
+                .parse()
+                .map_err(|e| corrupt(format!("bad version number: {e}")))?;
             let bytes = storage.read(&path).map_err(|e| Error::io(&path, e))?;
-            let set: ClockSet = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            let set: ClockSet =
+                serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if set.version() != version {
                 return Err(corrupt(format!("file holds version {}", set.version())));
             }
@@ -125,14 +142,20 @@ impl ClockRegistry {
         let mut batch: HashMap<(&str, u64), i64> = HashMap::new();
         for e in events {
             e.validate()?;
-            let known = self.barrier_index.get(&(e.host.clone(), e.instance)).copied();
+            let known = self
+                .barrier_index
+                .get(&(e.host.clone(), e.instance))
+                .copied();
             let seen = batch.get(&(e.host.as_str(), e.instance)).copied();
             match known.or(seen) {
                 Some(t) if t == e.local_end => continue,
                 Some(t) => {
                     return Err(sync_error(
                         &e.host,
-                        format!("collective instance {} already ended at {t}, not {}", e.instance, e.local_end),
+                        format!(
+                            "collective instance {} already ended at {t}, not {}",
+                            e.instance, e.local_end
+                        ),
                     ));
                 }
                 None => {
@@ -143,7 +166,8 @@ impl ClockRegistry {
         }
         self.barrier_log.append(self.storage.as_ref(), &fresh)?;
         for e in &fresh {
-            self.barrier_index.insert((e.host.clone(), e.instance), e.local_end);
+            self.barrier_index
+                .insert((e.host.clone(), e.instance), e.local_end);
         }
         self.barriers.extend(fresh);
         Ok(())
@@ -172,7 +196,11 @@ impl ClockRegistry {
 
     /// The newest version (version 0, the empty set, before any fit).
     pub fn current(&self) -> Arc<ClockSet> {
-        self.versions.values().next_back().cloned().unwrap_or_default()
+        self.versions
+            .values()
+            .next_back()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// One version; `get(0)` is the empty set.

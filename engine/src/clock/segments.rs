@@ -24,7 +24,9 @@ pub(crate) fn assemble(host: &str, fit: &HostFit, cfg: &FitConfig) -> ClockModel
     let mut last_key: Option<i64> = None;
     for span in &fit.spans {
         let mut next = span_segments(span, cfg);
-        let (Some(first), Some(last)) = (span.pieces.first(), span.pieces.last()) else { continue };
+        let (Some(first), Some(last)) = (span.pieces.first(), span.pieces.last()) else {
+            continue;
+        };
         if next.is_empty() {
             continue;
         }
@@ -50,12 +52,15 @@ fn mid(lo: f64, hi: f64) -> f64 {
 /// Fitted segments of one span, one per piece, continuous at shared knots.
 fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
     let pieces = &span.pieces;
-    let Some(first) = pieces.first() else { return Vec::new() };
+    let Some(first) = pieces.first() else {
+        return Vec::new();
+    };
     let m = pieces.len();
     if m == 1 && i128::from(first.last_x) - i128::from(first.first_x) < MIN_SLOPE_SPAN_NS {
         // Too short to carry a drift: knot rounding alone would fake hundreds of ppm. One
         // point at the centre, drift 0, and the whole feasible drift range as growth.
-        let centre = clamp_i64((i128::from(first.first_x) + i128::from(first.last_x)).div_euclid(2));
+        let centre =
+            clamp_i64((i128::from(first.first_x) + i128::from(first.last_x)).div_euclid(2));
         let (lo, hi) = first.range_at(centre);
         let value = mid(lo, hi).round() as i64;
         let mut seg = fitted_segment(first, centre, centre, value, value, cfg);
@@ -82,7 +87,11 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
                     let ((llo, lhi), (rlo, rhi)) = (l.range_at(k), r.range_at(k));
                     let (ilo, ihi) = (llo.max(rlo), lhi.min(rhi));
                     let centre = mid(l.center_at(k), r.center_at(k));
-                    if ilo <= ihi { centre.clamp(ilo, ihi) } else { centre }
+                    if ilo <= ihi {
+                        centre.clamp(ilo, ihi)
+                    } else {
+                        centre
+                    }
                 }
                 (Some(p), None) | (None, Some(p)) => p.center_at(k),
                 (None, None) => 0.0,
@@ -97,7 +106,14 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
         .collect()
 }
 
-fn fitted_segment(p: &Piece, s: i64, e: i64, off_s: i64, off_e: i64, cfg: &FitConfig) -> ClockSegment {
+fn fitted_segment(
+    p: &Piece,
+    s: i64,
+    e: i64,
+    off_s: i64,
+    off_e: i64,
+    cfg: &FitConfig,
+) -> ClockSegment {
     let mut seg = ClockSegment {
         kind: SegmentKind::Fitted,
         local_start: s,
@@ -112,7 +128,10 @@ fn fitted_segment(p: &Piece, s: i64, e: i64, off_s: i64, off_e: i64, cfg: &FitCo
     // Drift wander inside the piece: a curve whose slope changes by `wander` over the piece
     // stays within wander·length/8 of its chord.
     let length = i128::from(e) - i128::from(s);
-    let bend = clamp_i64(ceil_div(i128::from(cfg.wander_ppb).saturating_mul(length), 8_000_000_000));
+    let bend = clamp_i64(ceil_div(
+        i128::from(cfg.wander_ppb).saturating_mul(length),
+        8_000_000_000,
+    ));
     seg.uncertainty_start_ns = seg.uncertainty_start_ns.saturating_add(bend);
     seg.uncertainty_end_ns = seg.uncertainty_end_ns.saturating_add(bend);
     let drift = seg.drift_ppb();
@@ -135,9 +154,24 @@ fn bound(v: f64) -> i64 {
 /// only up to `A` (old clock's reading at `key_after`) and from the new clock only from `B`
 /// (new clock's reading at `key_before`); the bridge spans `[min(A, B), max(A, B)]`, which is
 /// exactly the ambiguous range when `B < A`. Both models are cut or extended to meet it.
-fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_before: i64, key_after: i64) {
-    let old = ClockModel { host: String::new(), segments: before.clone(), steps: 0, outliers: 0 };
-    let new = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
+fn bridge(
+    before: &mut Vec<ClockSegment>,
+    after: &mut Vec<ClockSegment>,
+    key_before: i64,
+    key_after: i64,
+) {
+    let old = ClockModel {
+        host: String::new(),
+        segments: before.clone(),
+        steps: 0,
+        outliers: 0,
+    };
+    let new = ClockModel {
+        host: String::new(),
+        segments: after.clone(),
+        steps: 0,
+        outliers: 0,
+    };
     let a = old.local_range_for_reference(key_after, i64::MAX).0;
     let a = a.saturating_add(old.uncertainty_at(a));
     let b = new.local_range_for_reference(key_before, i64::MAX).0;
@@ -146,8 +180,18 @@ fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_bef
     let mut hi = a.max(b);
     truncate_end(before, lo);
     truncate_start(after, hi);
-    let model_a = ClockModel { host: String::new(), segments: before.clone(), steps: 0, outliers: 0 };
-    let model_b = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
+    let model_a = ClockModel {
+        host: String::new(),
+        segments: before.clone(),
+        steps: 0,
+        outliers: 0,
+    };
+    let model_b = ClockModel {
+        host: String::new(),
+        segments: after.clone(),
+        steps: 0,
+        outliers: 0,
+    };
     // The bridge must not map backwards: its end's reference time must not precede its start's.
     let ref_lo = model_a.to_reference(lo);
     if model_b.to_reference(hi) < ref_lo {
@@ -158,12 +202,21 @@ fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_bef
         let (mut l, mut h) = (hi, hi.saturating_add(step));
         while h - l > 1 {
             let m = l + (h - l) / 2;
-            if model_b.to_reference(m) < ref_lo { l = m } else { h = m }
+            if model_b.to_reference(m) < ref_lo {
+                l = m
+            } else {
+                h = m
+            }
         }
         hi = h;
         truncate_start(after, hi);
     }
-    let model_b = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
+    let model_b = ClockModel {
+        host: String::new(),
+        segments: after.clone(),
+        steps: 0,
+        outliers: 0,
+    };
     let (off_s, off_e) = (model_a.offset_at(lo), model_b.offset_at(hi));
     // At x the bridge reads `own`; the truth is near either model's reading.
     let cover = |x: i64, own: i64| {
@@ -181,7 +234,10 @@ fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_bef
         offset_end_ns: off_e,
         uncertainty_start_ns: cover(lo, off_s),
         uncertainty_end_ns: cover(hi, off_e),
-        growth_ppb: before.last().map_or(0, |s| s.growth_ppb).max(after.first().map_or(0, |s| s.growth_ppb)),
+        growth_ppb: before
+            .last()
+            .map_or(0, |s| s.growth_ppb)
+            .max(after.first().map_or(0, |s| s.growth_ppb)),
         samples_used: 0,
     };
     before.push(seg);
@@ -189,7 +245,12 @@ fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_bef
 
 /// `θ` and uncertainty of one segment's line at `at` (extrapolated outside it).
 fn read_at(s: &ClockSegment, at: i64) -> (i64, i64) {
-    let m = ClockModel { host: String::new(), segments: vec![s.clone()], steps: 0, outliers: 0 };
+    let m = ClockModel {
+        host: String::new(),
+        segments: vec![s.clone()],
+        steps: 0,
+        outliers: 0,
+    };
     (m.offset_at(at), m.uncertainty_at(at))
 }
 

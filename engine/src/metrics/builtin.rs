@@ -80,16 +80,28 @@ impl Spec {
         Spec { scale, ..self }
     }
     const fn sat(self, bits: u8) -> Spec {
-        Spec { width: Some(CounterWidth::saturate(bits)), ..self }
+        Spec {
+            width: Some(CounterWidth::saturate(bits)),
+            ..self
+        }
     }
     const fn wrap(self, bits: u8) -> Spec {
-        Spec { width: Some(CounterWidth::wrap(bits)), ..self }
+        Spec {
+            width: Some(CounterWidth::wrap(bits)),
+            ..self
+        }
     }
     const fn dir(self, direction: Direction) -> Spec {
-        Spec { direction: Some(direction), ..self }
+        Spec {
+            direction: Some(direction),
+            ..self
+        }
     }
     const fn own(self) -> Spec {
-        Spec { compare: OwnBaseline, ..self }
+        Spec {
+            compare: OwnBaseline,
+            ..self
+        }
     }
     const fn facts(self, facts: &'static str) -> Spec {
         Spec { facts, ..self }
@@ -97,7 +109,16 @@ impl Spec {
 }
 
 const fn dcgm(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(family, DCGM, Domain::Compute, Gauge, unit, class, Gpu, meaning)
+    Spec::new(
+        family,
+        DCGM,
+        Domain::Compute,
+        Gauge,
+        unit,
+        class,
+        Gpu,
+        meaning,
+    )
 }
 
 const fn hca(
@@ -107,11 +128,29 @@ const fn hca(
     class: C,
     meaning: &'static str,
 ) -> Spec {
-    Spec::new(family, NODE, Domain::Network, kind, unit, class, NicPort, meaning)
+    Spec::new(
+        family,
+        NODE,
+        Domain::Network,
+        kind,
+        unit,
+        class,
+        NicPort,
+        meaning,
+    )
 }
 
 const fn sw(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(family, IBX, Domain::Network, Counter, unit, class, SwitchPort, meaning)
+    Spec::new(
+        family,
+        IBX,
+        Domain::Network,
+        Counter,
+        unit,
+        class,
+        SwitchPort,
+        meaning,
+    )
 }
 
 const fn host(
@@ -126,7 +165,16 @@ const fn host(
 }
 
 const fn nccl(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(family, NCCL, Domain::Collective, Gauge, unit, class, Gpu, meaning)
+    Spec::new(
+        family,
+        NCCL,
+        Domain::Collective,
+        Gauge,
+        unit,
+        class,
+        Gpu,
+        meaning,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -56,17 +56,27 @@ pub struct CounterWidth {
 impl CounterWidth {
     /// A counter of `bits` that wraps.
     pub const fn wrap(bits: u8) -> Self {
-        CounterWidth { bits, overflow: Overflow::Wrap }
+        CounterWidth {
+            bits,
+            overflow: Overflow::Wrap,
+        }
     }
 
     /// A counter of `bits` that saturates.
     pub const fn saturate(bits: u8) -> Self {
-        CounterWidth { bits, overflow: Overflow::Saturate }
+        CounterWidth {
+            bits,
+            overflow: Overflow::Saturate,
+        }
     }
 
     /// The largest raw value, `2^bits - 1` (as `f64`; inexact above 2^53).
     pub fn max(&self) -> f64 {
-        if self.bits >= 64 { u64::MAX as f64 } else { ((1u64 << self.bits) - 1) as f64 }
+        if self.bits >= 64 {
+            u64::MAX as f64
+        } else {
+            ((1u64 << self.bits) - 1) as f64
+        }
     }
 }
 
@@ -86,7 +96,12 @@ pub struct CounterStep {
 
 /// Compares two consecutive raw readings of a counter (rules in the module docs).
 pub fn counter_step(prev: f64, cur: f64, width: Option<CounterWidth>) -> CounterStep {
-    let mut step = CounterStep { increase: f64::NAN, reset: false, wrapped: false, saturated: false };
+    let mut step = CounterStep {
+        increase: f64::NAN,
+        reset: false,
+        wrapped: false,
+        saturated: false,
+    };
     if !prev.is_finite() || !cur.is_finite() || prev < 0.0 || cur < 0.0 {
         return step;
     }
@@ -195,17 +210,26 @@ impl Baseline {
 
     /// `value / median`, or NaN when the median is zero.
     pub fn ratio(&self, value: f64) -> f64 {
-        if self.median == 0.0 { f64::NAN } else { value / self.median }
+        if self.median == 0.0 {
+            f64::NAN
+        } else {
+            value / self.median
+        }
     }
 }
 
 fn median_in_place(values: &mut [f64]) -> f64 {
     values.sort_unstable_by(f64::total_cmp);
     let n = values.len();
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -273,7 +297,12 @@ mod tests {
 
     #[test]
     fn bad_readings_are_unknown() {
-        for (p, c) in [(f64::NAN, 1.0), (1.0, f64::INFINITY), (-1.0, 3.0), (3.0, -1.0)] {
+        for (p, c) in [
+            (f64::NAN, 1.0),
+            (1.0, f64::INFINITY),
+            (-1.0, 3.0),
+            (3.0, -1.0),
+        ] {
             assert!(counter_increase(p, c, Some(CounterWidth::wrap(32))).is_nan());
         }
     }

@@ -24,7 +24,10 @@ pub struct ThrottleReasons(pub u64);
 /// Names of the known bits, in bit order.
 pub const REASON_NAMES: [(u64, &str); 9] = [
     (ThrottleReasons::GPU_IDLE, "gpu_idle"),
-    (ThrottleReasons::APPLICATIONS_CLOCKS, "applications_clocks_setting"),
+    (
+        ThrottleReasons::APPLICATIONS_CLOCKS,
+        "applications_clocks_setting",
+    ),
     (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
     (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
     (ThrottleReasons::SYNC_BOOST, "sync_boost"),
@@ -56,7 +59,10 @@ impl ThrottleReasons {
 
     /// Decodes a sample value; `None` unless it is a finite, non-negative integer below 2^53.
     pub fn from_value(value: f64) -> Option<ThrottleReasons> {
-        if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value >= 9_007_199_254_740_992.0
+        if !value.is_finite()
+            || value < 0.0
+            || value.fract() != 0.0
+            || value >= 9_007_199_254_740_992.0
         {
             return None;
         }
@@ -112,6 +118,7 @@ impl fmt::Display for ThrottleReasons {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -126,7 +133,10 @@ mod tests {
 
         let r = ThrottleReasons::from_value((0x40 | 0x80) as f64).unwrap();
         assert!(r.thermal() && r.power() && r.hw_slowdown());
-        assert_eq!(r.names(), vec!["hw_thermal_slowdown", "hw_power_brake_slowdown"]);
+        assert_eq!(
+            r.names(),
+            vec!["hw_thermal_slowdown", "hw_power_brake_slowdown"]
+        );
 
         let r = ThrottleReasons::from_value(8.0).unwrap();
         assert!(r.hw_slowdown() && r.performance_limiting());
@@ -137,7 +147,10 @@ mod tests {
         let r = ThrottleReasons::from_value(1.0).unwrap();
         assert!(!r.performance_limiting());
         assert_eq!(ThrottleReasons(0).to_string(), "none");
-        assert_eq!(ThrottleReasons(0x1 | 0x400).names(), vec!["gpu_idle", "bit10"]);
+        assert_eq!(
+            ThrottleReasons(0x1 | 0x400).names(),
+            vec!["gpu_idle", "bit10"]
+        );
     }
 
     #[test]

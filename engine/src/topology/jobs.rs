@@ -79,20 +79,29 @@ pub fn check_jobs(topology: &Topology, jobs: &[Job]) -> Result<()> {
     for job in jobs {
         for node in &job.nodes {
             if topology.node(node).is_none() {
-                return Err(invalid(format!("job {} runs on unknown node {node}", job.job)));
+                return Err(invalid(format!(
+                    "job {} runs on unknown node {node}",
+                    job.job
+                )));
             }
         }
         if let Some(pool) = &job.storage_pool
             && topology.pool(pool).is_none()
         {
-            return Err(invalid(format!("job {} uses unknown storage pool {pool}", job.job)));
+            return Err(invalid(format!(
+                "job {} uses unknown storage pool {pool}",
+                job.job
+            )));
         }
     }
     Ok(())
 }
 
 pub(crate) fn invalid(reason: String) -> Error {
-    Error::TopologyInvalid { document: JOBS_DOC.to_owned(), reason }
+    Error::TopologyInvalid {
+        document: JOBS_DOC.to_owned(),
+        reason,
+    }
 }
 
 #[derive(Deserialize)]
@@ -115,10 +124,13 @@ fn de_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error
 }
 
 fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
-    Option::<TimeValue>::deserialize(d)?.map(time_value).transpose()
+    Option::<TimeValue>::deserialize(d)?
+        .map(time_value)
+        .transpose()
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1,5 +1,7 @@
 //! SQL tests of the domain tables and table functions.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use lockstep_engine::topology::parse_jobs;
 
@@ -59,8 +61,11 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let options = FormatOptions::default().with_null("NULL");
     for b in batches {
-        let fmts: Vec<ArrayFormatter> =
-            b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
+        let fmts: Vec<ArrayFormatter> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
         for r in 0..b.num_rows() {
             out.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
         }
@@ -69,7 +74,9 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
 }
 
 fn strings(rows: &[&[&str]]) -> Vec<Vec<String>> {
-    rows.iter().map(|r| r.iter().map(|s| s.to_string()).collect()).collect()
+    rows.iter()
+        .map(|r| r.iter().map(|s| s.to_string()).collect())
+        .collect()
 }
 
 async fn error(ctx: &SessionContext, sql: &str) -> String {
@@ -83,34 +90,74 @@ async fn error(ctx: &SessionContext, sql: &str) -> String {
 async fn topology_tables() {
     let ctx = context();
     assert_eq!(
-        rows(&ctx, "SELECT role, count(*), sum(gpus) FROM topology_nodes GROUP BY role ORDER BY role").await,
+        rows(
+            &ctx,
+            "SELECT role, count(*), sum(gpus) FROM topology_nodes GROUP BY role ORDER BY role"
+        )
+        .await,
         strings(&[&["compute", "4", "32"], &["storage", "1", "0"]])
     );
     assert_eq!(
-        rows(&ctx, "SELECT entity, switch_port_entity FROM topology_nics WHERE node = 'n3' ORDER BY entity").await,
+        rows(
+            &ctx,
+            "SELECT entity, switch_port_entity FROM topology_nics WHERE node = 'n3' ORDER BY entity"
+        )
+        .await,
         strings(&[&["n3/mlx5_0:1", "leaf-2:1"], &["n3/mlx5_1:1", "leaf-2:2"]])
     );
     assert_eq!(
-        rows(&ctx, "SELECT link_kind, count(*) FROM topology_links GROUP BY link_kind ORDER BY link_kind").await,
+        rows(
+            &ctx,
+            "SELECT link_kind, count(*) FROM topology_links GROUP BY link_kind ORDER BY link_kind"
+        )
+        .await,
         strings(&[&["host", "9"], &["switch", "6"]])
     );
     assert_eq!(
-        rows(&ctx, "SELECT switch, guid FROM topology_switches WHERE tier = 'spine' ORDER BY switch").await,
+        rows(
+            &ctx,
+            "SELECT switch, guid FROM topology_switches WHERE tier = 'spine' ORDER BY switch"
+        )
+        .await,
         strings(&[&["spine-1", "0xabc"], &["spine-2", "NULL"]])
     );
-    assert_eq!(rows(&ctx, "SELECT pool, kind, server, nics FROM storage_pools").await,
-        strings(&[&["lustre-a", "lustre", "oss-1", "1"]]));
+    assert_eq!(
+        rows(&ctx, "SELECT pool, kind, server, nics FROM storage_pools").await,
+        strings(&[&["lustre-a", "lustre", "oss-1", "1"]])
+    );
 }
 
 #[tokio::test]
 async fn jobs_table() {
     let ctx = context();
     assert_eq!(
-        rows(&ctx, "SELECT job, node_count, gpus, start, \"end\", storage_pool, slurm_job_id, \
-                    array_has(nodes, 'n3') FROM jobs ORDER BY job").await,
+        rows(
+            &ctx,
+            "SELECT job, node_count, gpus, start, \"end\", storage_pool, slurm_job_id, \
+                    array_has(nodes, 'n3') FROM jobs ORDER BY job"
+        )
+        .await,
         strings(&[
-            &["llm-70b", "4", "32", "2024-03-01T00:00:00", "NULL", "lustre-a", "1670760", "true"],
-            &["small", "2", "16", "1970-01-01T00:00:00.000000010", "1970-01-01T00:00:00.000000020", "NULL", "NULL", "false"],
+            &[
+                "llm-70b",
+                "4",
+                "32",
+                "2024-03-01T00:00:00",
+                "NULL",
+                "lustre-a",
+                "1670760",
+                "true"
+            ],
+            &[
+                "small",
+                "2",
+                "16",
+                "1970-01-01T00:00:00.000000010",
+                "1970-01-01T00:00:00.000000020",
+                "NULL",
+                "NULL",
+                "false"
+            ],
         ])
     );
 }
@@ -119,8 +166,12 @@ async fn jobs_table() {
 async fn job_entities_function() {
     let ctx = context();
     assert_eq!(
-        rows(&ctx, "SELECT entity_kind, domain, count(*) FROM job_entities('llm-70b') \
-                    GROUP BY entity_kind, domain ORDER BY entity_kind, domain").await,
+        rows(
+            &ctx,
+            "SELECT entity_kind, domain, count(*) FROM job_entities('llm-70b') \
+                    GROUP BY entity_kind, domain ORDER BY entity_kind, domain"
+        )
+        .await,
         strings(&[
             &["gpu", "compute", "32"],
             &["job", "training", "1"],
@@ -136,14 +187,22 @@ async fn job_entities_function() {
         ])
     );
     assert_eq!(
-        rows(&ctx, "SELECT job, entity, node FROM job_entities('small') WHERE entity_kind = 'gpu' \
-                    ORDER BY entity LIMIT 2").await,
+        rows(
+            &ctx,
+            "SELECT job, entity, node FROM job_entities('small') WHERE entity_kind = 'gpu' \
+                    ORDER BY entity LIMIT 2"
+        )
+        .await,
         strings(&[&["small", "n1/gpu0", "n1"], &["small", "n1/gpu1", "n1"]])
     );
     // The typical join: which of these series belong to the job.
     assert_eq!(
-        rows(&ctx, "SELECT s.entity FROM (VALUES ('spine-2:2'), ('leaf-1:1'), ('n9/gpu0')) AS s(entity) \
-                    JOIN job_entities('llm-70b') j ON s.entity = j.entity ORDER BY 1").await,
+        rows(
+            &ctx,
+            "SELECT s.entity FROM (VALUES ('spine-2:2'), ('leaf-1:1'), ('n9/gpu0')) AS s(entity) \
+                    JOIN job_entities('llm-70b') j ON s.entity = j.entity ORDER BY 1"
+        )
+        .await,
         strings(&[&["leaf-1:1"], &["spine-2:2"]])
     );
 }
@@ -152,23 +211,44 @@ async fn job_entities_function() {
 async fn entity_jobs_function() {
     let ctx = context();
     assert_eq!(
-        rows(&ctx, "SELECT job, gpus, nodes, domain FROM entity_jobs('spine-1:2')").await,
+        rows(
+            &ctx,
+            "SELECT job, gpus, nodes, domain FROM entity_jobs('spine-1:2')"
+        )
+        .await,
         strings(&[&["llm-70b", "32", "4", "network"]])
     );
     assert_eq!(
-        rows(&ctx, "SELECT job, gpus, related_entity FROM entity_jobs('leaf-1:3')").await,
+        rows(
+            &ctx,
+            "SELECT job, gpus, related_entity FROM entity_jobs('leaf-1:3')"
+        )
+        .await,
         strings(&[&["small", "16", "leaf-1:3"], &["llm-70b", "32", "leaf-1:3"]])
     );
     assert_eq!(
-        rows(&ctx, "SELECT job FROM entity_jobs('n2/gpu4') \
+        rows(
+            &ctx,
+            "SELECT job FROM entity_jobs('n2/gpu4') \
                     WHERE start <= TIMESTAMP '2024-03-02T00:00:00' \
-                    AND (\"end\" IS NULL OR \"end\" > TIMESTAMP '2024-03-01T12:00:00')").await,
+                    AND (\"end\" IS NULL OR \"end\" > TIMESTAMP '2024-03-01T12:00:00')"
+        )
+        .await,
         strings(&[&["llm-70b"]])
     );
-    assert_eq!(rows(&ctx, "SELECT job, domain FROM entity_jobs('spine-1:3')").await,
-        strings(&[&["llm-70b", "storage"]]));
-    assert_eq!(rows(&ctx, "SELECT job FROM entity_jobs('leaf-2')").await, strings(&[&["llm-70b"]]));
-    assert!(rows(&ctx, "SELECT * FROM entity_jobs('nowhere:1')").await.is_empty());
+    assert_eq!(
+        rows(&ctx, "SELECT job, domain FROM entity_jobs('spine-1:3')").await,
+        strings(&[&["llm-70b", "storage"]])
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT job FROM entity_jobs('leaf-2')").await,
+        strings(&[&["llm-70b"]])
+    );
+    assert!(
+        rows(&ctx, "SELECT * FROM entity_jobs('nowhere:1')")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -192,7 +272,11 @@ async fn topology_path_function() {
         ])
     );
     assert_eq!(
-        rows(&ctx, "SELECT count(DISTINCT route), max(level) FROM topology_path('n2', 'lustre-a')").await,
+        rows(
+            &ctx,
+            "SELECT count(DISTINCT route), max(level) FROM topology_path('n2', 'lustre-a')"
+        )
+        .await,
         strings(&[&["2", "7"]])
     );
 }
@@ -223,13 +307,24 @@ async fn errors_are_plan_errors_naming_the_problem() {
     let e = error(&ctx, "SELECT * FROM job_entities(3)").await;
     assert!(e.contains("argument 1 must be a string literal"), "{e}");
     let e = error(&ctx, "SELECT * FROM entity_jobs()").await;
-    assert!(e.contains("entity_jobs takes 1 string argument(s), got 0"), "{e}");
+    assert!(
+        e.contains("entity_jobs takes 1 string argument(s), got 0"),
+        "{e}"
+    );
     let e = error(&ctx, "SELECT * FROM topology_path('n1', 'ghost')").await;
     assert!(e.contains("unknown node ghost"), "{e}");
 
     let bad = Arc::new(parse_jobs(r#"[{"job":"j","nodes":["ghost"],"start":0}]"#).unwrap());
     let topology = Arc::new(Topology::from_json(TOPOLOGY).unwrap());
-    let err = register_domain(&SessionContext::new(), topology, bad, Arc::new(MetricCatalog::builtin()))
-        .unwrap_err();
-    assert_eq!(QueryError::from(err).kind(), lockstep_engine::ErrorKind::NotFound);
+    let err = register_domain(
+        &SessionContext::new(),
+        topology,
+        bad,
+        Arc::new(MetricCatalog::builtin()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        QueryError::from(err).kind(),
+        lockstep_engine::ErrorKind::NotFound
+    );
 }
