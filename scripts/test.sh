@@ -5,15 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --- setup (idempotent; skipped when everything is present) ---------------------------------
-PY_PACKAGES="duckdb pyarrow numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc"
-if ! python3 -c "import duckdb, pyarrow, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc" 2>/dev/null; then
+PY_PACKAGES="duckdb pyarrow numpy scipy ruptures"
+if ! python3 -c "import duckdb, pyarrow, numpy, scipy, ruptures" 2>/dev/null; then
   echo "== installing Python packages: $PY_PACKAGES"
   python3 -m pip install --quiet --disable-pip-version-check $PY_PACKAGES
-fi
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "== installing chromium (headless report checks)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "warning: could not install chromium"
 fi
 if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
   echo "== cargo-nextest missing; using cargo test"
