@@ -475,7 +475,7 @@ def main() -> None:
 
 def report(results: list[Result], d: Data, seconds: int) -> None:
     print(f"\n{d.value.shape[1]} series x {seconds} s at 1 s; seed {SEED}; machine: {os.cpu_count()} CPUs\n")
-    print("| dataset | samples | system | samples/s | bytes/sample | Lockstep/peer bytes | peer/Lockstep speed |")
+    print("| dataset | samples | system | samples/s | bytes/sample | Lockstep/peer bytes | Lockstep/peer speed |")
     print("|---|---:|---|---:|---:|---:|---:|")
     for r in results:
         ls = next(x for x in results if x.dataset == r.dataset and x.system.startswith("lockstep (wall"))
@@ -483,7 +483,7 @@ def report(results: list[Result], d: Data, seconds: int) -> None:
         ratio_b = "" if is_ls else f"{ls.bps / r.bps:.2f}"
         ratio_s = "" if is_ls else f"{ls.rate / r.rate:.2f}x"
         print(f"| {r.dataset} | {r.samples:,} | {r.system} | {r.rate:,.0f} | {r.bps:.3f} | {ratio_b} | {ratio_s} |")
-    print("\n(peer/Lockstep speed column: Lockstep wall-clock samples/s divided by the peer's.)")
+    print("\n(Lockstep/peer speed: Lockstep wall-clock samples/s divided by the peer's; bytes ratio < 1 means Lockstep is smaller.)")
     print("\nLockstep bytes/sample by column (compressed column chunks; series.json separately):\n")
     print("| dataset | " + " | ".join(["series_id", "time", "value_int", "value_scale", "value_float", "series.json", "parquet overhead"]) + " |")
     print("|---|" + "---:|" * 7)

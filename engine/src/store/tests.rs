@@ -281,3 +281,26 @@ fn bad_data_corpus_gives_typed_errors() {
     let store = Store::open(dir.path(), cfg()).unwrap();
     assert_eq!(dump(&store).len(), 1);
 }
+
+#[test]
+fn retention_drops_whole_expired_partitions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let hour = 3_600_000_000_000i64;
+    let clock = Arc::new(crate::wallclock::ManualClock((T0 + 10 * hour).into()));
+    let config = StoreConfig { retention_ns: Some(3 * hour), ..cfg() };
+    let store = Store::open_with(dir.path(), config, Arc::new(OsStorage), clock.clone()).unwrap();
+    // Partitions at T0 (expired), T0+7h (straddles the cutoff at T0+7h: its end is later, kept), T0+9h.
+    let samples = vec![(1, T0 + 5, 1.0), (1, T0 + 7 * hour + 5, 2.0), (1, T0 + 9 * hour, 3.0)];
+    store.write(&batch(&samples)).unwrap();
+    store.flush().unwrap();
+    let summary = store.compact(false).unwrap();
+    assert_eq!(summary.files_expired, 1);
+    let values: Vec<f64> = dump(&store).into_values().collect();
+    assert_eq!(values, vec![2.0, 3.0]);
+    drop(store);
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&store).len(), 2, "expiry is durable");
+    let files = OsStorage.list_dir(&dir.path().join("data")).unwrap();
+    let parquet: usize = files.iter().map(|d| OsStorage.list_dir(d).unwrap().len()).sum();
+    assert_eq!(parquet, 2, "the expired file is deleted from disk");
+}
