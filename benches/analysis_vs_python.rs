@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, AsArray, Float64Array, Int32Array, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Float64Type, Int32Type, Int64Type, Schema};
+use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use lockstep_engine::analysis::change_points::{ChangeConfig, ChangeDetector};

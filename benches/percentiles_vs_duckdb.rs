@@ -2,9 +2,9 @@
 //! Lockstep (DataFusion with the Lockstep functions) against DuckDB, same data, same machine,
 //! same run, same thread count.
 //!
-//! The data (1,000 series × 10,000 samples at 100 Hz with ±2 ms jitter in whole microseconds, lognormal values,
-//! ~1% of samples missing, rows sorted by series then time as the engine stores them) is written
-//! once to Parquet; both engines load it into memory and then run, for 1 and 2 threads:
+//! The data (1,000 series × 10,000 samples at 100 Hz with ±2 ms jitter in whole microseconds,
+//! lognormal values, ~1% of samples missing, rows sorted by series then time as the engine
+//! stores them) is written once to Parquet; both engines load it into memory and then run, for 1 and 2 threads:
 //! - exact:  `SELECT series, date_bin(1 s, time) b, quantile_cont(value, 0.99), avg(value) .. GROUP BY 1, 2`
 //! - sketch: the same with `approx_quantile(value, 0.99)` (Lockstep DDSketch, DuckDB t-digest).
 //!
@@ -13,14 +13,14 @@
 //! `pip install duckdb pyarrow`). Run:
 //! `cargo bench --bench percentiles_vs_duckdb` (`LOCKSTEP_BENCH_ROWS=1000000` for a quick run).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{
-    Array, AsArray, Float64Array, Int32Array, RecordBatch, TimestampNanosecondArray,
-};
+use arrow::array::{AsArray, Float64Array, Int32Array, RecordBatch, TimestampNanosecondArray};
 use arrow::datatypes::{DataType, Field, Float64Type, Schema, TimeUnit};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -74,7 +74,7 @@ fn generate(rows: usize, path: &Path) -> usize {
         for &series in chunk {
             let scale = 1.0 + (series % 17) as f64;
             for i in 0..per_series {
-                if rng.next() % 100 == 0 {
+                if rng.next().is_multiple_of(100) {
                     continue; // missing sample
                 }
                 // Microsecond jitter: DuckDB rounds nanosecond timestamps to microseconds when bucketing.

@@ -8,6 +8,8 @@
 //! DuckDB as Parquet through `python3` with the `duckdb` package (`pip install duckdb pyarrow`);
 //! the test FAILS with a clear message when they are missing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -70,11 +72,18 @@ fn generate() -> (Vec<i32>, Vec<i32>, Vec<Option<f64>>) {
                         2 => f64::NEG_INFINITY,
                         _ => rng.normal(),
                     },
-                    8 => 1e-300 * rng.uniform() + 1e300 * f64::from(u8::from(rng.next() % 2 == 0)),
+                    8 => {
+                        1e-300 * rng.uniform()
+                            + 1e300 * f64::from(u8::from(rng.next().is_multiple_of(2)))
+                    }
                     _ => rng.uniform() * 1e-3,
                 };
                 // ~10% missing samples
-                let v = if rng.next() % 10 == 0 { None } else { Some(v) };
+                let v = if rng.next().is_multiple_of(10) {
+                    None
+                } else {
+                    Some(v)
+                };
                 series.push(s);
                 buckets.push(b);
                 values.push(v);

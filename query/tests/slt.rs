@@ -9,6 +9,8 @@
 //! `SLT_COMPLETE=1` rewrites the expected results of the selected files from the actual
 //! ones (review the diff before keeping it).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use arrow::array::{Array, ArrayRef, AsArray};

@@ -305,6 +305,7 @@ impl Accumulator for CounterAccumulator {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -319,8 +319,8 @@ impl GapFillAccumulator {
                     .collect();
                 let mut next_known = 0;
                 let mut prev: Option<(i64, f64)> = self.seed;
-                for k in 0..vals.len() {
-                    if let Some(x) = vals[k] {
+                for (k, slot) in vals.iter_mut().enumerate() {
+                    if let Some(x) = *slot {
                         prev = Some((at(k), x));
                         next_known += 1;
                         continue;
@@ -331,7 +331,7 @@ impl GapFillAccumulator {
                         .or(self.anchor);
                     if let (Some((ta, va)), Some((tb, vb))) = (prev, next) {
                         let w = (at(k) - ta) as f64 / (tb - ta) as f64;
-                        vals[k] = Some(va + (vb - va) * w);
+                        *slot = Some(va + (vb - va) * w);
                     }
                 }
             }

@@ -275,6 +275,7 @@ impl Accumulator for QuantileAccumulator {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -21,6 +21,7 @@
 
 mod store;
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;
 
 use self::store::Store;

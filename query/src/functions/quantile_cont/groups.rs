@@ -195,6 +195,7 @@ impl GroupsAccumulator for QuantileGroups {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
