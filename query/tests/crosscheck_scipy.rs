@@ -8,6 +8,8 @@
 //! Needs `python3` with `numpy`, `scipy` and `ruptures` (`pip install numpy scipy ruptures`);
 //! fails with that message if they are missing.
 
+#![allow(clippy::unwrap_used)]
+
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;

@@ -147,7 +147,7 @@ impl ChangeDetector {
         let penalty = self.penalty(n, cfg);
         for (a, b) in long {
             let seg = cost.moments(a, b);
-            let gain = base_moments.add(seg).cost() - base_moments.cost() - seg.cost();
+            let gain = base_moments.union(seg).cost() - base_moments.cost() - seg.cost();
             let last = base[base.len() - 1];
             if gain > penalty {
                 let onset = last.1;
@@ -167,7 +167,7 @@ impl ChangeDetector {
                 });
             }
             base.push((a, b));
-            base_moments = base_moments.add(seg);
+            base_moments = base_moments.union(seg);
         }
         None
     }

@@ -25,6 +25,9 @@ pub struct Grid {
     pub slots: usize,
 }
 
+/// A grid and the per-slot means of `x` and `y` (`NaN` for empty slots).
+pub type SnappedPairs = (Grid, Vec<f64>, Vec<f64>);
+
 /// Infers the grid step from timestamps sorted ascending: the mean of the positive differences
 /// between consecutive timestamps that are within ±50 % of their median. `None` when fewer
 /// than two distinct timestamps exist.
@@ -60,7 +63,7 @@ pub fn infer_step(sorted_times: &[i64]) -> Option<i64> {
 ///
 /// Fails with [`Error::GridTooSparse`] when the grid would need more than
 /// `MAX_SLOTS_PER_ROW * rows + SLOT_SLACK` slots (timestamps too irregular or a huge gap).
-pub fn snap_pairs(times: &[i64], x: &[f64], y: &[f64]) -> Result<Option<(Grid, Vec<f64>, Vec<f64>)>> {
+pub fn snap_pairs(times: &[i64], x: &[f64], y: &[f64]) -> Result<Option<SnappedPairs>> {
     let mut rows: Vec<(i64, f64, f64)> = times
         .iter()
         .zip(x)
@@ -106,6 +109,7 @@ pub fn snap_pairs(times: &[i64], x: &[f64], y: &[f64]) -> Result<Option<(Grid, V
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -199,7 +199,7 @@ impl LagCorrelator {
         for _ in 0..cfg.surrogates {
             self.spec_s.clear();
             for (i, (xf, yf)) in self.spec_x.iter().zip(&self.spec_y).enumerate() {
-                let nyquist = m % 2 == 0 && i == m / 2;
+                let nyquist = m.is_multiple_of(2) && i == m / 2;
                 let xs = if i == 0 {
                     *xf
                 } else if nyquist {
@@ -274,7 +274,7 @@ fn normalise(x: &[f64], y: &[f64], zx: &mut Vec<f64>, zy: &mut Vec<f64>) -> Opti
     }
     let (sdx, sdy) = ((vx / n as f64).sqrt(), (vy / n as f64).sqrt());
     // Relative tolerance: a series whose spread is rounding noise around its mean is constant.
-    let flat = |sd: f64, mean: f64| !(sd > 1e-12 * mean.abs().max(f64::MIN_POSITIVE)) || !sd.is_finite();
+    let flat = |sd: f64, mean: f64| !sd.is_finite() || sd <= 1e-12 * mean.abs().max(f64::MIN_POSITIVE);
     if flat(sdx, mx) || flat(sdy, my) {
         return None;
     }

@@ -75,7 +75,7 @@ pub struct Moments {
 
 impl Moments {
     /// The union of two disjoint sample sets.
-    pub fn add(self, o: Moments) -> Moments {
+    pub fn union(self, o: Moments) -> Moments {
         Moments { m: self.m + o.m, s1: self.s1 + o.s1, s2: self.s2 + o.s2 }
     }
 
@@ -214,6 +214,7 @@ pub fn profile_interval(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

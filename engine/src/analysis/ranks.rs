@@ -57,6 +57,7 @@ fn poly(c: &[f64; 8], x: f64) -> f64 {
     c.iter().rev().fold(0.0, |acc, k| acc * x + k)
 }
 
+#[allow(clippy::excessive_precision)]
 const A: [f64; 8] = [
     3.387_132_872_796_366_5,
     133.141_667_891_784_38,
@@ -67,6 +68,7 @@ const A: [f64; 8] = [
     33_430.575_583_588_13,
     2_509.080_928_730_122_7,
 ];
+#[allow(clippy::excessive_precision)]
 const B: [f64; 8] = [
     1.0,
     42.313_330_701_600_91,
@@ -77,6 +79,7 @@ const B: [f64; 8] = [
     28_729.085_735_721_943,
     5_226.495_278_852_545,
 ];
+#[allow(clippy::excessive_precision)]
 const C: [f64; 8] = [
     1.423_437_110_749_683_5,
     4.630_337_846_156_546,
@@ -87,6 +90,7 @@ const C: [f64; 8] = [
     0.022_723_844_989_269_184,
     7.745_450_142_783_414e-4,
 ];
+#[allow(clippy::excessive_precision)]
 const D: [f64; 8] = [
     1.0,
     2.053_191_626_637_759,
@@ -97,6 +101,7 @@ const D: [f64; 8] = [
     5.475_938_084_995_345e-4,
     1.050_750_071_644_416_9e-9,
 ];
+#[allow(clippy::excessive_precision)]
 const E: [f64; 8] = [
     6.657_904_643_501_103,
     5.463_784_911_164_114,
@@ -107,6 +112,7 @@ const E: [f64; 8] = [
     2.711_555_568_743_487_6e-5,
     2.010_334_399_292_288_1e-7,
 ];
+#[allow(clippy::excessive_precision)]
 const F: [f64; 8] = [
     1.0,
     0.599_832_206_555_888,
@@ -119,6 +125,7 @@ const F: [f64; 8] = [
 ];
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -96,10 +96,10 @@ impl CrossCorrelator {
         if let Some(first) = spec.first_mut() {
             first.im = 0.0;
         }
-        if len % 2 == 0 {
-            if let Some(last) = spec.last_mut() {
-                last.im = 0.0;
-            }
+        if len.is_multiple_of(2)
+            && let Some(last) = spec.last_mut()
+        {
+            last.im = 0.0;
         }
         out.clear();
         out.resize(len, 0.0);
@@ -192,6 +192,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -214,10 +215,10 @@ mod tests {
         assert_eq!(fast_len(100_001), 101_250);
         for m in 1..500 {
             let n = fast_len(m);
-            assert!(n >= m && n % 2 == 0);
+            assert!(n >= m && n.is_multiple_of(2));
             let mut r = n;
             for p in [2, 3, 5] {
-                while r % p == 0 {
+                while r.is_multiple_of(p) {
                     r /= p;
                 }
             }

@@ -167,6 +167,7 @@ impl Accumulator for LagCorrAccumulator {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use arrow::array::TimestampNanosecondArray;

@@ -49,6 +49,10 @@ impl<const K: usize> Points<K> {
     /// Appends the rows of `values` = `[time, v₁ .. v_K, ..]` that have no NULL.
     pub(crate) fn update(&mut self, values: &[ArrayRef]) -> Result<()> {
         let (times, cols) = arrays::<K>(values)?;
+        self.times.reserve(times.len());
+        for c in &mut self.cols {
+            c.reserve(times.len());
+        }
         for row in 0..times.len() {
             if keep(times, &cols, row) {
                 self.times.push(times.value(row));
@@ -168,6 +172,7 @@ fn keep<const K: usize>(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use arrow::array::TimestampNanosecondArray;

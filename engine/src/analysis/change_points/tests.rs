@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use super::*;
 use crate::analysis::rng::SplitMix64;
 
@@ -153,10 +155,11 @@ fn confidence_interval_covers_the_truth_most_of_the_time() {
     let trials = 200;
     for seed in 0..trials {
         let v = gaussian(1_000 + seed, &[(250, 0.0, 1.0), (250, 1.0, 1.0)]);
-        if let Some(c) = change_points(&v, &ChangeConfig::default()).first() {
-            if c.ci.0 <= 250 && 250 <= c.ci.1 {
-                covered += 1;
-            }
+        if let Some(c) = change_points(&v, &ChangeConfig::default()).first()
+            && c.ci.0 <= 250
+            && 250 <= c.ci.1
+        {
+            covered += 1;
         }
     }
     assert!(covered >= trials * 88 / 100, "covered {covered} of {trials}");
