@@ -23,11 +23,18 @@ enum Command {
     Sql(cmd::sql::Args),
     /// Write a simulated cluster bundle with an injected fault.
     Simulate(cmd::simulate::Args),
+    /// Diagnose a job's slowdown: the bottleneck, the root cause, the evidence chain, a report.
+    Diagnose(cmd::diagnose::Args),
     /// The main job: simulate a 256-GPU job with a fault, import it, show the evidence.
     Demo(cmd::demo::Args),
     /// (testing) Write synthetic samples through the WAL, printing each acknowledgement.
     #[command(hide = true)]
     WriteLoop(cmd::write_loop::Args),
+    /// Run the gRPC ingestion server (native writes, clock sync, OTLP) until SIGTERM.
+    Serve(cmd::serve::Args),
+    /// (benchmark) Load generator for `lockstep serve`, used by benches/ingest_load.py.
+    #[command(hide = true)]
+    BenchIngest(cmd::bench_ingest::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,7 +51,10 @@ fn main() -> std::process::ExitCode {
         Command::Sql(args) => cmd::sql::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Diagnose(args) => cmd::diagnose::run(args),
         Command::WriteLoop(args) => cmd::write_loop::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::BenchIngest(args) => cmd::bench_ingest::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

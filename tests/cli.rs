@@ -1,6 +1,13 @@
 //! End-to-end tests of the `lockstep` binary: import, SQL, read-only refusal, a killed
 //! writer process, and the crate dependency direction.
 
+#[path = "cli/clock.rs"]
+mod clock;
+#[path = "cli/diagnose.rs"]
+mod diagnose;
+#[path = "cli/serve.rs"]
+mod serve;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};

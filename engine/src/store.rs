@@ -8,6 +8,7 @@
 //! wal/<seq>.wal         write-ahead log segments
 //! data/p<part>/<id>.parquet   immutable data files, one time partition each
 //! staging/              bulk-import files not yet committed (removed on open)
+//! clock/                clock-sync input logs and fitted model versions (see `crate::clock`)
 //! ```
 //!
 //! Durability: [`Store::write`] returns only after the WAL record holding the samples (and
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::buffer::WriteBuffer;
+use crate::clock::{ClockRegistry, ClockSet, FitConfig};
 use crate::datafile::{Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
@@ -64,6 +66,8 @@ pub struct StoreConfig {
     pub file_options: WriteOptions,
     /// Parquet settings for compaction output.
     pub compaction_file_options: WriteOptions,
+    /// How clock models are fitted from clock-sync input.
+    pub clock_fit: FitConfig,
 }
 
 impl Default for StoreConfig {
@@ -78,6 +82,7 @@ impl Default for StoreConfig {
             wal: WalConfig::default(),
             file_options: WriteOptions { zstd_level: 3 },
             compaction_file_options: WriteOptions { zstd_level: 9 },
+            clock_fit: FitConfig::default(),
         }
     }
 }
@@ -161,6 +166,8 @@ pub struct Store {
     /// Serialises manifest changes (flush, compaction, retention, import commit).
     manifest_lock: Mutex<()>,
     metrics: StoreMetrics,
+    /// Clock-sync input and fitted clock models; scans read snapshots of it.
+    clocks: Mutex<ClockRegistry>,
 }
 
 fn lock_poisoned<T>(_: T) -> Error {
@@ -242,7 +249,9 @@ impl Store {
                 })
             })
             .collect::<Vec<_>>();
+        let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
         let store = Store {
+            clocks: Mutex::new(clocks),
             dir,
             storage,
             clock,
@@ -481,6 +490,24 @@ impl Store {
             self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
         }
         Ok(())
+    }
+
+    /// Runs `f` with exclusive access to the clock registry: add sync exchanges, direct
+    /// offsets or barrier events, refit, list versions. Every `add_*` is durable when it returns.
+    pub fn with_clocks<R>(&self, f: impl FnOnce(&mut ClockRegistry) -> Result<R>) -> Result<R> {
+        let mut reg = self.clocks.lock().map_err(lock_poisoned)?;
+        f(&mut reg)
+    }
+
+    /// The newest fitted clock models (version 0, every host unknown, before any fit).
+    pub fn clock_models(&self) -> Result<Arc<ClockSet>> {
+        Ok(self.clocks.lock().map_err(lock_poisoned)?.current())
+    }
+
+    /// One version of the clock models, for reproducing an older result; `None` if it does
+    /// not exist.
+    pub fn clock_models_version(&self, version: u64) -> Result<Option<Arc<ClockSet>>> {
+        Ok(self.clocks.lock().map_err(lock_poisoned)?.get(version))
     }
 
     /// Flushes, then stops the WAL writer.

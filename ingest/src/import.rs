@@ -6,6 +6,7 @@
 //! [`lockstep_engine::store::BulkImport`]: by default the first bad row aborts the import and
 //! nothing is kept; with `skip_bad_rows` bad rows are counted and skipped.
 
+pub mod clock;
 mod csv_reader;
 mod parquet_reader;
 mod resolver;
@@ -95,6 +96,14 @@ pub struct ImportReport {
     pub time_span: Option<(i64, i64)>,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Clock-sync exchanges added from `clock_sync.parquet|csv`.
+    pub clock_exchanges: u64,
+    /// Direct offsets added from `clock_offsets.parquet|csv`.
+    pub clock_offsets: u64,
+    /// Barrier events derived from `collective_end` samples.
+    pub clock_barriers: u64,
+    /// The clock-model version in effect after the import (0 = no clock data at all).
+    pub clock_version: u64,
 }
 
 /// Progress callback: called with (rows read so far, total rows if known).
@@ -111,23 +120,61 @@ pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
     Err(ImportError::NoSamples { dir: bundle.to_path_buf() })
 }
 
-/// Imports a bundle directory into `store`: its `topology.json` and `jobs.json` (validated
-/// first, so a bad one imports nothing) and its samples.
+/// Imports a bundle directory into `store`: its `topology.json` and `jobs.json` and its clock
+/// files (all validated first, so a bad one imports nothing), its samples, then the clock
+/// input (sync exchanges, direct offsets, barriers from `collective_end`), refitting the clock
+/// models. A bundle may hold only clock files: they then refine the correction of samples
+/// imported earlier.
 pub fn import_bundle(
     store: &Store,
     bundle: &Path,
     options: &ImportOptions,
     progress: Progress<'_>,
 ) -> Result<ImportReport, ImportError> {
-    let file = samples_file(bundle)?;
+    let file = samples_file(bundle);
     let metadata = read_metadata(store, bundle)?;
-    let report = import_file(store, &file, options, progress)?;
+    let clock_input = clock::read_clock_input(bundle)?;
+    let mut report = match file {
+        Ok(file) => import_file(store, &file, options, progress)?,
+        // Clock sync that arrives later (a sync-only bundle) improves the correction of data
+        // already imported.
+        Err(ImportError::NoSamples { .. }) if !clock_input.is_empty() => ImportReport::default(),
+        Err(e) => return Err(e),
+    };
     for (name, text) in metadata {
         let dest = store.dir().join(name);
         write_atomic(&OsStorage, &dest, text.as_bytes())
             .map_err(|e| ImportError::Store(lockstep_engine::Error::io(&dest, e)))?;
     }
+    let barriers = clock::collective_barriers(store)?;
+    report.clock_exchanges = clock_input.exchanges.len() as u64;
+    report.clock_offsets = clock_input.offsets.len() as u64;
+    report.clock_barriers = barriers.len() as u64;
+    report.clock_version = add_clock_input(store, &clock_input, &barriers)?;
     Ok(report)
+}
+
+/// Adds clock input (durably) and refits the clock models when anything was added or there
+/// is input but no fitted version yet. Returns the version in effect. Samples committed before
+/// a failure here stay; re-running the import adds the clock data (duplicates are ignored).
+pub fn add_clock_input(
+    store: &Store,
+    input: &clock::ClockInput,
+    barriers: &[lockstep_engine::clock::BarrierEvent],
+) -> Result<u64, ImportError> {
+    Ok(store.with_clocks(|reg| {
+        let before = reg.input_counts();
+        reg.add_exchanges(&input.exchanges)?;
+        reg.add_offsets(&input.offsets)?;
+        reg.add_barriers(barriers)?;
+        let after = reg.input_counts();
+        let has_input = after.exchanges + after.offsets > 0;
+        if has_input && (after != before || reg.current().version() == 0) {
+            reg.refit()
+        } else {
+            Ok(reg.current().version())
+        }
+    })?)
 }
 
 /// Reads and validates the bundle's topology and jobs (jobs are checked against the bundle's
@@ -278,7 +325,7 @@ impl<'a> RowSink<'a> {
             skipped_examples: self.skipped_examples,
             series: summary.series,
             time_span: summary.min_time.zip(summary.max_time),
-            seconds: 0.0,
+            ..ImportReport::default()
         })
     }
 }

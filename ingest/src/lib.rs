@@ -2,3 +2,4 @@
 pub mod import;
 pub mod prom_text;
 pub mod simulate;
+pub mod server;

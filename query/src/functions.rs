@@ -6,6 +6,7 @@
 use datafusion::prelude::SessionContext;
 
 pub mod approx_quantile;
+pub mod before;
 pub mod change_points;
 mod constant_args;
 mod counter;
@@ -19,6 +20,7 @@ pub mod onset;
 mod point_state;
 pub mod quantile_cont;
 pub mod rate;
+pub mod throttle_reasons;
 pub mod value_at;
 
 /// Registers every Lockstep SQL function on `ctx`.
@@ -36,7 +38,8 @@ fn register_analysis_functions(ctx: &SessionContext) {
     ctx.register_udaf(AggregateUDF::from(onset::Onset::new()));
 }
 
-/// Registers the time-series functions: percentiles and sketches, counters, gap filling.
+/// Registers the time-series functions: percentiles and sketches, counters, gap filling,
+/// clock-aware ordering (`before`), decoders (`throttle_reasons`).
 fn register_time_series_functions(ctx: &SessionContext) {
     use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
     for udaf in quantile_cont::udafs().into_iter().chain(approx_quantile::udafs()) {
@@ -49,4 +52,6 @@ fn register_time_series_functions(ctx: &SessionContext) {
     ctx.register_udaf(AggregateUDF::from(rate::Rate::new()));
     ctx.register_udaf(AggregateUDF::from(gap_fill::GapFill::new()));
     ctx.register_udaf(AggregateUDF::from(value_at::ValueAt::new()));
+    ctx.register_udf(ScalarUDF::from(before::Before::new()));
+    ctx.register_udf(ScalarUDF::from(throttle_reasons::ThrottleReasonsFn::new()));
 }

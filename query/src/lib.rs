@@ -1,6 +1,8 @@
 //! Lockstep SQL layer: a read-only DataFusion `SessionContext` over engine scans ([`samples`]),
 //! with the Lockstep SQL functions ([`functions`]) registered.
 
+pub mod clock;
+pub mod diagnose;
 pub mod domain;
 pub mod error;
 pub mod functions;
@@ -8,4 +10,5 @@ pub mod samples;
 pub mod session;
 
 pub use error::{QueryError, Result};
+pub use samples::ClockVersion;
 pub use session::QueryEngine;

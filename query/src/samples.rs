@@ -1,16 +1,30 @@
 //! The `samples` table: every stored sample, one row each, with its series' labels as columns.
 //!
-//! Columns: `time` (Timestamp ns), `metric`, `value` (Float64), `series_id` (UInt32), `domain`
-//! and `entity` (from the metric catalog; null for unknown metrics), then one nullable
-//! dictionary-encoded string column per label key (`host` first, then in first-seen order). Filters on `time`, `metric`, `host` and labels are pushed into the engine scan
-//! (labels via the roaring postings); the scan runs on blocking threads, one stream per
-//! DataFusion partition, each taking every n-th time partition.
+//! Columns: `time` (Timestamp ns, **corrected** reference time), `metric`, `value` (Float64),
+//! `series_id` (UInt32), `domain` and `entity` (from the metric catalog; null for unknown
+//! metrics), `local_time` (Timestamp ns, the raw timestamp in the clock of `host`),
+//! `time_uncertainty` (Int64 ns, the clock model's bound; null when the host has no clock
+//! model), then one nullable dictionary-encoded string column per label key (`host` first, then
+//! in first-seen order).
+//!
+//! Clock correction happens here, at read time, from one snapshot of the store's clock models
+//! (the newest version, or a pinned one for reproducibility): `time = local_time − θ_host(local_time)`
+//! in integer arithmetic (see `lockstep_engine::clock`). A host without a model keeps its raw
+//! time. Filters on `time`, `metric`, `host` and labels are pushed into the engine scan (labels
+//! via the roaring postings); a corrected-time range is mapped to the union of the hosts'
+//! local-time ranges, which is exact per host because every correction is monotonic. The scan
+//! runs on blocking threads, one stream per DataFusion partition, each taking every n-th time
+//! partition.
 
 pub mod pushdown;
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray, TimestampNanosecondArray};
+use arrow::array::{
+    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampNanosecondArray, UInt32Array,
+};
+use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -22,8 +36,11 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use lockstep_engine::Store;
+use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
 use lockstep_engine::datafile::Rows;
+use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::ScanRequest;
+use roaring::RoaringBitmap;
 
 use pushdown::Pushdown;
 
@@ -31,18 +48,55 @@ use pushdown::Pushdown;
 const BATCH_ROWS: usize = 64 * 1024;
 
 /// Fixed columns before the label columns.
-const FIXED: [&str; 6] = ["time", "metric", "value", "series_id", "domain", "entity"];
+pub const FIXED_COLUMNS: [&str; 8] =
+    ["time", "metric", "value", "series_id", "domain", "entity", "local_time", "time_uncertainty"];
+
+/// Which clock-model version a table corrects with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClockVersion {
+    /// The newest version at the time each query is planned.
+    #[default]
+    Newest,
+    /// A fixed version (0 = no correction at all: every host unknown).
+    Pinned(u64),
+}
+
+impl ClockVersion {
+    /// Resolves the version against the store.
+    pub fn resolve(self, store: &Store) -> DfResult<Arc<ClockSet>> {
+        match self {
+            ClockVersion::Newest => store.clock_models().map_err(engine_err),
+            ClockVersion::Pinned(v) => store.clock_models_version(v).map_err(engine_err)?.ok_or_else(|| {
+                let known = store
+                    .with_clocks(|r| Ok(r.versions()))
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_else(|_| "unknown".into());
+                DataFusionError::Plan(format!(
+                    "clock model version {v} does not exist (stored versions: {known}; 0 = uncorrected)"
+                ))
+            }),
+        }
+    }
+}
 
 /// The `samples` table over a store.
 #[derive(Debug)]
 pub struct SamplesTable {
     store: Arc<Store>,
+    catalog: Arc<MetricCatalog>,
+    clock: ClockVersion,
 }
 
 impl SamplesTable {
-    /// A table over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        SamplesTable { store }
+    /// A table over `store`, corrected with the newest clock models.
+    pub fn new(store: Arc<Store>, catalog: Arc<MetricCatalog>) -> Self {
+        SamplesTable { store, catalog, clock: ClockVersion::Newest }
+    }
+
+    /// The same table corrected with a given clock-model version.
+    pub fn with_clock(mut self, clock: ClockVersion) -> Self {
+        self.clock = clock;
+        self
     }
 
     fn label_keys(&self) -> Vec<String> {
@@ -62,6 +116,8 @@ fn schema_for(labels: &[String]) -> SchemaRef {
         Field::new("series_id", DataType::UInt32, false),
         Field::new("domain", dict_type(), true),
         Field::new("entity", dict_type(), true),
+        Field::new("local_time", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
+        Field::new("time_uncertainty", DataType::Int64, true),
     ];
     fields.extend(labels.iter().map(|k| Field::new(k, dict_type(), true)));
     Arc::new(Schema::new(fields))
@@ -101,14 +157,15 @@ impl TableProvider for SamplesTable {
         let labels = self.label_keys();
         let schema = schema_for(&labels);
         let pushdown = pushdown::analyze(filters, &labels);
+        let clocks = self.clock.resolve(&self.store)?;
+        let plan = Arc::new(ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown)?);
         let shards = state.config().target_partitions().max(1);
         let partitions: Vec<Arc<dyn PartitionStream>> = (0..shards)
             .map(|shard| {
                 Arc::new(SamplesPartition {
                     store: self.store.clone(),
                     schema: schema.clone(),
-                    labels: labels.clone(),
-                    pushdown: pushdown.clone(),
+                    plan: plan.clone(),
                     shard: (shard, shards),
                 }) as Arc<dyn PartitionStream>
             })
@@ -117,12 +174,114 @@ impl TableProvider for SamplesTable {
     }
 }
 
+/// Everything a scan needs, computed once per query and shared by its partitions.
+#[derive(Debug)]
+struct ScanPlan {
+    /// The engine request: series selection and the local-time range.
+    request: Option<ScanRequest>,
+    /// Dictionary values per series id: metric, domain, entity, then each label.
+    dict_values: Vec<ArrayRef>,
+    /// The clock snapshot.
+    clocks: Arc<ClockSet>,
+    /// Host of every series id (index into the host list; `u32::MAX` = no host).
+    series_host: Vec<u32>,
+    /// Host names, parallel to the clock lookup.
+    hosts: Vec<String>,
+}
+
+impl ScanPlan {
+    fn new(
+        store: &Store,
+        catalog: &MetricCatalog,
+        clocks: Arc<ClockSet>,
+        labels: &[String],
+        pushdown: &Pushdown,
+    ) -> DfResult<Self> {
+        let (series, dict_values, series_host, hosts) = store
+            .with_catalog(|c| {
+                let series = pushdown.has_series_filter().then(|| c.select(&pushdown.series));
+                let keys = c.keys();
+                let metric: StringArray = keys.iter().map(|k| Some(k.metric.as_str())).collect();
+                let domain: StringArray =
+                    keys.iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
+                let entity: StringArray = keys.iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
+                let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
+                for label in labels {
+                    let values: StringArray =
+                        keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
+                    cols.push(Arc::new(values));
+                }
+                let mut hosts: Vec<String> = Vec::new();
+                let mut index = std::collections::HashMap::<&str, u32>::new();
+                let series_host = keys
+                    .iter()
+                    .map(|k| match k.host() {
+                        Some(h) => *index.entry(h).or_insert_with(|| {
+                            hosts.push(h.to_string());
+                            (hosts.len() - 1) as u32
+                        }),
+                        None => u32::MAX,
+                    })
+                    .collect::<Vec<_>>();
+                (series, cols, series_host, hosts)
+            })
+            .map_err(engine_err)?;
+        let mut plan = ScanPlan { request: None, dict_values, clocks, series_host, hosts };
+        if series.as_ref().is_some_and(RoaringBitmap::is_empty) {
+            return Ok(plan);
+        }
+        let time = match pushdown.time {
+            None => None,
+            Some((lo, hi)) if lo >= hi => return Ok(plan),
+            Some((lo, hi)) => match plan.local_range(series.as_ref(), lo, hi - 1) {
+                Some(range) => Some(range),
+                None => return Ok(plan),
+            },
+        };
+        plan.request = Some(ScanRequest { time, series });
+        Ok(plan)
+    }
+
+    /// The smallest local-time range `[lo, hi)` holding every sample of the selected series
+    /// whose corrected time lies in `[ref_lo, ref_hi]`; `None` if there is none.
+    fn local_range(&self, series: Option<&RoaringBitmap>, ref_lo: i64, ref_hi: i64) -> Option<(i64, i64)> {
+        let mut wanted = vec![false; self.hosts.len()];
+        let mut hostless = false;
+        let mut mark = |id: usize| match self.series_host.get(id) {
+            Some(&h) if h != u32::MAX => wanted[h as usize] = true,
+            _ => hostless = true,
+        };
+        match series {
+            Some(set) => set.iter().for_each(|id| mark(id as usize)),
+            None => (0..self.series_host.len()).for_each(&mut mark),
+        }
+        let mut range: Option<(i64, i64)> = None;
+        let mut widen = |(lo, hi): (i64, i64)| {
+            if lo <= hi {
+                range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            }
+        };
+        if hostless {
+            widen((ref_lo, ref_hi));
+        }
+        for (host, _) in self.hosts.iter().zip(&wanted).filter(|(_, w)| **w) {
+            widen(self.clocks.local_range_for_reference(host, ref_lo, ref_hi));
+        }
+        range.map(|(lo, hi)| (lo, hi.saturating_add(1)))
+    }
+
+    /// The clock model of a series (`None`: identity, unknown uncertainty).
+    fn model(&self, series: u32) -> Option<&ClockModel> {
+        let host = *self.series_host.get(series as usize)?;
+        self.clocks.model(self.hosts.get(host as usize)?)
+    }
+}
+
 #[derive(Debug)]
 struct SamplesPartition {
     store: Arc<Store>,
     schema: SchemaRef,
-    labels: Vec<String>,
-    pushdown: Pushdown,
+    plan: Arc<ScanPlan>,
     shard: (usize, usize),
 }
 
@@ -136,13 +295,10 @@ impl PartitionStream for SamplesPartition {
         let tx = builder.tx();
         let store = self.store.clone();
         let schema = self.schema.clone();
-        let labels = self.labels.clone();
-        let pushdown = self.pushdown.clone();
+        let plan = self.plan.clone();
         let shard = self.shard;
         builder.spawn_blocking(move || {
-            let result = run_scan(&store, &schema, &labels, &pushdown, shard, |batch| {
-                tx.blocking_send(Ok(batch)).is_ok()
-            });
+            let result = run_scan(&store, &schema, &plan, shard, |batch| tx.blocking_send(Ok(batch)).is_ok());
             if let Err(e) = result {
                 let _ = tx.blocking_send(Err(e));
             }
@@ -160,35 +316,11 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
 fn run_scan(
     store: &Store,
     schema: &SchemaRef,
-    labels: &[String],
-    pushdown: &Pushdown,
+    plan: &ScanPlan,
     (shard, shards): (usize, usize),
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
-    let (series, columns) = store
-        .with_catalog(|c| {
-            let series = pushdown.has_series_filter().then(|| c.select(&pushdown.series));
-            // Per-series dictionary values: metric, then each label (null = absent).
-            let metric: StringArray = c.keys().iter().map(|k| Some(k.metric.as_str())).collect();
-            let catalog = lockstep_engine::metrics::MetricCatalog::builtin();
-            let domain: StringArray =
-                c.keys().iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
-            let entity: StringArray = c.keys().iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
-            let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
-            for label in labels {
-                let values: StringArray = c.keys().iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
-                cols.push(Arc::new(values));
-            }
-            (series, cols)
-        })
-        .map_err(engine_err)?;
-    if series.as_ref().is_some_and(|s| s.is_empty()) {
-        return Ok(());
-    }
-    if pushdown.time.is_some_and(|(lo, hi)| lo >= hi) {
-        return Ok(());
-    }
-    let request = ScanRequest { time: pushdown.time, series };
+    let Some(request) = plan.request.clone() else { return Ok(()) };
     let mut scan = store.scan(request).map_err(engine_err)?;
     let mut index = 0usize;
     while let Some(rows) = scan.next_rows() {
@@ -201,7 +333,7 @@ fn run_scan(
         let mut start = 0;
         while start < rows.len() {
             let end = (start + BATCH_ROWS).min(rows.len());
-            let batch = to_batch(schema, &rows, start, end, &columns)?;
+            let batch = to_batch(schema, plan, &rows, start, end)?;
             if !emit(batch) {
                 return Ok(());
             }
@@ -211,20 +343,55 @@ fn run_scan(
     Ok(())
 }
 
-fn to_batch(schema: &SchemaRef, rows: &Rows, start: usize, end: usize, dict_values: &[ArrayRef]) -> DfResult<RecordBatch> {
+/// Corrected times and uncertainties of rows sorted by (series, local time): one model lookup
+/// per run of equal series ids.
+fn correct(plan: &ScanPlan, series: &[u32], local: &[i64]) -> (Vec<i64>, Vec<i64>, Option<NullBuffer>) {
+    let mut time = Vec::with_capacity(local.len());
+    let mut unc = Vec::with_capacity(local.len());
+    let mut i = 0;
+    while i < series.len() {
+        let id = series[i];
+        let run = series[i..].iter().take_while(|&&s| s == id).count();
+        match plan.model(id) {
+            Some(model) => {
+                for &t in &local[i..i + run] {
+                    time.push(model.to_reference(t));
+                    unc.push(model.uncertainty_at(t));
+                }
+            }
+            None => {
+                time.extend_from_slice(&local[i..i + run]);
+                unc.extend(std::iter::repeat_n(UNCERTAINTY_UNKNOWN, run));
+            }
+        }
+        i += run;
+    }
+    let nulls = unc
+        .contains(&UNCERTAINTY_UNKNOWN)
+        .then(|| NullBuffer::from(unc.iter().map(|&u| u != UNCERTAINTY_UNKNOWN).collect::<Vec<bool>>()));
+    (time, unc, nulls)
+}
+
+fn to_batch(schema: &SchemaRef, plan: &ScanPlan, rows: &Rows, start: usize, end: usize) -> DfResult<RecordBatch> {
     let series = &rows.series[start..end];
+    let local = &rows.time[start..end];
+    let (time, unc, unc_nulls) = correct(plan, series, local);
     let keys = Int32Array::from(series.iter().map(|&s| s as i32).collect::<Vec<_>>());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(FIXED.len() + dict_values.len());
-    columns.push(Arc::new(TimestampNanosecondArray::from(rows.time[start..end].to_vec())));
     let dict = |values: &ArrayRef| -> DfResult<ArrayRef> {
         Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys.clone(), values.clone())?))
     };
-    columns.push(dict(&dict_values[0])?);
-    columns.push(Arc::new(arrow::array::Float64Array::from(rows.value[start..end].to_vec())));
-    columns.push(Arc::new(arrow::array::UInt32Array::from(series.to_vec())));
-    for values in &dict_values[1..] {
-        // domain, entity, then the labels.
-        columns.push(dict(values)?);
+    let values = &plan.dict_values;
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(FIXED_COLUMNS.len() + values.len());
+    columns.push(Arc::new(TimestampNanosecondArray::from(time)));
+    columns.push(dict(&values[0])?);
+    columns.push(Arc::new(Float64Array::from(rows.value[start..end].to_vec())));
+    columns.push(Arc::new(UInt32Array::from(series.to_vec())));
+    columns.push(dict(&values[1])?);
+    columns.push(dict(&values[2])?);
+    columns.push(Arc::new(TimestampNanosecondArray::from(local.to_vec())));
+    columns.push(Arc::new(Int64Array::new(unc.into(), unc_nulls)));
+    for label_values in &values[3..] {
+        columns.push(dict(label_values)?);
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }

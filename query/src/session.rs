@@ -9,7 +9,10 @@ use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
 use lockstep_engine::Store;
 
 use crate::error::{QueryError, Result};
-use crate::samples::SamplesTable;
+use lockstep_engine::metrics::MetricCatalog;
+
+use crate::clock::{ClockModelsTable, SamplesAtClockFunc};
+use crate::samples::{ClockVersion, SamplesTable};
 
 /// A read-only SQL session over a store, with the Lockstep tables and functions registered.
 #[derive(Clone)]
@@ -27,12 +30,23 @@ impl std::fmt::Debug for QueryEngine {
 impl QueryEngine {
     /// Builds a session over `store`.
     pub fn new(store: Arc<Store>) -> Result<Self> {
+        Self::with_clock(store, ClockVersion::Newest)
+    }
+
+    /// Builds a session whose `samples` table is corrected with the given clock-model version
+    /// (for reproducing an earlier result; fails if the version does not exist).
+    pub fn with_clock(store: Arc<Store>, clock: ClockVersion) -> Result<Self> {
+        clock.resolve(&store)?;
         let config = SessionConfig::new().with_information_schema(true);
         let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
         let ctx = SessionContext::new_with_state(state);
-        ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone())))?;
+        let catalog = Arc::new(MetricCatalog::builtin());
+        ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
+        ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;
+        ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));
         crate::functions::register_all(&ctx);
-        register_domain_from_dir(&ctx, store.dir())?;
+        ctx.register_udtf("diagnose", Arc::new(crate::diagnose::DiagnoseFunc::new(store.clone())));
+        register_domain_from_dir(&ctx, store.dir(), catalog)?;
         Ok(QueryEngine { ctx, store })
     }
 
@@ -71,7 +85,7 @@ impl QueryEngine {
 
 /// Registers the topology/jobs tables when the store directory holds `topology.json` (and
 /// optionally `jobs.json`), as written by `lockstep import`.
-fn register_domain_from_dir(ctx: &SessionContext, dir: &std::path::Path) -> Result<()> {
+fn register_domain_from_dir(ctx: &SessionContext, dir: &std::path::Path, catalog: Arc<MetricCatalog>) -> Result<()> {
     use lockstep_engine::topology::{Topology, parse_jobs};
     let Ok(text) = std::fs::read_to_string(dir.join("topology.json")) else { return Ok(()) };
     let topology = Topology::from_json(&text)?;
@@ -83,7 +97,7 @@ fn register_domain_from_dir(ctx: &SessionContext, dir: &std::path::Path) -> Resu
         ctx,
         Arc::new(topology),
         Arc::new(jobs),
-        Arc::new(lockstep_engine::metrics::MetricCatalog::builtin()),
+        catalog,
     )?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `lockstep demo`: the main job. Simulates a 256-GPU training job with an injected fabric
-//! fault, imports it into an embedded store in a local directory and shows the timeline
-//! evidence with SQL.
+//! fault, imports it into an embedded store in a local directory, shows the timeline evidence
+//! with SQL, diagnoses the slowdown and writes the HTML report.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, default_value_t = 32)]
     nodes: usize,
     /// Simulated minutes.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 10)]
     minutes: u32,
     /// Random seed.
     #[arg(long, default_value_t = 7)]
@@ -81,6 +81,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let batches = runtime.block_on(engine.collect(sql))?;
         print_batches(&batches, Format::Table, &mut std::io::stdout().lock())?;
     }
+    println!("== 4. diagnosis of {job} (lockstep diagnose --data-dir {} --job {job})", db.display());
+    let store = engine.store();
+    let diagnosis = lockstep_query::diagnose::diagnose(store, &job, &lockstep_query::diagnose::DiagnoseOptions { lanes: true, ..Default::default() })?;
+    print!("{}", lockstep_query::diagnose::text::render(&diagnosis));
+    let report = args.dir.join("report.html");
+    std::fs::write(&report, lockstep_query::diagnose::report::render(&diagnosis))
+        .with_context(|| format!("writing {}", report.display()))?;
+    println!("== verdict: {}", diagnosis.verdict);
+    println!("== report: {}  (diagnosed in {} ms)", report.display(), diagnosis.elapsed_ms);
     println!("== injected fault (truth.json): {} on {} ({}) at {}", summary.truth.scenario, summary.truth.fault_entity.as_deref().unwrap_or("none"),
         summary.truth.fault_domain, summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns));
     println!("== store: {}  (try: lockstep sql --data-dir {} \"SELECT ...\")", db.display(), db.display());

@@ -52,6 +52,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
     println!("time span: {span}");
     println!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
+    if report.clock_exchanges + report.clock_offsets + report.clock_barriers > 0 {
+        println!(
+            "clock sync: {} exchanges, {} direct offsets, {} collective barriers; clock models version {}",
+            report.clock_exchanges, report.clock_offsets, report.clock_barriers, report.clock_version
+        );
+    } else if report.clock_version == 0 {
+        println!("clock sync: none (no clock_sync or clock_offsets file); times stay uncorrected");
+    }
     if report.skipped > 0 {
         println!("skipped {} bad rows, e.g.:", report.skipped);
         for example in &report.skipped_examples {

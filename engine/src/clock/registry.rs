@@ -11,7 +11,7 @@
 //! The registry keeps the raw input in memory and refits from all of it; methods take
 //! `&mut self`, callers share it behind a lock and hand out [`ClockRegistry::current`] snapshots.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +30,8 @@ pub struct ClockRegistry {
     versions_dir: PathBuf,
     config: FitConfig,
     exchanges: Vec<SyncExchange>,
+    /// The stored exchanges, for skipping exact repeats.
+    exchange_index: HashSet<SyncExchange>,
     offsets: Vec<OffsetObservation>,
     barriers: Vec<BarrierEvent>,
     barrier_index: HashMap<(String, u64), i64>,
@@ -87,6 +89,7 @@ impl ClockRegistry {
             storage,
             versions_dir,
             config,
+            exchange_index: exchanges.iter().cloned().collect(),
             exchanges,
             offsets,
             barriers,
@@ -119,11 +122,21 @@ impl ClockRegistry {
         }
     }
 
-    /// Validates and durably appends exchanges; all or nothing.
+    /// Validates and durably appends exchanges; all or nothing. An exact repeat of a stored
+    /// exchange (or of an earlier one in the same call) is skipped, so re-importing a bundle
+    /// does not count its exchanges twice.
     pub fn add_exchanges(&mut self, exchanges: &[SyncExchange]) -> Result<()> {
         exchanges.iter().try_for_each(SyncExchange::validate)?;
-        self.exchange_log.append(self.storage.as_ref(), exchanges)?;
-        self.exchanges.extend_from_slice(exchanges);
+        let mut fresh = Vec::with_capacity(exchanges.len());
+        let mut batch = HashSet::new();
+        for e in exchanges {
+            if !self.exchange_index.contains(e) && batch.insert(e) {
+                fresh.push(e.clone());
+            }
+        }
+        self.exchange_log.append(self.storage.as_ref(), &fresh)?;
+        self.exchange_index.extend(fresh.iter().cloned());
+        self.exchanges.extend(fresh);
         Ok(())
     }
 

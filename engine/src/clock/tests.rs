@@ -640,7 +640,10 @@ fn registry_truncates_a_torn_tail_and_rejects_mid_file_corruption() {
         assert_eq!(reg.input_counts().exchanges, ex.len() as u64);
         assert_eq!(std::fs::metadata(&log).unwrap().len() as usize, full);
         reg.add_exchanges(&ex[..1]).unwrap();
-        assert_eq!(reg.input_counts().exchanges, ex.len() as u64 + 1);
+        assert_eq!(reg.input_counts().exchanges, ex.len() as u64, "an exact repeat is skipped");
+        let other = SyncExchange { host: "b".into(), ..ex[0].clone() };
+        reg.add_exchanges(&[other.clone(), other]).unwrap();
+        assert_eq!(reg.input_counts().exchanges, ex.len() as u64 + 1, "a repeat within one call too");
     }
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[10] ^= 0x55; // inside the first record

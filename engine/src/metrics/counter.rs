@@ -20,7 +20,11 @@
 //! A wrap and a reset from the upper half of the range are indistinguishable from two
 //! readings; on a counter known to wrap the wrap is far more likely, so rule 4 prefers it.
 //! 64-bit counters never wrap in practice (and `f64` cannot represent their top range), so
-//! their decreases are resets.
+//! their decreases are resets, with one exception: a declared 64-bit *wrapping* counter whose
+//! previous reading was below 2^32 and that fell by at least 2^31 is read as a 32-bit wrap.
+//! Switches and exporters without `PortCountersExtended` serve 32-bit `PortXmitData` under the
+//! same name; at data rates those wrap every few seconds, and a reset from a value in the upper
+//! half of the 32-bit range (the only case misread) overstates one step by less than 2^31.
 
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +134,12 @@ pub fn counter_step(prev: f64, cur: f64, width: Option<CounterWidth>) -> Counter
                 step.increase = cur;
             }
         }
+        // A 64-bit data counter served from the 32-bit PortCounters (switches or exporters
+        // without PortCountersExtended): rule 4 at 32 bits when the reading fits in 32 bits.
+        Some(w) if w.overflow == Overflow::Wrap && w.bits == 64 && prev < NARROW_RANGE && prev - cur >= NARROW_RANGE / 2.0 => {
+            step.wrapped = true;
+            step.increase = NARROW_RANGE - prev + cur;
+        }
         _ => {
             step.reset = true;
             step.increase = cur;
@@ -137,6 +147,9 @@ pub fn counter_step(prev: f64, cur: f64, width: Option<CounterWidth>) -> Counter
     }
     step
 }
+
+/// 2^32: the range of the narrow data counters a 64-bit counter may really be.
+const NARROW_RANGE: f64 = 4_294_967_296.0;
 
 /// The non-negative increase between two consecutive raw readings (NaN when unknown);
 /// see [`counter_step`].

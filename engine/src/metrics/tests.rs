@@ -139,6 +139,13 @@ fn wrap_on_a_catalog_counter_is_not_negative() {
     // A saturating 16-bit counter that decreased was cleared: counts since the clear.
     let sym = c.get("node_infiniband_symbol_error_total").unwrap();
     assert_eq!(sym.increase(65_535.0, 2.0), 2.0);
+    // A switch serving 32-bit PortXmitData under the 64-bit name: a 32-bit wrap, in words,
+    // scaled to bytes once.
+    let data = c.get("infiniband_switch_port_transmit_data_bytes_total").unwrap();
+    assert_eq!(data.increase(4_294_967_000.0, 704.0), 4_000.0);
+    // A small drop is a reset (counts since the reset), and above 2^32 a drop is a reset too.
+    assert_eq!(data.increase(1_000.0, 10.0), 40.0);
+    assert_eq!(data.increase(9_000_000_000.0, 10.0), 40.0);
 }
 
 #[test]

@@ -1,0 +1,239 @@
+"""Ingest load: `lockstep serve` (durable acks over gRPC) vs VictoriaMetrics, plus an overload run.
+
+Usage (after `cargo build --release --bin lockstep`; Debian `victoria-metrics` installed):
+
+    python3 benches/ingest_load.py                      # 10 M samples, 4 clients
+    python3 benches/ingest_load.py --samples 2000000    # quicker
+    python3 benches/ingest_load.py --no-vm --no-overload
+
+Throughput run: `lockstep bench-ingest` (hidden subcommand of the release binary) starts N
+clients, each with its own connection and 40 hosts x 60 series = 2,400 series, and streams
+pre-built batches of 2,400 series x 5 consecutive 1 s scrapes = 12,000 samples
+(`WriteStream`, 4 batches in flight per client) until the fixed sample count is acknowledged.
+Every acknowledgement is sent only after the batch's WAL record is fsynced. Reported:
+acknowledged samples/s, p50/p99 ack latency (send of a batch to its ack), the server's peak
+RSS (sampled from /proc every 50 ms), and afterwards the stored count (`lockstep sql`) must
+equal the acknowledged count.
+
+VictoriaMetrics gets exactly the same samples (dumped by `bench-ingest --dump-vm`, timestamps
+floored to ms since that is VM's unit) through JSON-lines `/api/v1/import`, one body per batch,
+N concurrent HTTP connections, bodies in memory before the clock starts, then
+`/internal/force_flush`. VM acknowledges a body once it is parsed into its in-memory buffers, not
+after an fsync, so its acks are not durable; this is the comparison the issue asks for.
+
+Overload run: many clients with a deep window against a server limited to a few writes in
+flight and a memory limit; reports rejects (RESOURCE_EXHAUSTED, retried after the server's
+hint), peak RSS against the limit, and checks that every acknowledged sample is stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class RssSampler(threading.Thread):
+    """Samples VmRSS of a pid every 50 ms; `.peak` in bytes."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        self.peak = max(self.peak, int(line.split()[1]) * 1024)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(binary: Path, data: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [str(binary), "serve", "--data-dir", str(data), "--listen", "127.0.0.1:0", "--insecure", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
+    return proc, "http://" + line.split()[2]
+
+
+def stop_server(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"server exited {proc.returncode}: {err}")
+    return err
+
+
+def stored_count(binary: Path, data: Path) -> int:
+    out = subprocess.run(
+        [str(binary), "sql", "--data-dir", str(data), "--format", "json",
+         "SELECT count(*) AS n FROM samples WHERE metric NOT LIKE 'lockstep_ingest_%'"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return int(json.loads(out.splitlines()[0])["n"])
+
+
+def run_lockstep(binary: Path, work: Path, args, name: str, server_extra: list[str], client_extra: list[str]) -> dict:
+    data = work / f"lockstep-{name}"
+    proc, url = start_server(binary, data, server_extra)
+    rss = RssSampler(proc.pid)
+    rss.start()
+    try:
+        out = subprocess.run(
+            [str(binary), "bench-ingest", "--addr", url, "--samples", str(args.samples), *client_extra],
+            check=True, capture_output=True, text=True,
+        ).stdout
+    finally:
+        rss.stop.set()
+        err = stop_server(proc)
+    res = json.loads(out.strip().splitlines()[-1])
+    res["peak_rss"] = rss.peak
+    res["stored"] = stored_count(binary, data)
+    res["server_log"] = err.strip().splitlines()[-1:] if err.strip() else []
+    shutil.rmtree(data)
+    return res
+
+
+def run_vm(vm: str, binary: Path, work: Path, args) -> dict:
+    dump = work / "vm-bodies"
+    subprocess.run(
+        [str(binary), "bench-ingest", "--addr", "http://unused", "--samples", str(args.samples),
+         "--clients", str(args.clients), "--points", str(args.points), "--dump-vm", str(dump), "--no-send"],
+        check=True,
+    )
+    bodies_per_client = [[b.encode() + b"\n" for b in p.read_text().split("\n\n") if b.strip()] for p in sorted(dump.iterdir())]
+    shutil.rmtree(dump)
+    n = sum(b.count(b"\n") for bodies in bodies_per_client for b in bodies)
+    port = free_port()
+    path = work / "vm-data"
+    log = open(work / "vm.log", "w")
+    proc = subprocess.Popen(
+        [vm, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={path}", "-retentionPeriod=100y"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    rss = RssSampler(proc.pid)
+    try:
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    if r.read().strip() == b"OK":
+                        break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise SystemExit("victoria-metrics did not become healthy")
+        rss.start()
+        errors: list[str] = []
+        lat: list[float] = []
+
+        def post(bodies: list[bytes]) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            for body in bodies:
+                t = time.perf_counter()
+                conn.request("POST", "/api/v1/import", body=body)
+                r = conn.getresponse()
+                r.read()
+                lat.append(time.perf_counter() - t)
+                if r.status != 204:
+                    errors.append(f"import returned {r.status}")
+            conn.close()
+
+        start = time.perf_counter()
+        workers = [threading.Thread(target=post, args=(b,)) for b in bodies_per_client]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/internal/force_flush", timeout=600) as r:
+            r.read()
+        secs = time.perf_counter() - start
+        if errors:
+            raise SystemExit(f"victoria-metrics import failed: {errors[:3]}")
+    finally:
+        rss.stop.set()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        log.close()
+        shutil.rmtree(path, ignore_errors=True)
+    total = n * args.points  # every line holds one series' `points` scrapes
+    lat.sort()
+    pick = lambda q: lat[min(len(lat) - 1, round((len(lat) - 1) * q))] * 1e3 if lat else 0.0
+    return {"acked_samples": total, "seconds": secs, "samples_per_s": total / secs, "p50_ms": pick(0.5),
+            "p99_ms": pick(0.99), "peak_rss": rss.peak, "overload_rejects": 0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", type=Path, default=ROOT / "target/release/lockstep")
+    ap.add_argument("--samples", type=int, default=10_000_000)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--window", type=int, default=4)
+    ap.add_argument("--points", type=int, default=5, help="1 s scrapes per series in one batch")
+    ap.add_argument("--victoria-metrics", default=shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics")
+    ap.add_argument("--no-vm", action="store_true")
+    ap.add_argument("--no-overload", action="store_true")
+    ap.add_argument("--overload-clients", type=int, default=16)
+    ap.add_argument("--overload-memory-mb", type=int, default=512)
+    args = ap.parse_args()
+    if not args.binary.exists():
+        raise SystemExit(f"{args.binary} missing: cargo build --release --bin lockstep")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="lockstep-ingest-load-") as tmp:
+        work = Path(tmp)
+        r = run_lockstep(args.binary, work, args, "throughput", [],
+                         ["--clients", str(args.clients), "--window", str(args.window), "--points", str(args.points)])
+        rows.append(("lockstep serve (WriteStream, fsynced acks)", r))
+        if not args.no_vm:
+            rows.append(("victoria-metrics /api/v1/import (acks not fsynced)", run_vm(args.victoria_metrics, args.binary, work, args)))
+        if not args.no_overload:
+            r = run_lockstep(
+                args.binary, work, args, "overload",
+                ["--max-in-flight", "2", "--memory-limit-mb", str(args.overload_memory_mb)],
+                ["--clients", str(args.overload_clients), "--window", "16", "--points", str(args.points)],
+            )
+            rows.append((f"lockstep overload ({args.overload_clients} clients x 16 in flight, 2 slots, {args.overload_memory_mb} MiB limit)", r))
+    print(f"\nsamples: {args.samples:,}, clients: {args.clients}, machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}\n")
+    print("| run | acked samples | samples/s | p50 ack ms | p99 ack ms | peak RSS MiB | overload rejects | stored = acked |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, r in rows:
+        stored = r.get("stored")
+        check = "" if stored is None else ("yes" if stored == r["acked_samples"] else f"NO ({stored:,})")
+        print(f"| {name} | {r['acked_samples']:,} | {r['samples_per_s']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+              f"| {r['peak_rss'] / 2**20:.0f} | {r['overload_rejects']:,} | {check} |")
+    lock = rows[0][1]
+    vm = next((r for n, r in rows if n.startswith("victoria")), None)
+    if vm:
+        ratio = lock["samples_per_s"] / vm["samples_per_s"]
+        print(f"\nLockstep / VictoriaMetrics samples/s: {ratio:.2f}x (target >= 2x: {'MET' if ratio >= 2 else 'MISSED'})")
+    bad = [n for n, r in rows if r.get("stored") is not None and r["stored"] != r["acked_samples"]]
+    if bad:
+        raise SystemExit(f"acknowledged samples missing in: {bad}")
+
+
+if __name__ == "__main__":
+    main()

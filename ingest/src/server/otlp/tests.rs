@@ -1,0 +1,146 @@
+use super::*;
+use lockstep_engine::StoreConfig;
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Histogram, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, exponential_histogram_data_point,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+const T: u64 = 1_767_225_600_000_000_000;
+
+fn kv(k: &str, v: &str) -> KeyValue {
+    KeyValue { key: k.into(), value: Some(AnyValue { value: Some(any_value::Value::StringValue(v.into())) }), ..Default::default() }
+}
+
+fn request(host: Option<&str>, metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
+    let attributes = host.map(|h| vec![kv("host.name", h), kv("service.name", "trainer")]).unwrap_or_default();
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource { attributes, ..Default::default() }),
+            scope_metrics: vec![ScopeMetrics { metrics, ..Default::default() }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn num(t: u64, v: f64, attrs: Vec<KeyValue>) -> NumberDataPoint {
+    NumberDataPoint { time_unix_nano: t, value: Some(number_data_point::Value::AsDouble(v)), attributes: attrs, ..Default::default() }
+}
+
+fn metric(name: &str, data: metric::Data) -> Metric {
+    Metric { name: name.into(), data: Some(data), ..Default::default() }
+}
+
+fn find(c: &Converted, metric: &str, label: Option<(&str, &str)>) -> Vec<(i64, f64)> {
+    c.batch
+        .series
+        .iter()
+        .filter(|(k, _)| k.metric == metric && label.is_none_or(|(lk, lv)| k.labels.get(lk).map(String::as_str) == Some(lv)))
+        .flat_map(|(_, s)| s.timestamps.iter().copied().zip(s.values.iter().copied()))
+        .collect()
+}
+
+#[test]
+fn gauges_deltas_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let delta_sum = |v: f64, t: u64| {
+        metric(
+            "bytes.sent",
+            metric::Data::Sum(Sum {
+                data_points: vec![num(t, v, vec![kv("nic", "eth0"), kv("host", "x"), kv("time", "y")])],
+                aggregation_temporality: AggregationTemporality::Delta as i32,
+                is_monotonic: true,
+            }),
+        )
+    };
+    let hist = metric(
+        "lat",
+        metric::Data::Histogram(Histogram {
+            data_points: vec![HistogramDataPoint {
+                time_unix_nano: T,
+                count: 6,
+                sum: Some(12.5),
+                bucket_counts: vec![1, 2, 3],
+                explicit_bounds: vec![0.5, 2.0],
+                ..Default::default()
+            }],
+            aggregation_temporality: AggregationTemporality::Cumulative as i32,
+        }),
+    );
+    let gauge = metric("gpu.util", metric::Data::Gauge(Gauge { data_points: vec![num(T, 97.0, vec![kv("gpu", "3")])] }));
+    let c = convert(&store, &deltas, request(Some("node-1"), vec![gauge, delta_sum(5.0, T), hist]), 1000, 10).unwrap();
+    assert_eq!(c.rejected_points, 0);
+    assert_eq!(find(&c, "gpu_util", Some(("gpu", "3"))), vec![(T as i64, 97.0)]);
+    let (k, _) = c.batch.series.iter().find(|(k, _)| k.metric == "bytes_sent").unwrap();
+    assert_eq!(k.host(), Some("node-1"));
+    assert_eq!(k.labels.get("otel_host").map(String::as_str), Some("x"));
+    assert_eq!(k.labels.get("otel_time").map(String::as_str), Some("y"));
+    assert_eq!(k.labels.get("service").map(String::as_str), Some("trainer"));
+    assert_eq!(find(&c, "lat_bucket", Some(("le", "0.5"))), vec![(T as i64, 1.0)]);
+    assert_eq!(find(&c, "lat_bucket", Some(("le", "2"))), vec![(T as i64, 3.0)]);
+    assert_eq!(find(&c, "lat_bucket", Some(("le", "+Inf"))), vec![(T as i64, 6.0)]);
+    assert_eq!(find(&c, "lat_sum", None), vec![(T as i64, 12.5)]);
+    assert_eq!(find(&c, "lat_count", None), vec![(T as i64, 6.0)]);
+    // Delta sums accumulate into a cumulative counter.
+    let c = convert(&store, &deltas, request(Some("node-1"), vec![delta_sum(3.0, T + 1)]), 1000, 10).unwrap();
+    assert_eq!(find(&c, "bytes_sent", None), vec![(T as i64 + 1, 8.0)]);
+    // No host: rejected with a reason; NaN gauge rejected; bad histogram rejected.
+    let gauge = metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![])] }));
+    let c = convert(&store, &deltas, request(None, vec![gauge]), 1000, 10).unwrap();
+    assert_eq!(c.rejected_points, 1);
+    assert!(c.error_message().contains("host.name"), "{}", c.error_message());
+    let gauge = metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, f64::NAN, vec![]), num(T, 2.0, vec![])] }));
+    let c = convert(&store, &deltas, request(Some("h"), vec![gauge]), 1000, 10).unwrap();
+    assert_eq!((c.rejected_points, c.batch.len()), (1, 1));
+    assert!(c.error_message().contains("not finite"), "{}", c.error_message());
+    let bad = metric(
+        "h",
+        metric::Data::Histogram(Histogram {
+            data_points: vec![HistogramDataPoint { time_unix_nano: T, count: 1, bucket_counts: vec![1], explicit_bounds: vec![1.0], ..Default::default() }],
+            aggregation_temporality: 2,
+        }),
+    );
+    let c = convert(&store, &deltas, request(Some("h"), vec![bad]), 1000, 10).unwrap();
+    assert_eq!(c.by_reason, vec![("invalid_histogram", 1)]);
+    let gauge = metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![]), num(T + 1, 1.0, vec![])] }));
+    assert_eq!(convert(&store, &deltas, request(Some("h"), vec![gauge]), 1, 10).unwrap_err().code(), tonic::Code::InvalidArgument);
+}
+
+#[test]
+fn exponential_histogram_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    // scale 0: base 2. Positive offset 1: buckets (2,4] and (4,8]; negative offset 0: [-2,-1).
+    let p = ExponentialHistogramDataPoint {
+        time_unix_nano: T,
+        count: 7,
+        sum: Some(20.0),
+        scale: 0,
+        zero_count: 1,
+        positive: Some(exponential_histogram_data_point::Buckets { offset: 1, bucket_counts: vec![2, 3] }),
+        negative: Some(exponential_histogram_data_point::Buckets { offset: 0, bucket_counts: vec![1] }),
+        ..Default::default()
+    };
+    let m = metric(
+        "x",
+        metric::Data::ExponentialHistogram(opentelemetry_proto::tonic::metrics::v1::ExponentialHistogram {
+            data_points: vec![p],
+            aggregation_temporality: 2,
+        }),
+    );
+    let c = convert(&store, &deltas, request(Some("h"), vec![m]), 1000, 10).unwrap();
+    let buckets: Vec<(String, f64)> = c
+        .batch
+        .series
+        .iter()
+        .filter(|(k, _)| k.metric == "x_bucket")
+        .map(|(k, s)| (k.labels["le"].clone(), s.values[0]))
+        .collect();
+    assert_eq!(
+        buckets,
+        vec![("-1".into(), 1.0), ("0".into(), 2.0), ("4".into(), 4.0), ("8".into(), 7.0), ("+Inf".into(), 7.0)]
+    );
+    assert_eq!(find(&c, "x_count", None), vec![(T as i64, 7.0)]);
+}

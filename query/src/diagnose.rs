@@ -1,0 +1,296 @@
+//! Diagnosis: from "job X got slow" to the constrained domain, the component and the evidence.
+//!
+//! [`diagnose`] reads every series tied to a job (its GPUs, NIC ports, the switch ports on its
+//! paths, its storage pool with that pool's servers and paths, its data loaders, collectives and
+//! host CPUs) in one engine scan, places every sample on the corrected timeline with its clock
+//! uncertainty, and then:
+//!
+//! 1. finds the **slowdown onset** on step time (median over ranks per 1 s bucket, robust PELT
+//!    change point, at least a 10 % rise that is sustained);
+//! 2. computes, per series, counter rates (wrap/reset/saturation handled by the metric
+//!    catalog), a robust pre-onset baseline, the change magnitude against that baseline, the
+//!    **peer outlierness** (the same metric on the other ranks/ports) and the **onset** (first
+//!    sustained departure from the baseline) with its clock uncertainty;
+//! 3. decomposes the step-time rise into what the ranks waited on: input (data-loader wait on
+//!    all ranks), transfer (the fastest rank's collective time: the wire itself) or a straggler
+//!    (all but one rank wait in the collective; the culprit has the lowest collective time);
+//! 4. names the root cause inside that bottleneck by class, magnitude, peer outlierness,
+//!    precedence on the corrected timeline and the causal topology; a storage slowdown whose
+//!    storage path shows a fabric fault that does not start after it is a network problem;
+//! 5. builds the evidence chain in corrected-time order, claiming no order finer than the
+//!    clocks ([`lockstep_engine::clock::before`]).
+//!
+//! The method, scoring and JSON schema are documented in `docs/diagnosis.md`.
+
+mod analyze;
+mod compare;
+mod context;
+mod load;
+pub mod report;
+mod stats;
+pub mod table;
+pub mod text;
+mod verdict;
+
+use std::sync::Arc;
+
+use lockstep_engine::Store;
+use serde::Serialize;
+
+pub use compare::{Comparison, MetricComparison, compare};
+pub use table::DiagnoseFunc;
+
+/// Uncertainty reported when a host has no clock model (the clock's error is unknown).
+pub const UNCERTAINTY_UNKNOWN: i64 = lockstep_engine::clock::UNCERTAINTY_UNKNOWN;
+
+/// Errors of the diagnosis.
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    /// The store directory has no `topology.json` or `jobs.json` (import a bundle that has them).
+    #[error("store {dir} has no {file}: the diagnosis needs the topology and the jobs")]
+    NoDomainModel {
+        /// Store directory.
+        dir: String,
+        /// Missing file.
+        file: &'static str,
+    },
+    /// The job is not in `jobs.json`.
+    #[error("unknown job {job:?} (known: {known})")]
+    UnknownJob {
+        /// The job asked for.
+        job: String,
+        /// Known job names.
+        known: String,
+    },
+    /// The window is empty or inverted.
+    #[error("empty diagnosis window [{from}, {to})")]
+    EmptyWindow {
+        /// Start (ns).
+        from: i64,
+        /// End (ns).
+        to: i64,
+    },
+    /// A domain file could not be read.
+    #[error("{file}: {reason}")]
+    BadFile {
+        /// File.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+    /// The engine failed.
+    #[error("{0}")]
+    Engine(#[from] lockstep_engine::Error),
+}
+
+impl DiagnoseError {
+    /// The error's kind.
+    pub fn kind(&self) -> lockstep_engine::ErrorKind {
+        use lockstep_engine::ErrorKind;
+        match self {
+            DiagnoseError::Engine(e) => e.kind(),
+            DiagnoseError::UnknownJob { .. } | DiagnoseError::NoDomainModel { .. } => ErrorKind::NotFound,
+            DiagnoseError::EmptyWindow { .. } | DiagnoseError::BadFile { .. } => ErrorKind::InvalidArgument,
+        }
+    }
+}
+
+/// Which timeline the diagnosis uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockMode {
+    /// Corrected reference time from the store's clock models, with their uncertainty (default).
+    #[default]
+    Corrected,
+    /// Raw collector timestamps taken as exact (uncertainty 0). Only for showing what a naive
+    /// timeline would conclude; never the right choice for a real diagnosis.
+    Raw,
+}
+
+/// Options of [`diagnose`].
+#[derive(Debug, Clone, Default)]
+pub struct DiagnoseOptions {
+    /// Window start (reference ns); default: the job's start.
+    pub from: Option<i64>,
+    /// Window end (reference ns, exclusive); default: the job's end, or the end of its data.
+    pub to: Option<i64>,
+    /// Timeline to use.
+    pub clock: ClockMode,
+    /// Worker threads (0 = available parallelism).
+    pub threads: usize,
+    /// Keep per-lane time series for the HTML report ([`Diagnosis::lanes`]).
+    pub lanes: bool,
+}
+
+/// The slowdown of the job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slowdown {
+    /// Onset of the sustained step-time rise (reference ns), `None` for a healthy job.
+    pub time: Option<i64>,
+    /// Clock uncertainty of `time` (ns; [`UNCERTAINTY_UNKNOWN`] without clock models).
+    pub uncertainty_ns: Option<i64>,
+    /// The metric (`train_step_duration_seconds`).
+    pub metric: String,
+    /// Median step time before the onset (s).
+    pub baseline: f64,
+    /// Median step time after the onset (s; equal to `baseline` when healthy).
+    pub degraded: f64,
+}
+
+/// One suspect, best first in [`Diagnosis::suspects`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suspect {
+    /// Root-cause domain of this suspect: compute, network, storage or data_loading.
+    pub domain: String,
+    /// Entity name (`node-03/gpu5`, `node-03/mlx5_2:1`, `leaf-2:17`, `lustre-a`, `node-03`).
+    pub entity: String,
+    /// Onset of its earliest changed signal (reference ns).
+    pub onset: i64,
+    /// Clock uncertainty of `onset` (ns).
+    pub uncertainty_ns: i64,
+    /// Score in [0, 1]; higher is more likely the root cause.
+    pub score: f64,
+    /// Human-readable evidence.
+    pub evidence: Vec<String>,
+    /// SQL reproducing each evidence line that comes from a series (same order as the series
+    /// evidence; may be shorter than `evidence`).
+    pub sql: Vec<String>,
+}
+
+/// One link of the evidence chain.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChainLink {
+    /// Onset on the corrected timeline (reference ns).
+    pub time: i64,
+    /// Clock uncertainty of `time` (ns).
+    pub uncertainty_ns: i64,
+    /// Domain of the signal (compute, network, storage, data_loading, collective, training).
+    pub domain: String,
+    /// Entity (or the job, for job-wide aggregates).
+    pub entity: String,
+    /// Metric name (with ` (median over ranks)` style qualifiers for aggregates).
+    pub metric: String,
+    /// The change, e.g. `0 → 340/s`.
+    pub change: String,
+    /// Value before (baseline median).
+    pub before: f64,
+    /// Value after (median after the onset).
+    pub after: f64,
+    /// Whether this link is after the previous one beyond the clock uncertainty (false: the
+    /// clocks cannot order them; the list order is then only the best estimate).
+    pub after_previous: bool,
+    /// SQL that shows the change.
+    pub sql: String,
+}
+
+/// How the step-time rise splits into what the ranks waited on (seconds per step).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Decomposition {
+    /// Rise of the step time (degraded − baseline).
+    pub step: f64,
+    /// Rise of the data-loader wait, median over ranks (input-bound).
+    pub input_wait: f64,
+    /// Rise of the fastest rank's collective time (the transfer itself: network-bound).
+    pub transfer: f64,
+    /// Rise of the median rank's collective time beyond the transfer (waiting for a straggler).
+    pub straggler: f64,
+    /// The straggler rank (lowest collective-time rise), when there is one.
+    pub straggler_rank: Option<String>,
+    /// How isolated that rank is: (second-lowest rise − lowest rise) / (median rise − lowest
+    /// rise); near 1 for one consistent straggler, near 0 when the late rank changes every step.
+    pub straggler_isolation: f64,
+    /// 90th percentile over ranks of the data-loader wait rise (s): broad but bursty input waits.
+    pub input_wait_p90: f64,
+}
+
+/// About the timeline the diagnosis used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClockInfo {
+    /// Corrected or raw.
+    pub mode: ClockMode,
+    /// Version of the clock models used (0 = none fitted).
+    pub version: u64,
+    /// Hosts of the analysed series that have a clock model.
+    pub hosts_with_model: usize,
+    /// Hosts of the analysed series.
+    pub hosts: usize,
+}
+
+/// One lane of the report timeline: a named series on the corrected timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lane {
+    /// Lane group (step time, GPU activity, collective time, fabric, storage, data loader).
+    pub group: String,
+    /// Label of the line.
+    pub label: String,
+    /// Unit.
+    pub unit: String,
+    /// Times (reference ns).
+    pub times: Vec<i64>,
+    /// Values.
+    pub values: Vec<f64>,
+}
+
+/// The result of [`diagnose`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// The job.
+    pub job: String,
+    /// Window start (reference ns).
+    pub from: i64,
+    /// Window end (reference ns).
+    pub to: i64,
+    /// The slowdown.
+    pub slowdown: Slowdown,
+    /// What the job waits on: compute, network, storage, data_loading; `None` when healthy.
+    pub bottleneck: Option<String>,
+    /// Where the root cause is (differs from `bottleneck` when e.g. a storage slowdown is caused
+    /// by the fabric); `None` when healthy.
+    pub root_cause_domain: Option<String>,
+    /// One-paragraph verdict.
+    pub verdict: String,
+    /// Suspects, best first.
+    pub suspects: Vec<Suspect>,
+    /// Evidence chain in corrected-time order.
+    pub chain: Vec<ChainLink>,
+    /// Step-time decomposition.
+    pub decomposition: Decomposition,
+    /// Clock models used.
+    pub clock: ClockInfo,
+    /// Series analysed.
+    pub series: usize,
+    /// Samples read.
+    pub samples: usize,
+    /// Wall time of the diagnosis (ms).
+    pub elapsed_ms: u64,
+    /// Report lanes (only with [`DiagnoseOptions::lanes`]; not serialised).
+    #[serde(skip)]
+    pub lanes: Vec<Lane>,
+}
+
+impl Diagnosis {
+    /// The diagnosis as one JSON object (the CLI's `--format json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+/// Diagnoses `job` over the window in `opts` (see the module docs).
+pub fn diagnose(store: &Store, job: &str, opts: &DiagnoseOptions) -> Result<Diagnosis, DiagnoseError> {
+    let started = std::time::Instant::now();
+    let ctx = context::JobContext::load(store, job, opts)?;
+    let clocks = match opts.clock {
+        ClockMode::Corrected => Some(store.clock_models()?),
+        ClockMode::Raw => None,
+    };
+    let data = load::load(store, &ctx, clocks.as_deref(), opts)?;
+    let mut diagnosis = verdict::decide(&ctx, &data, opts);
+    diagnosis.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(diagnosis)
+}
+
+/// [`diagnose`] over a shared store (convenience for the SQL table function).
+pub fn diagnose_arc(store: &Arc<Store>, job: &str, opts: &DiagnoseOptions) -> Result<Diagnosis, DiagnoseError> {
+    diagnose(store.as_ref(), job, opts)
+}
+

@@ -1,0 +1,153 @@
+//! Per-series features: robust baseline, change magnitude, onset (first sustained departure from
+//! the baseline) with its clock uncertainty.
+
+use super::context::SeriesMeta;
+use super::load::{Signal, Timeline};
+use super::stats::{mad, mean, median};
+
+const SEC: i64 = 1_000_000_000;
+/// The baseline ends this long before the slowdown (root causes lead it by up to about a minute).
+const BASELINE_LEAD_NS: i64 = 120 * SEC;
+/// Shortest baseline.
+const MIN_BASELINE_NS: i64 = 30 * SEC;
+/// Largest |z| kept (beyond it the magnitude is "huge" and only its sign matters).
+pub(crate) const Z_CAP: f64 = 1000.0;
+/// Samples looked at to call a departure sustained.
+const SUSTAIN_WINDOW: usize = 10;
+/// Fraction of those that must be departed.
+const SUSTAIN_FRACTION: f64 = 0.6;
+
+/// The analysis windows around a slowdown at `slowdown`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Windows {
+    /// Baseline `[from, base_end)`.
+    pub from: i64,
+    /// End of the baseline; onsets are searched from here.
+    pub base_end: i64,
+    /// The slowdown onset; the degraded window is `[slowdown, to)`.
+    pub slowdown: i64,
+    /// Window end.
+    pub to: i64,
+}
+
+impl Windows {
+    /// Windows for a slowdown at `slowdown` inside `[from, to)`.
+    pub fn around(from: i64, to: i64, slowdown: i64) -> Windows {
+        let base_end = slowdown.saturating_sub(BASELINE_LEAD_NS).max(from.saturating_add(MIN_BASELINE_NS)).min(slowdown);
+        Windows { from, base_end, slowdown, to }
+    }
+}
+
+/// An onset on the timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Onset {
+    /// First departed sample (reference ns).
+    pub t: i64,
+    /// The sample before it (the change happened in `(prev, t]`).
+    pub prev: i64,
+    /// Clock uncertainty at `t` (ns).
+    pub uncertainty: i64,
+    /// The series had already departed when the search started (onset not resolved).
+    pub early: bool,
+}
+
+/// What one series did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Features {
+    /// Baseline median.
+    pub m0: f64,
+    /// Baseline robust scale (1.4826 MAD).
+    pub s0: f64,
+    /// Median after the slowdown.
+    pub m1: f64,
+    /// Baseline mean.
+    pub mean0: f64,
+    /// Mean after the slowdown.
+    pub mean1: f64,
+    /// Robust change magnitude `(m1 − m0) / scale`, capped at ±[`Z_CAP`].
+    pub z: f64,
+    /// Onset of the departure, if any.
+    pub onset: Option<Onset>,
+}
+
+impl Features {
+    /// Relative change of the medians (`inf`-free: a zero baseline counts as 1e-9).
+    pub fn rel(&self) -> f64 {
+        (self.m1 - self.m0) / self.m0.abs().max(1e-9)
+    }
+}
+
+/// Computes the features of a signal, or None with too few samples in either window.
+pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Timeline<'_>) -> Option<Features> {
+    let b_lo = s.t.partition_point(|&t| t < w.from);
+    let b_hi = s.t.partition_point(|&t| t < w.base_end);
+    let a_lo = s.t.partition_point(|&t| t < w.slowdown);
+    let a_hi = s.t.partition_point(|&t| t < w.to);
+    if b_hi - b_lo < 5 || a_hi - a_lo < 3 {
+        return None;
+    }
+    let mut scratch = Vec::with_capacity(b_hi - b_lo);
+    let base = &s.v[b_lo..b_hi];
+    let after = &s.v[a_lo..a_hi];
+    let m0 = median(base.iter().copied(), &mut scratch);
+    let s0 = mad(base.iter().copied(), m0, &mut scratch);
+    let m1 = median(after.iter().copied(), &mut scratch);
+    let mean0 = mean(base.iter().copied());
+    let mean1 = mean(after.iter().copied());
+    let scale = s0.max(1e-3 * m0.abs()).max(1e-9);
+    let z = ((m1 - m0) / scale).clamp(-Z_CAP, Z_CAP);
+    let onset = departure(s, b_hi, m0, s0, m1).map(|(i, early)| Onset {
+        t: s.t[i],
+        prev: if i > 0 { s.t[i - 1] } else { s.t[i] },
+        uncertainty: timeline.uncertainty(&meta.host, s.t[i]),
+        early,
+    });
+    Some(Features { m0, s0, m1, mean0, mean1, z, onset })
+}
+
+/// Index of the first sample from `start` on that departs from the baseline towards the new
+/// level and stays departed (≥ 60 % of the next 10 samples), with whether it was already
+/// departed at `start`.
+fn departure(s: &Signal, start: usize, m0: f64, s0: f64, m1: f64) -> Option<(usize, bool)> {
+    let delta = m1 - m0;
+    if delta == 0.0 || !delta.is_finite() {
+        return None;
+    }
+    let dir = delta.signum();
+    let thr = (4.0 * s0).max(0.1 * delta.abs()).max(1e-12);
+    let out = |i: usize| dir * (s.v[i] - m0) > thr;
+    let n = s.v.len();
+    for i in start..n {
+        if !out(i) {
+            continue;
+        }
+        let end = (i + SUSTAIN_WINDOW).min(n);
+        let hits = (i..end).filter(|&k| out(k)).count();
+        if end - i >= 3 && hits as f64 >= SUSTAIN_FRACTION * (end - i) as f64 {
+            let early = i == start && start > 0 && out(start - 1);
+            return Some((i, early));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn departure_finds_the_first_sustained_step_not_a_spike() {
+        let mut s = Signal::default();
+        for i in 0..100i64 {
+            s.t.push(i * SEC);
+            let v = if i == 30 { 50.0 } else if i >= 60 { 10.0 + (i % 3) as f64 } else { (i % 3) as f64 };
+            s.v.push(v);
+        }
+        let (i, early) = departure(&s, 40, 1.0, 1.48, 11.0).unwrap();
+        assert_eq!((i, early), (60, false));
+        // Search that starts inside the new level: flagged early.
+        let (i, early) = departure(&s, 70, 1.0, 1.48, 11.0).unwrap();
+        assert_eq!((i, early), (70, true));
+        assert!(departure(&s, 40, 1.0, 1.48, 1.0).is_none());
+    }
+}

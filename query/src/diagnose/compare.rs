@@ -1,0 +1,180 @@
+//! Postmortem before/after: what changed between two windows of a job (e.g. before and after a
+//! fix): medians and p99 of step time, collective time, data-loader wait, storage latency and
+//! GPU activity, and the job's fabric error rates.
+
+use lockstep_engine::Store;
+use lockstep_engine::datafile::Rows;
+use lockstep_engine::metrics::MetricClass;
+use lockstep_engine::store::ScanRequest;
+use roaring::RoaringBitmap;
+use serde::Serialize;
+
+use super::context::{JobContext, SeriesMeta};
+use super::load::{Timeline, derive};
+use super::stats::{mean, quantile};
+use super::{ClockMode, DiagnoseError, DiagnoseOptions};
+
+const PAD_NS: i64 = 600_000_000_000;
+
+/// One compared quantity.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricComparison {
+    /// What is compared, e.g. `train_step_duration_seconds (all ranks)`.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Median in the first window.
+    pub before_p50: f64,
+    /// 99th percentile in the first window.
+    pub before_p99: f64,
+    /// Median in the second window.
+    pub after_p50: f64,
+    /// 99th percentile in the second window.
+    pub after_p99: f64,
+    /// Relative change of the median, in percent (NaN when the first median is 0).
+    pub change_pct: f64,
+}
+
+/// The result of [`compare`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The job.
+    pub job: String,
+    /// First window `[from, to)` (reference ns).
+    pub before: (i64, i64),
+    /// Second window.
+    pub after: (i64, i64),
+    /// Compared quantities.
+    pub metrics: Vec<MetricComparison>,
+}
+
+/// What a quantity pools.
+struct Quantity {
+    name: &'static str,
+    unit: &'static str,
+    pick: fn(&SeriesMeta) -> bool,
+    /// Sum the per-series means (rates of a set of counters) instead of pooling samples.
+    sum_of_means: bool,
+}
+
+fn is_error_counter(m: &SeriesMeta) -> bool {
+    m.is_counter()
+        && matches!(m.kind, lockstep_engine::metrics::EntityKind::NicPort | lockstep_engine::metrics::EntityKind::SwitchPort)
+        && m.info.as_ref().is_some_and(|i| {
+            matches!(i.class, MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit)
+        })
+}
+
+const QUANTITIES: [Quantity; 7] = [
+    Quantity { name: "train_step_duration_seconds (all ranks)", unit: "s", pick: |m| m.metric() == "train_step_duration_seconds", sum_of_means: false },
+    Quantity { name: "nccl_collective_exec_time_microseconds (all ranks)", unit: "µs", pick: |m| m.metric() == "nccl_collective_exec_time_microseconds", sum_of_means: false },
+    Quantity { name: "dataloader_wait_seconds (all ranks)", unit: "s", pick: |m| m.metric() == "dataloader_wait_seconds", sum_of_means: false },
+    Quantity { name: "storage_read_latency_seconds p99 (pool)", unit: "s", pick: |m| m.metric() == "storage_read_latency_seconds" && m.label("quantile") == Some("0.99"), sum_of_means: false },
+    Quantity { name: "DCGM_FI_PROF_SM_ACTIVE (all GPUs)", unit: "ratio", pick: |m| m.metric() == "DCGM_FI_PROF_SM_ACTIVE", sum_of_means: false },
+    Quantity { name: "fabric error, drop and retransmit rate (job paths, total)", unit: "/s", pick: is_error_counter, sum_of_means: true },
+    Quantity { name: "node_pressure_cpu_waiting_seconds rate (job nodes)", unit: "s/s", pick: |m| m.metric() == "node_pressure_cpu_waiting_seconds_total" && m.relation == lockstep_engine::metrics::Domain::Compute, sum_of_means: false },
+];
+
+/// Compares two windows of `job` (reference ns, `[from, to)` each) on the corrected timeline.
+pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) -> Result<Comparison, DiagnoseError> {
+    for (from, to) in [before, after] {
+        if to <= from {
+            return Err(DiagnoseError::EmptyWindow { from, to });
+        }
+    }
+    let lo = before.0.min(after.0);
+    let hi = before.1.max(after.1);
+    let opts = DiagnoseOptions { from: Some(lo), to: Some(hi), clock: ClockMode::Corrected, ..Default::default() };
+    let ctx = JobContext::load(store, job, &opts)?;
+    let clocks = store.clock_models()?;
+    let timeline = Timeline::corrected(&clocks);
+    let picked: Vec<(usize, &SeriesMeta)> =
+        ctx.series.iter().filter(|m| QUANTITIES.iter().any(|q| (q.pick)(m))).enumerate().collect();
+    let set: RoaringBitmap = picked.iter().map(|(_, m)| m.id).collect();
+    let mut parts: Vec<Rows> = Vec::new();
+    if !set.is_empty() {
+        let mut scan = store.scan(ScanRequest { time: Some((lo.saturating_sub(PAD_NS), hi.saturating_add(PAD_NS))), series: Some(set) })?;
+        while let Some(rows) = scan.next_rows() {
+            parts.push(rows?);
+        }
+    }
+    let mut metrics = Vec::new();
+    let mut scratch = Vec::new();
+    for q in &QUANTITIES {
+        let mut stats = [(f64::NAN, f64::NAN); 2];
+        let mut any = false;
+        for (k, (from, to)) in [before, after].into_iter().enumerate() {
+            let mut pooled: Vec<f64> = Vec::new();
+            let mut sum = 0.0;
+            for (_, m) in picked.iter().filter(|(_, m)| (q.pick)(m)) {
+                let s = derive(m, &parts, timeline, from, to);
+                if q.sum_of_means {
+                    let mu = mean(s.v.iter().copied());
+                    if mu.is_finite() {
+                        sum += mu;
+                        any = true;
+                    }
+                } else {
+                    any |= !s.v.is_empty();
+                    pooled.extend(s.v);
+                }
+            }
+            stats[k] = if q.sum_of_means {
+                (sum, sum)
+            } else {
+                (quantile(pooled.iter().copied(), 0.5, &mut scratch), quantile(pooled.iter().copied(), 0.99, &mut scratch))
+            };
+        }
+        if !any {
+            continue;
+        }
+        let change_pct = if stats[0].0 != 0.0 { (stats[1].0 / stats[0].0 - 1.0) * 100.0 } else { f64::NAN };
+        metrics.push(MetricComparison {
+            metric: q.name.to_string(),
+            unit: q.unit.to_string(),
+            before_p50: stats[0].0,
+            before_p99: stats[0].1,
+            after_p50: stats[1].0,
+            after_p99: stats[1].1,
+            change_pct,
+        });
+    }
+    Ok(Comparison { job: job.to_string(), before, after, metrics })
+}
+
+impl Comparison {
+    /// A text table of what changed.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let t = super::text::fmt_rfc3339;
+        let mut o = format!(
+            "job {}: before [{} .. {}) vs after [{} .. {})\n",
+            self.job,
+            t(self.before.0),
+            t(self.before.1),
+            t(self.after.0),
+            t(self.after.1)
+        );
+        let _ = writeln!(o, "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}", "quantity", "before p50", "before p99", "after p50", "after p99", "change");
+        for m in &self.metrics {
+            let n = super::text::fmt_num;
+            let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };
+            let _ = writeln!(
+                o,
+                "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
+                format!("{} [{}]", m.metric, m.unit),
+                n(m.before_p50),
+                n(m.before_p99),
+                n(m.after_p50),
+                n(m.after_p99),
+                change
+            );
+        }
+        o
+    }
+
+    /// The comparison as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

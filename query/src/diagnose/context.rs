@@ -1,0 +1,160 @@
+//! The job's context: its entities (from the topology and jobs files in the store directory),
+//! the window, and which series of the store belong to it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use lockstep_engine::metrics::{Domain, EntityKind, MetricCatalog, MetricInfo};
+use lockstep_engine::topology::{Job, JobIndex, Topology, parse_jobs};
+use lockstep_engine::{SeriesKey, Store};
+
+use super::{DiagnoseError, DiagnoseOptions};
+
+/// Metrics never analysed (markers, not measurements).
+const SKIPPED_METRICS: [&str; 1] = ["collective_end"];
+
+/// Labels that name the entity or the replica of a series; every other label (mode, quantile,
+/// job, collective, ...) makes a different peer group.
+const ENTITY_LABELS: [&str; 8] = ["host", "gpu", "device", "port", "switch", "guid", "rank", "cpu"];
+
+/// One series tied to the job.
+#[derive(Debug, Clone)]
+pub(crate) struct SeriesMeta {
+    /// Series id in the store.
+    pub id: u32,
+    /// Its key.
+    pub key: Arc<SeriesKey>,
+    /// The host whose clock stamped it.
+    pub host: String,
+    /// Entity name.
+    pub entity: String,
+    /// Entity kind.
+    pub kind: EntityKind,
+    /// The metric's domain (catalog).
+    pub domain: Domain,
+    /// How the entity relates to the job (job_entities domain), e.g. storage for a switch port
+    /// only storage traffic crosses.
+    pub relation: Domain,
+    /// Catalog description (None: unknown metric, analysed as a gauge).
+    pub info: Option<MetricInfo>,
+    /// Peer group: the same metric (and non-entity labels) on other entities.
+    pub group: String,
+}
+
+impl SeriesMeta {
+    /// The metric name.
+    pub fn metric(&self) -> &str {
+        &self.key.metric
+    }
+
+    /// A label value.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.key.labels.get(name).map(String::as_str)
+    }
+
+    /// Whether the series is a counter.
+    pub fn is_counter(&self) -> bool {
+        self.info.as_ref().is_some_and(|i| i.kind == lockstep_engine::metrics::MetricKind::Counter)
+    }
+}
+
+/// Everything about the job the analysis needs.
+#[derive(Debug)]
+pub(crate) struct JobContext {
+    /// The job.
+    pub job: Job,
+    /// Window start (reference ns).
+    pub from: i64,
+    /// Window end (reference ns, exclusive).
+    pub to: i64,
+    /// The job's series.
+    pub series: Vec<SeriesMeta>,
+    /// The job's storage pool.
+    pub pool: Option<String>,
+}
+
+impl JobContext {
+    /// Loads the topology and jobs from the store directory and selects the job's series.
+    pub fn load(store: &Store, job: &str, opts: &DiagnoseOptions) -> Result<JobContext, DiagnoseError> {
+        let dir = store.dir();
+        let read = |file: &'static str| {
+            std::fs::read_to_string(dir.join(file)).map_err(|_| DiagnoseError::NoDomainModel {
+                dir: dir.display().to_string(),
+                file,
+            })
+        };
+        let topology = Topology::from_json(&read("topology.json")?)?;
+        let jobs = parse_jobs(&read("jobs.json")?)?;
+        let Some(found) = jobs.iter().find(|j| j.job == job).cloned() else {
+            return Err(DiagnoseError::UnknownJob {
+                job: job.to_string(),
+                known: jobs.iter().map(|j| j.job.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        };
+        let index = JobIndex::build(&topology, &jobs)?;
+        let from = opts.from.unwrap_or(found.start);
+        let to = opts.to.or(found.end).unwrap_or_else(|| store.now_ns());
+        if to <= from {
+            return Err(DiagnoseError::EmptyWindow { from, to });
+        }
+        let mut relation: HashMap<&str, (EntityKind, Domain)> = HashMap::new();
+        for e in index.entities(job).unwrap_or(&[]) {
+            relation.insert(e.entity.as_str(), (e.kind, e.domain));
+        }
+        let nodes: HashSet<&str> = found.nodes.iter().map(String::as_str).collect();
+        let catalog = MetricCatalog::builtin();
+        let guids = topology.switch_guids();
+        let slurm = found.slurm_job_id.clone().unwrap_or_else(|| found.job.clone());
+        let series = store.with_catalog(|c| {
+            let mut out = Vec::new();
+            for (id, key) in c.keys().iter().enumerate() {
+                if SKIPPED_METRICS.contains(&key.metric.as_str()) {
+                    continue;
+                }
+                let Some(host) = key.host() else { continue };
+                let info = catalog.classify(key).map(|c| c.info.clone());
+                let Some(entity) = catalog.entity_with_guids(key, &guids) else { continue };
+                // Per-rank application and NCCL series of another job on shared nodes are not ours.
+                let other_job = key
+                    .labels
+                    .get("slurm_job_id")
+                    .is_some_and(|j| *j != slurm)
+                    || (entity.kind != EntityKind::StoragePool
+                        && key.labels.get("job").is_some_and(|j| *j != found.job && nodes.contains(host)));
+                if other_job {
+                    continue;
+                }
+                let Some(&(_, rel)) = relation.get(entity.name.as_str()) else { continue };
+                let domain = info.as_ref().map_or(rel, |i| i.domain);
+                let group = group_key(key, rel);
+                out.push(SeriesMeta {
+                    id: id as u32,
+                    host: host.to_string(),
+                    entity: entity.name,
+                    kind: entity.kind,
+                    domain,
+                    relation: rel,
+                    info,
+                    group,
+                    key: Arc::clone(key),
+                });
+            }
+            out
+        })?;
+        Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series })
+    }
+}
+
+/// The peer-group key: metric, the relation domain and every non-entity label.
+fn group_key(key: &SeriesKey, relation: Domain) -> String {
+    let mut g = format!("{}|{}", key.metric, relation.as_str());
+    for (k, v) in &key.labels {
+        if !ENTITY_LABELS.contains(&k.as_str()) {
+            g.push('|');
+            g.push_str(k);
+            g.push('=');
+            g.push_str(v);
+        }
+    }
+    g
+}

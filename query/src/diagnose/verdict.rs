@@ -1,0 +1,847 @@
+//! From per-series features to the verdict: peer outlierness, the step-time decomposition, the
+//! bottleneck, the root-cause entity, suspects and the evidence chain.
+
+use std::collections::HashMap;
+
+use lockstep_engine::clock::before;
+use lockstep_engine::metrics::{Direction, EntityKind, MetricClass};
+
+use super::analyze::{Features, Onset, Windows, features};
+use super::context::{JobContext, SeriesMeta};
+use super::load::{Loaded, STEP_METRIC, Signal, across_median};
+use super::stats::{mad, median};
+use super::text::{fmt_change, sql_aggregate, sql_series};
+use super::{ChainLink, Decomposition, DiagnoseOptions, Diagnosis, Lane, Suspect, UNCERTAINTY_UNKNOWN};
+
+const SEC: i64 = 1_000_000_000;
+const WAIT_METRIC: &str = "dataloader_wait_seconds";
+const EXEC_METRIC: &str = "nccl_collective_exec_time_microseconds";
+/// A series counts as changed beyond this robust |z| ...
+const Z_CHANGED: f64 = 5.0;
+/// ... and this relative change of its median (or a change from zero).
+const REL_CHANGED: f64 = 0.2;
+/// Input waits explain the slowdown when they rose by at least this share of the step rise.
+const INPUT_SHARE: f64 = 0.3;
+/// A straggler is one consistent rank when its isolation is at least this.
+const ISOLATED: f64 = 0.5;
+/// Bursty input waits: the 90th-percentile rank's wait rose by this share of the step rise.
+const BURSTY_SHARE: f64 = 0.1;
+/// Most suspects reported.
+const MAX_SUSPECTS: usize = 10;
+
+/// One analysed series with its scores.
+struct Scored<'a> {
+    meta: &'a SeriesMeta,
+    feat: Features,
+    /// Peer outlierness (robust z of this series' z among its peers); None without peers.
+    peer: Option<f64>,
+    /// Generic root-cause score in [0, 1].
+    score: f64,
+}
+
+impl Scored<'_> {
+    fn changed(&self) -> bool {
+        self.feat.z.abs() >= Z_CHANGED && (self.feat.rel().abs() >= REL_CHANGED || self.feat.m0 == 0.0)
+    }
+}
+
+/// Decides the diagnosis from the loaded data.
+pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) -> Diagnosis {
+    let mut d = Diagnosis {
+        job: ctx.job.job.clone(),
+        from: ctx.from,
+        to: ctx.to,
+        slowdown: data.slowdown.clone(),
+        bottleneck: None,
+        root_cause_domain: None,
+        verdict: String::new(),
+        suspects: Vec::new(),
+        chain: Vec::new(),
+        decomposition: Decomposition::default(),
+        clock: data.clock.clone(),
+        series: ctx.series.len(),
+        samples: data.samples,
+        elapsed_ms: 0,
+        lanes: Vec::new(),
+    };
+    let (Some(slow_t), Some(w)) = (data.slowdown.time, data.windows) else {
+        d.verdict = format!(
+            "healthy: no sustained step-time slowdown of {} (median step {:.3} s over the window); \
+             nothing to blame",
+            d.job, d.slowdown.baseline
+        );
+        if opts.lanes {
+            d.lanes = lanes(ctx, data, None, &[]);
+        }
+        return d;
+    };
+    let scored = score_all(ctx, data, slow_t);
+    let dec = decompose(&scored, &data.slowdown);
+    d.decomposition = dec.0.clone();
+    let culprit = dec.1;
+    let mut ev = Evidence::new(ctx, data, w, slow_t);
+
+    // The bottleneck and the root cause inside it.
+    let step_rise = dec.0.step.max(1e-9);
+    // Input-bound: most ranks wait for data, or waits are broad but bursty (a different rank is
+    // late every step, so no single straggler stands out).
+    let input_bound = dec.0.input_wait >= INPUT_SHARE * step_rise
+        || dec.0.input_wait_p90 >= 2.0 * INPUT_SHARE * step_rise
+        || (dec.0.straggler > dec.0.transfer
+            && dec.0.straggler_isolation < ISOLATED
+            && dec.0.input_wait_p90 >= BURSTY_SHARE * step_rise);
+    let primary: Primary = if input_bound {
+        storage_or_loading(&scored, &mut ev, ctx)
+    } else if dec.0.transfer >= dec.0.straggler {
+        network(&scored, &mut ev)
+    } else {
+        match straggler(&scored, &mut ev, culprit.as_ref(), &dec.0) {
+            Some(p) => p,
+            None => storage_or_loading(&scored, &mut ev, ctx),
+        }
+    };
+    d.bottleneck = Some(primary.bottleneck.to_string());
+    d.root_cause_domain = Some(primary.domain.to_string());
+
+    // Suspects: the primary first, then every other entity by its generic score.
+    let mut by_entity: HashMap<&str, Vec<&Scored<'_>>> = HashMap::new();
+    for s in scored.iter().filter(|s| s.changed()) {
+        by_entity.entry(s.meta.entity.as_str()).or_default().push(s);
+    }
+    let mut others: Vec<(f64, &str, Vec<&Scored<'_>>)> = by_entity
+        .into_iter()
+        .filter(|(e, _)| *e != primary.entity && *e != ctx.job.job)
+        .map(|(e, mut list)| {
+            list.sort_by(|a, b| b.score.total_cmp(&a.score));
+            (entity_score(&list), e, list)
+        })
+        .collect();
+    others.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let first_onset = primary
+        .series
+        .iter()
+        .filter_map(|s| s.feat.onset.map(|o| (o.t, o.uncertainty)))
+        .min_by_key(|o| o.0)
+        .unwrap_or((slow_t, data.slowdown.uncertainty_ns.unwrap_or(0)));
+    let mut evidence = primary.evidence.clone();
+    let mut sql = Vec::new();
+    for s in primary.series.iter().take(4) {
+        evidence.push(describe(s));
+        sql.push(sql_series(s.meta, w.from, w.to));
+    }
+    d.suspects.push(Suspect {
+        domain: primary.domain.to_string(),
+        entity: primary.entity.clone(),
+        onset: first_onset.0,
+        uncertainty_ns: first_onset.1,
+        score: primary.confidence,
+        evidence,
+        sql,
+    });
+    let cap = primary.confidence * 0.9;
+    for (score, entity, list) in others.into_iter().take(MAX_SUSPECTS - 1) {
+        let Some(top) = list.first() else { continue };
+        let onset = list.iter().filter_map(|s| s.feat.onset).min_by_key(|o| o.t);
+        d.suspects.push(Suspect {
+            domain: root_domain(top.meta).to_string(),
+            entity: entity.to_string(),
+            onset: onset.map_or(slow_t, |o| o.t),
+            uncertainty_ns: onset.map_or(0, |o| o.uncertainty),
+            score: (score * cap).min(cap),
+            evidence: list.iter().take(3).map(|s| describe(s)).collect(),
+            sql: list.iter().take(3).map(|s| sql_series(s.meta, w.from, w.to)).collect(),
+        });
+    }
+
+    // The chain, in corrected-time order, ordered only as far as the clocks allow.
+    let mut chain = primary.chain;
+    chain.extend(ev.take());
+    chain.push(ChainLink {
+        time: slow_t,
+        uncertainty_ns: data.slowdown.uncertainty_ns.unwrap_or(0),
+        domain: "training".to_string(),
+        entity: ctx.job.job.clone(),
+        metric: format!("{STEP_METRIC} (median over ranks)"),
+        change: fmt_change(data.slowdown.baseline, data.slowdown.degraded, "s"),
+        before: data.slowdown.baseline,
+        after: data.slowdown.degraded,
+        after_previous: false,
+        sql: sql_aggregate(STEP_METRIC, "job", &ctx.job.job, w.from, w.to),
+    });
+    chain.sort_by_key(|c| c.time);
+    chain.dedup_by(|a, b| a.entity == b.entity && a.metric == b.metric);
+    for i in 1..chain.len() {
+        let (p, c) = (&chain[i - 1], &chain[i]);
+        chain[i].after_previous = before(p.time, p.uncertainty_ns, c.time, c.uncertainty_ns);
+    }
+    d.chain = chain;
+    d.verdict = verdict_text(&d, &primary.headline);
+    if opts.lanes {
+        let fabric: Vec<&SeriesMeta> = if primary.domain == "network" {
+            primary.series.iter().take(3).map(|s| s.meta).collect()
+        } else {
+            Vec::new()
+        };
+        d.lanes = lanes(ctx, data, culprit.as_ref().map(|c| c.host.as_str()), &fabric);
+    }
+    d
+}
+
+/// The chosen root cause.
+struct Primary<'a> {
+    bottleneck: &'static str,
+    domain: &'static str,
+    entity: String,
+    confidence: f64,
+    headline: String,
+    evidence: Vec<String>,
+    /// The entity's changed series, best first.
+    series: Vec<&'a Scored<'a>>,
+    /// Root-cause links of the chain.
+    chain: Vec<ChainLink>,
+}
+
+/// The straggler rank: its host and GPU.
+#[derive(Debug, Clone)]
+struct Culprit {
+    rank: String,
+    host: String,
+    gpu: Option<String>,
+}
+
+fn score_all<'a>(ctx: &'a JobContext, data: &Loaded, slow_t: i64) -> Vec<Scored<'a>> {
+    let mut out: Vec<Scored<'a>> = ctx
+        .series
+        .iter()
+        .zip(&data.series)
+        .filter_map(|(meta, s)| s.feat.map(|feat| Scored { meta, feat, peer: None, score: 0.0 }))
+        .collect();
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in out.iter().enumerate() {
+        groups.entry(s.meta.group.as_str()).or_default().push(i);
+    }
+    let mut scratch = Vec::new();
+    for members in groups.values() {
+        if members.len() < 3 {
+            continue;
+        }
+        let zs: Vec<f64> = members.iter().map(|&i| out[i].feat.z).collect();
+        let med = median(zs.iter().copied(), &mut scratch);
+        let spread = mad(zs.iter().copied(), med, &mut scratch);
+        for &i in members {
+            out[i].peer = Some((out[i].feat.z - med) / (spread + 1.0));
+        }
+    }
+    for s in &mut out {
+        s.score = series_score(s, slow_t);
+    }
+    out
+}
+
+/// How strongly a metric class points at a root cause (effects such as throughput score 0).
+fn class_weight(meta: &SeriesMeta) -> f64 {
+    let Some(info) = &meta.info else { return 0.2 };
+    match info.class {
+        MetricClass::PhysicalErrors => 1.0,
+        MetricClass::LinkFlaps => 0.9,
+        MetricClass::HostPcie => 0.9,
+        MetricClass::Drops => 0.8,
+        MetricClass::Throttle | MetricClass::Temperature | MetricClass::DeviceErrors => 0.8,
+        MetricClass::CpuPressure => 0.8,
+        MetricClass::Congestion => match info.direction {
+            Some(Direction::NotificationPoint) => 0.75,
+            Some(Direction::ReactionPoint) => 0.4,
+            _ => 0.5,
+        },
+        MetricClass::LossRetransmit => 0.6,
+        MetricClass::Latency | MetricClass::QueueDepth => 0.6,
+        MetricClass::Clock => 0.6,
+        MetricClass::Wait | MetricClass::Utilization | MetricClass::Power => 0.3,
+        MetricClass::LinkState => 0.7,
+        MetricClass::Throughput | MetricClass::StepTime => 0.0,
+    }
+}
+
+fn series_score(s: &Scored<'_>, slow_t: i64) -> f64 {
+    if !s.changed() {
+        return 0.0;
+    }
+    let mag = 1.0 - (-s.feat.z.abs() / 20.0).exp();
+    let peer = match s.peer {
+        Some(p) => 1.0 - (-p.abs() / 5.0).exp(),
+        None => 0.5,
+    };
+    let prec = match s.feat.onset {
+        Some(o) if o.t <= slow_t || !before(slow_t, 0, o.prev, o.uncertainty) => 1.0,
+        Some(_) => 0.5,
+        None => 0.7,
+    };
+    class_weight(s.meta) * (0.4 * mag + 0.6 * peer) * prec
+}
+
+/// An entity's score from its changed series (best first): the best plus a little of the rest.
+fn entity_score(list: &[&Scored<'_>]) -> f64 {
+    let best = list.first().map_or(0.0, |s| s.score);
+    let rest: f64 = list.iter().skip(1).map(|s| s.score).sum();
+    (best + 0.1 * rest).min(1.0)
+}
+
+/// The domain a suspect entity's root cause would be in.
+fn root_domain(meta: &SeriesMeta) -> &'static str {
+    match meta.kind {
+        EntityKind::Gpu => "compute",
+        EntityKind::NicPort | EntityKind::SwitchPort => "network",
+        EntityKind::StoragePool => "storage",
+        EntityKind::Node if meta.relation == lockstep_engine::metrics::Domain::Storage => "storage",
+        EntityKind::Node => "data_loading",
+        EntityKind::Job => "compute",
+    }
+}
+
+/// Splits the step-time rise into input wait, transfer and straggler wait.
+fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown) -> (Decomposition, Option<Culprit>) {
+    let mut scratch = Vec::new();
+    let waits: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == WAIT_METRIC).collect();
+    let execs: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == EXEC_METRIC).collect();
+    let input_wait = median(waits.iter().map(|s| s.feat.mean1 - s.feat.mean0), &mut scratch);
+    let rises: Vec<f64> = execs.iter().map(|s| (s.feat.m1 - s.feat.m0) / 1e6).collect();
+    let min_rise = rises.iter().copied().fold(f64::INFINITY, f64::min);
+    let med_rise = median(rises.iter().copied(), &mut scratch);
+    let culprit = execs
+        .iter()
+        .zip(&rises)
+        .min_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(s, _)| Culprit {
+            rank: s.meta.label("rank").unwrap_or("?").to_string(),
+            host: s.meta.host.clone(),
+            gpu: s.meta.label("gpu").map(str::to_string),
+        });
+    let (transfer, straggler) = if min_rise.is_finite() { (min_rise, med_rise - min_rise) } else { (0.0, 0.0) };
+    let mut sorted = rises.clone();
+    sorted.sort_by(f64::total_cmp);
+    let isolation = match sorted.as_slice() {
+        [a, b, ..] if med_rise - a > 1e-9 => ((b - a) / (med_rise - a)).clamp(0.0, 1.0),
+        _ => 0.0,
+    };
+    let wait_p90 = super::stats::quantile(waits.iter().map(|s| s.feat.mean1 - s.feat.mean0), 0.9, &mut scratch);
+    let dec = Decomposition {
+        step: slowdown.degraded - slowdown.baseline,
+        input_wait: if input_wait.is_finite() { input_wait } else { 0.0 },
+        transfer,
+        straggler: if straggler.is_finite() { straggler } else { 0.0 },
+        straggler_rank: culprit.as_ref().map(|c| c.rank.clone()),
+        straggler_isolation: isolation,
+        input_wait_p90: if wait_p90.is_finite() { wait_p90 } else { 0.0 },
+    };
+    (dec, culprit)
+}
+
+fn is_port(meta: &SeriesMeta) -> bool {
+    matches!(meta.kind, EntityKind::NicPort | EntityKind::SwitchPort)
+}
+
+/// Classes that start a fabric fault (drops, retransmits and congestion follow from them).
+fn is_fault_source(meta: &SeriesMeta) -> bool {
+    meta.info
+        .as_ref()
+        .is_some_and(|i| matches!(i.class, MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::HostPcie))
+}
+
+fn is_fabric_fault(s: &Scored<'_>) -> bool {
+    is_port(s.meta)
+        && s.changed()
+        && s.feat.m1 > s.feat.m0
+        && s.meta.info.as_ref().is_some_and(|i| {
+            matches!(
+                i.class,
+                MetricClass::PhysicalErrors
+                    | MetricClass::LinkFlaps
+                    | MetricClass::Drops
+                    | MetricClass::HostPcie
+                    | MetricClass::LossRetransmit
+                    | MetricClass::Congestion
+            )
+        })
+}
+
+/// Ranks entities among `candidates` by [`entity_score`] (ties: earlier onset, then name).
+fn best_entity<'a>(candidates: &[&'a Scored<'a>]) -> Option<(f64, String, Vec<&'a Scored<'a>>)> {
+    let mut by: HashMap<&str, Vec<&'a Scored<'a>>> = HashMap::new();
+    for s in candidates {
+        by.entry(s.meta.entity.as_str()).or_default().push(s);
+    }
+    let mut ranked: Vec<(f64, i64, String, Vec<&'a Scored<'a>>)> = by
+        .into_iter()
+        .map(|(e, mut list)| {
+            list.sort_by(|a, b| b.score.total_cmp(&a.score));
+            let onset = list.iter().filter_map(|s| s.feat.onset.map(|o| o.t)).min().unwrap_or(i64::MAX);
+            // Tie-break between the two ends of one bad cable: the stronger absolute signal.
+            let strength: f64 = list
+                .iter()
+                .filter(|s| class_weight(s.meta) >= 0.9)
+                .map(|s| (s.feat.m1 - s.feat.m0).abs().ln_1p())
+                .sum::<f64>()
+                * 0.05;
+            (entity_score(&list) + strength, onset, e.to_string(), list)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    ranked.into_iter().next().map(|(s, _, e, l)| (s.min(1.0), e, l))
+}
+
+fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Primary<'a> {
+    let candidates: Vec<&Scored<'_>> = scored.iter().filter(|s| is_fabric_fault(s)).collect();
+    ev.aggregate("collective", EXEC_METRIC, "median over ranks");
+    ev.aggregate("compute", "DCGM_FI_PROF_SM_ACTIVE", "median over GPUs");
+    let loss = scored
+        .iter()
+        .filter(|s| is_port(s.meta) && s.changed() && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::LossRetransmit))
+        .max_by(|a, b| a.score.total_cmp(&b.score));
+    let headline = "the collectives slowed because the fabric did: the fastest rank's all-reduce time rose".to_string();
+    match best_entity(&candidates) {
+        Some((score, entity, list)) => {
+            if let Some(l) = loss.filter(|l| l.meta.entity != entity) {
+                ev.series_link(l);
+            }
+            let chain = list.iter().take(2).map(|s| link(s, ev.w)).collect();
+            Primary {
+                bottleneck: "network",
+                domain: "network",
+                confidence: (0.5 + 0.5 * score).min(1.0),
+                evidence: vec![format!("{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers")],
+                entity,
+                headline,
+                series: list,
+                chain,
+            }
+        }
+        None => Primary {
+            bottleneck: "network",
+            domain: "network",
+            entity: ev.ctx.job.job.clone(),
+            confidence: 0.3,
+            evidence: vec![format!("{headline}; no fabric counter of the job's paths changed: the fault is outside the monitored ports")],
+            headline,
+            series: Vec::new(),
+            chain: Vec::new(),
+        },
+    }
+}
+
+fn straggler<'a>(
+    scored: &'a [Scored<'a>],
+    ev: &mut Evidence<'_>,
+    culprit: Option<&Culprit>,
+    dec: &Decomposition,
+) -> Option<Primary<'a>> {
+    ev.aggregate("collective", EXEC_METRIC, "median over ranks");
+    let Some(c) = culprit else {
+        return Some(Primary {
+            bottleneck: "compute",
+            domain: "compute",
+            entity: ev.ctx.job.job.clone(),
+            confidence: 0.3,
+            headline: "ranks wait for a straggler in the collective, but no per-rank collective times identify it".into(),
+            evidence: Vec::new(),
+            series: Vec::new(),
+            chain: Vec::new(),
+        });
+    };
+    let wait = scored
+        .iter()
+        .find(|s| s.meta.metric() == WAIT_METRIC && s.meta.label("rank") == Some(c.rank.as_str()));
+    let wait_rise = wait.map_or(0.0, |s| s.feat.mean1 - s.feat.mean0);
+    let lowest = format!(
+        "rank {} on {} has the LOWEST collective time (+{:.3} s while the median rank's rose {:.3} s): \
+         every other rank waits for it in the all-reduce",
+        c.rank,
+        c.host,
+        dec.transfer,
+        dec.transfer + dec.straggler
+    );
+    if wait_rise >= 0.3 * dec.straggler {
+        // The straggler waits for its data loader: the host's CPU is the cause.
+        let mut list: Vec<&Scored<'_>> = scored
+            .iter()
+            .filter(|s| s.meta.entity == c.host && s.meta.kind == EntityKind::Node && s.changed() && s.meta.metric() != WAIT_METRIC)
+            .collect();
+        list.sort_by(|a, b| b.score.total_cmp(&a.score));
+        // Its loader is short of CPU (node-local) — or of data, when the host shows no CPU
+        // contention against its peers: then the storage branch decides.
+        let cpu_bound = list.iter().any(|s| {
+            s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::CpuPressure)
+                && s.feat.m1 > s.feat.m0
+                && s.peer.is_none_or(|p| p > 3.0)
+        });
+        if !cpu_bound {
+            return None;
+        }
+        if let Some(w) = wait {
+            ev.series_link(w);
+        }
+        let chain = list.iter().take(2).map(|s| link(s, ev.w)).collect();
+        let headline = format!("rank {}'s data loader on {} fell behind (its wait rose {:.3} s per step)", c.rank, c.host, wait_rise);
+        return Some(Primary {
+            bottleneck: "data_loading",
+            domain: "data_loading",
+            entity: c.host.clone(),
+            confidence: (0.6 + 0.4 * entity_score(&list)).min(1.0),
+            evidence: vec![headline.clone(), lowest],
+            headline,
+            series: list,
+            chain,
+        });
+    }
+    let gpu = c.gpu.as_deref().map(|g| lockstep_engine::metrics::entity::gpu_name(&c.host, g));
+    let entity = gpu.unwrap_or_else(|| c.host.clone());
+    let mut list: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.entity == entity && s.changed()).collect();
+    list.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let chain = list.iter().take(3).map(|s| link(s, ev.w)).collect();
+    let headline = format!("{entity} computes slower than its peers");
+    Some(Primary {
+        bottleneck: "compute",
+        domain: "compute",
+        confidence: (0.6 + 0.4 * entity_score(&list)).min(1.0),
+        evidence: vec![headline.clone(), lowest],
+        entity,
+        headline,
+        series: list,
+        chain,
+    })
+}
+
+fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>, ctx: &JobContext) -> Primary<'a> {
+    ev.aggregate("data_loading", WAIT_METRIC, "median over ranks");
+    ev.aggregate("compute", "DCGM_FI_DEV_GPU_UTIL", "median over GPUs");
+    let pool_latency = scored
+        .iter()
+        .filter(|s| {
+            s.meta.kind == EntityKind::StoragePool
+                && s.changed()
+                && s.feat.m1 > s.feat.m0
+                && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::Latency)
+        })
+        .min_by_key(|s| s.feat.onset.map_or(i64::MAX, |o| o.t));
+    let Some(lat) = pool_latency else {
+        // Input-bound without a storage change: the loaders themselves (CPU) are short.
+        let cpu: Vec<&Scored<'_>> = scored
+            .iter()
+            .filter(|s| s.meta.kind == EntityKind::Node && s.changed() && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::CpuPressure))
+            .collect();
+        let best = best_entity(&cpu);
+        let headline = "every rank waits for its data loader while storage latency is unchanged".to_string();
+        return match best {
+            Some((score, entity, list)) => Primary {
+                bottleneck: "data_loading",
+                domain: "data_loading",
+                entity,
+                confidence: (0.4 + 0.5 * score).min(1.0),
+                evidence: vec![headline.clone()],
+                headline,
+                chain: list.iter().take(2).map(|s| link(s, ev.w)).collect(),
+                series: list,
+            },
+            None => Primary {
+                bottleneck: "data_loading",
+                domain: "data_loading",
+                entity: ctx.job.job.clone(),
+                confidence: 0.3,
+                evidence: vec![headline.clone()],
+                headline,
+                series: Vec::new(),
+                chain: Vec::new(),
+            },
+        };
+    };
+    let lat_onset = lat.feat.onset;
+    // A fabric fault on the storage path that does not start after the storage latency rise.
+    let fabric: Vec<&Scored<'_>> = scored
+        .iter()
+        .filter(|s| is_fabric_fault(s) && is_fault_source(s.meta))
+        .filter(|s| match (s.feat.onset, lat_onset) {
+            (Some(f), Some(l)) => !after_beyond_doubt(f, l),
+            (None, _) => false,
+            (Some(_), None) => true,
+        })
+        .collect();
+    let pool = ctx.pool.clone().unwrap_or_else(|| lat.meta.entity.clone());
+    if let Some((score, entity, list)) = best_entity(&fabric) {
+        ev.series_link(lat);
+        let chain = list.iter().take(2).map(|s| link(s, ev.w)).collect();
+        let headline = format!(
+            "the storage problem is a network problem: {pool} latency rose after fabric errors on its path at {entity}"
+        );
+        return Primary {
+            bottleneck: "storage",
+            domain: "network",
+            confidence: (0.5 + 0.5 * score).min(1.0),
+            evidence: vec![
+                headline.clone(),
+                format!("the job waits on storage ({}), whose path crosses {entity}", describe(lat)),
+            ],
+            entity,
+            headline,
+            series: list,
+            chain,
+        };
+    }
+    // Storage itself: the pool, with the degraded server or the aggressor job as evidence.
+    let mut list: Vec<&Scored<'_>> = scored
+        .iter()
+        .filter(|s| s.changed() && (s.meta.kind == EntityKind::StoragePool || (s.meta.kind == EntityKind::Node && s.meta.relation == lockstep_engine::metrics::Domain::Storage)))
+        .collect();
+    list.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let mut evidence = Vec::new();
+    let server = list
+        .iter()
+        .filter(|s| s.meta.kind == EntityKind::Node && s.peer.is_some_and(|p| p > 3.0))
+        .max_by(|a, b| a.score.total_cmp(&b.score));
+    if let Some(sv) = server {
+        evidence.push(format!("storage server {} degraded: {}", sv.meta.entity, describe(sv)));
+        ev.series_link(sv);
+    }
+    let aggressor = scored
+        .iter()
+        .filter(|s| {
+            s.meta.kind == EntityKind::StoragePool
+                && s.meta.label("job").is_some_and(|j| j != ctx.job.job)
+                && s.changed()
+                && s.feat.m1 > s.feat.m0
+        })
+        .max_by(|a, b| a.feat.z.total_cmp(&b.feat.z));
+    if let Some(a) = aggressor {
+        evidence.push(format!(
+            "job {} saturates the pool: {}",
+            a.meta.label("job").unwrap_or("?"),
+            describe(a)
+        ));
+        ev.series_link(a);
+    }
+    let headline = format!("every rank waits for data because {pool} got slow ({})", describe(lat));
+    evidence.insert(0, headline.clone());
+    let chain = vec![link(lat, ev.w)];
+    Primary {
+        bottleneck: "storage",
+        domain: "storage",
+        entity: pool,
+        confidence: (0.6 + 0.4 * lat.score).min(1.0),
+        evidence,
+        headline,
+        series: list,
+        chain,
+    }
+}
+
+/// Whether onset `a` is after onset `b` beyond the clock uncertainty and the sampling
+/// resolution (a's previous sample is after b).
+fn after_beyond_doubt(a: Onset, b: Onset) -> bool {
+    a.uncertainty != UNCERTAINTY_UNKNOWN && b.uncertainty != UNCERTAINTY_UNKNOWN && before(b.t, b.uncertainty, a.prev, a.uncertainty)
+}
+
+/// A chain link from one series.
+fn link(s: &Scored<'_>, w: Windows) -> ChainLink {
+    let o = s.feat.onset;
+    ChainLink {
+        time: o.map_or(w.slowdown, |o| o.t),
+        uncertainty_ns: o.map_or(0, |o| o.uncertainty),
+        domain: root_domain_or_metric(s.meta),
+        entity: s.meta.entity.clone(),
+        metric: series_label(s.meta),
+        change: fmt_change(s.feat.m0, s.feat.m1, &unit(s.meta)),
+        before: s.feat.m0,
+        after: s.feat.m1,
+        after_previous: false,
+        sql: sql_series(s.meta, w.from, w.to),
+    }
+}
+
+fn root_domain_or_metric(meta: &SeriesMeta) -> String {
+    if is_port(meta) {
+        return "network".to_string();
+    }
+    meta.domain.as_str().to_string()
+}
+
+/// The metric with its distinguishing non-entity labels.
+pub(crate) fn series_label(meta: &SeriesMeta) -> String {
+    let extra: Vec<String> = meta
+        .key
+        .labels
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "quantile" | "mode" | "job" | "cpu" | "rank"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if extra.is_empty() { meta.metric().to_string() } else { format!("{}{{{}}}", meta.metric(), extra.join(",")) }
+}
+
+fn unit(meta: &SeriesMeta) -> String {
+    let u = meta.info.as_ref().map_or("", |i| i.unit.as_str());
+    if meta.is_counter() { format!("{u}/s") } else { u.to_string() }
+}
+
+fn describe(s: &Scored<'_>) -> String {
+    let mut text = format!("{} {} {}", s.meta.entity, series_label(s.meta), fmt_change(s.feat.m0, s.feat.m1, &unit(s.meta)));
+    if s.feat.z.abs() >= super::analyze::Z_CAP {
+        text.push_str(" (from a flat baseline)");
+    } else {
+        text.push_str(&format!(" ({:+.1} robust sd)", s.feat.z));
+    }
+    if let Some(p) = s.peer {
+        text.push_str(&format!(", {p:+.1} against its peers"));
+    }
+    if let Some(o) = s.feat.onset {
+        text.push_str(&format!(", onset {}", super::text::fmt_time(o.t)));
+        if o.uncertainty == UNCERTAINTY_UNKNOWN {
+            text.push_str(" (clock uncertainty unknown)");
+        } else {
+            text.push_str(&format!(" ± {}", super::text::fmt_duration(o.uncertainty)));
+        }
+    }
+    text
+}
+
+/// Job-wide evidence links (aggregates over ranks or GPUs) and single-series links.
+struct Evidence<'a> {
+    ctx: &'a JobContext,
+    data: &'a Loaded,
+    w: Windows,
+    links: Vec<ChainLink>,
+}
+
+impl<'a> Evidence<'a> {
+    fn new(ctx: &'a JobContext, data: &'a Loaded, w: Windows, _slow_t: i64) -> Self {
+        Evidence { ctx, data, w, links: Vec::new() }
+    }
+
+    fn take(&mut self) -> Vec<ChainLink> {
+        std::mem::take(&mut self.links)
+    }
+
+    fn series_link(&mut self, s: &Scored<'_>) {
+        self.links.push(link(s, self.w));
+    }
+
+    /// A link for the median of `metric` over the job's series, if it changed.
+    fn aggregate(&mut self, domain: &str, metric: &str, how: &str) {
+        let idx: Vec<usize> = (0..self.ctx.series.len()).filter(|&i| self.ctx.series[i].metric() == metric).collect();
+        if idx.is_empty() {
+            return;
+        }
+        let grids: Vec<Vec<f32>> = idx.iter().map(|&i| self.data.series[i].grid.clone()).collect();
+        let points = across_median(&grids, &self.data.grid);
+        let signal = Signal { t: points.iter().map(|p| p.0).collect(), v: points.iter().map(|p| p.1).collect() };
+        let meta = &self.ctx.series[idx[0]];
+        let Some(f) = features(&signal, &self.w, meta, self.data_timeline_free()) else { return };
+        let changed = f.z.abs() >= Z_CHANGED && f.rel().abs() >= 0.05;
+        let (Some(o), true) = (f.onset, changed) else { return };
+        let hosts: Vec<&str> = idx.iter().map(|&i| self.ctx.series[i].host.as_str()).collect();
+        let _ = hosts;
+        let (label, value) = if metric == EXEC_METRIC { ("slurm_job_id", self.ctx.job.slurm_job_id.clone().unwrap_or_else(|| self.ctx.job.job.clone())) } else if metric.starts_with("DCGM") { ("", String::new()) } else { ("job", self.ctx.job.job.clone()) };
+        let sql = if label.is_empty() {
+            super::text::sql_gpu_aggregate(metric, &self.ctx.job.job, self.w.from, self.w.to)
+        } else {
+            sql_aggregate(metric, label, &value, self.w.from, self.w.to)
+        };
+        let u = meta.info.as_ref().map_or("", |i| i.unit.as_str()).to_string();
+        self.links.push(ChainLink {
+            time: o.t,
+            uncertainty_ns: self.data.slowdown.uncertainty_ns.unwrap_or(0),
+            domain: domain.to_string(),
+            entity: self.ctx.job.job.clone(),
+            metric: format!("{metric} ({how})"),
+            change: fmt_change(f.m0, f.m1, &u),
+            before: f.m0,
+            after: f.m1,
+            after_previous: false,
+            sql,
+        });
+    }
+
+    /// Aggregates mix hosts: their uncertainty is taken from the slowdown's (all job hosts).
+    fn data_timeline_free(&self) -> super::load::Timeline<'static> {
+        super::load::Timeline::raw()
+    }
+}
+
+fn verdict_text(d: &Diagnosis, headline: &str) -> String {
+    let s = &d.slowdown;
+    let top = d.suspects.first();
+    let pct = if s.baseline > 0.0 { (s.degraded / s.baseline - 1.0) * 100.0 } else { 0.0 };
+    format!(
+        "{} slowed down at {} (step time {:.3} s → {:.3} s, {:+.0} %). Bottleneck: {}. Root cause: {} in {} — {}.",
+        d.job,
+        s.time.map_or("-".to_string(), super::text::fmt_time),
+        s.baseline,
+        s.degraded,
+        pct,
+        d.bottleneck.as_deref().unwrap_or("none"),
+        top.map_or("-", |t| t.entity.as_str()),
+        d.root_cause_domain.as_deref().unwrap_or("-"),
+        headline
+    )
+}
+
+/// Report lanes: step time, GPU activity, collective time, fabric counters of the suspect path,
+/// storage latency, data-loader wait.
+fn lanes(ctx: &JobContext, data: &Loaded, culprit_host: Option<&str>, fabric: &[&SeriesMeta]) -> Vec<Lane> {
+    let mut out = vec![Lane {
+        group: "step time".into(),
+        label: format!("{STEP_METRIC} (median over ranks)"),
+        unit: "s".into(),
+        times: data.step_points.iter().map(|p| p.0).collect(),
+        values: data.step_points.iter().map(|p| p.1).collect(),
+    }];
+    let agg = |group: &str, metric: &str, filter: &dyn Fn(&SeriesMeta) -> bool, label: String| -> Option<Lane> {
+        let grids: Vec<Vec<f32>> = ctx
+            .series
+            .iter()
+            .zip(&data.series)
+            .filter(|(m, _)| m.metric() == metric && filter(m))
+            .map(|(_, s)| s.grid.clone())
+            .collect();
+        if grids.is_empty() {
+            return None;
+        }
+        let pts = across_median(&grids, &data.grid);
+        let unit = ctx.series.iter().find(|m| m.metric() == metric).and_then(|m| m.info.as_ref()).map_or(String::new(), |i| i.unit.clone());
+        Some(Lane { group: group.into(), label, unit, times: pts.iter().map(|p| p.0).collect(), values: pts.iter().map(|p| p.1).collect() })
+    };
+    let all = |_: &SeriesMeta| true;
+    out.extend(agg("GPU activity", "DCGM_FI_PROF_SM_ACTIVE", &all, "SM active (median over GPUs)".into()));
+    out.extend(agg("GPU activity", "DCGM_FI_DEV_GPU_UTIL", &all, "GPU util % (median over GPUs)".into()));
+    out.extend(agg("collective time", EXEC_METRIC, &all, "all-reduce exec time (median over ranks)".into()));
+    if let Some(h) = culprit_host {
+        let on = |m: &SeriesMeta| m.host == h;
+        out.extend(agg("collective time", EXEC_METRIC, &on, format!("all-reduce exec time ({h})")));
+    }
+    for meta in fabric {
+        if let Some(i) = ctx.series.iter().position(|m| m.id == meta.id) {
+            let pts: Vec<(i64, f64)> = data.series[i]
+                .grid
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_finite())
+                .map(|(k, v)| (data.grid.time(k), f64::from(*v)))
+                .collect();
+            out.push(Lane {
+                group: "fabric (suspect path)".into(),
+                label: format!("{} {}", meta.entity, series_label(meta)),
+                unit: unit(meta),
+                times: pts.iter().map(|p| p.0).collect(),
+                values: pts.iter().map(|p| p.1).collect(),
+            });
+        }
+    }
+    for q in ["0.5", "0.99"] {
+        let f = move |m: &SeriesMeta| m.label("quantile") == Some(q);
+        out.extend(agg("storage latency", "storage_read_latency_seconds", &f, format!("pool read latency p{}", if q == "0.5" { "50" } else { "99" })));
+    }
+    out.extend(agg("data-loader wait", WAIT_METRIC, &all, "data-loader wait (median over ranks)".into()));
+    if let Some(h) = culprit_host {
+        let on = |m: &SeriesMeta| m.host == h;
+        out.extend(agg("data-loader wait", WAIT_METRIC, &on, format!("data-loader wait ({h})")));
+    }
+    out.retain(|l| !l.times.is_empty());
+    let _ = SEC;
+    out
+}

@@ -1,0 +1,239 @@
+//! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats).
+//!
+//! Settings come from flags, then environment variables (`LOCKSTEP_*`, listed in each flag's
+//! help), then the TOML file given with `--config`, then defaults. See `docs/ingest-server.md`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use lockstep_engine::{Store, StoreConfig};
+use lockstep_ingest::server::{ServeOptions, Server, ServerConfig, TlsPem, TokenSet, check_exposure};
+
+/// Arguments of `lockstep serve`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    store: super::StoreArgs,
+    /// Address to listen on (default 127.0.0.1:4317; port 0 picks a free port).
+    #[arg(long, env = "LOCKSTEP_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Tokens file (`role[,role] token` per line; roles read, write).
+    #[arg(long, env = "LOCKSTEP_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = "LOCKSTEP_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); needs --tls-cert.
+    #[arg(long, env = "LOCKSTEP_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// Allow serving without tokens on a non-loopback address.
+    #[arg(long, env = "LOCKSTEP_INSECURE")]
+    insecure: bool,
+    /// TOML config file (keys in docs/ingest-server.md); flags and env override it.
+    #[arg(long, env = "LOCKSTEP_CONFIG")]
+    config: Option<PathBuf>,
+    /// Writes processed at once; beyond it RESOURCE_EXHAUSTED.
+    #[arg(long, env = "LOCKSTEP_MAX_IN_FLIGHT")]
+    max_in_flight: Option<usize>,
+    /// Largest accepted gRPC message, bytes.
+    #[arg(long, env = "LOCKSTEP_MAX_MESSAGE_BYTES")]
+    max_message_bytes: Option<usize>,
+    /// Refuse writes while the server's RSS is above this many MiB.
+    #[arg(long, env = "LOCKSTEP_MEMORY_LIMIT_MB")]
+    memory_limit_mb: Option<u64>,
+    /// Seconds between self-telemetry samples written into the store.
+    #[arg(long, env = "LOCKSTEP_TELEMETRY_INTERVAL_SECS")]
+    telemetry_interval_secs: Option<u64>,
+    /// Flush the in-memory write buffer to Parquet at this many rows.
+    #[arg(long, env = "LOCKSTEP_FLUSH_ROWS")]
+    flush_rows: Option<usize>,
+}
+
+/// The `--config` TOML file. Every key is optional.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    token_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    insecure: Option<bool>,
+    drain_timeout_secs: Option<u64>,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    telemetry: FileTelemetry,
+    #[serde(default)]
+    clock: FileClock,
+    #[serde(default)]
+    store: FileStore,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_message_bytes: Option<usize>,
+    max_series_per_request: Option<usize>,
+    max_samples_per_request: Option<usize>,
+    max_stream_definitions: Option<usize>,
+    max_in_flight: Option<usize>,
+    stream_window: Option<usize>,
+    admission_wait_ms: Option<u64>,
+    memory_limit_mb: Option<u64>,
+    retry_after_ms: Option<u64>,
+    max_rejections: Option<usize>,
+    max_delta_series: Option<usize>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTelemetry {
+    interval_secs: Option<u64>,
+    host: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileClock {
+    refit_delay_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStore {
+    flush_rows: Option<usize>,
+    max_future_secs: Option<i64>,
+}
+
+fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))
+}
+
+/// Starts the server and blocks until SIGTERM or SIGINT, then drains and closes the store.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let file: FileConfig = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing config {}", p.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4317)));
+    let token_file = args.token_file.or(file.token_file);
+    let insecure = args.insecure || file.insecure.unwrap_or(false);
+    let tls_cert = args.tls_cert.or(file.tls_cert);
+    let tls_key = args.tls_key.or(file.tls_key);
+
+    let mut config = ServerConfig::default();
+    let l = &mut config.limits;
+    let fl = &file.limits;
+    l.max_message_bytes = args.max_message_bytes.or(fl.max_message_bytes).unwrap_or(l.max_message_bytes);
+    l.max_series_per_request = fl.max_series_per_request.unwrap_or(l.max_series_per_request);
+    l.max_samples_per_request = fl.max_samples_per_request.unwrap_or(l.max_samples_per_request);
+    l.max_stream_definitions = fl.max_stream_definitions.unwrap_or(l.max_stream_definitions);
+    l.max_in_flight = args.max_in_flight.or(fl.max_in_flight).unwrap_or(l.max_in_flight);
+    l.stream_window = fl.stream_window.unwrap_or(l.stream_window);
+    if let Some(ms) = fl.admission_wait_ms {
+        l.admission_wait = Duration::from_millis(ms);
+    }
+    l.memory_limit_bytes = args.memory_limit_mb.or(fl.memory_limit_mb).map(|mb| mb << 20).or(l.memory_limit_bytes);
+    l.retry_after_ms = fl.retry_after_ms.unwrap_or(l.retry_after_ms);
+    l.max_rejections = fl.max_rejections.unwrap_or(l.max_rejections);
+    l.max_delta_series = fl.max_delta_series.unwrap_or(l.max_delta_series);
+    if let Some(s) = args.telemetry_interval_secs.or(file.telemetry.interval_secs) {
+        config.telemetry_interval = Duration::from_secs(s.max(1));
+    }
+    if let Some(h) = file.telemetry.host {
+        config.telemetry_host = h;
+    }
+    if let Some(s) = file.clock.refit_delay_secs {
+        config.clock_refit_delay = Duration::from_secs(s);
+    }
+    if let Some(s) = file.drain_timeout_secs {
+        config.drain_timeout = Duration::from_secs(s);
+    }
+
+    let tokens = match &token_file {
+        Some(p) => {
+            let text = String::from_utf8(read(p, "tokens file")?).context("tokens file is not UTF-8")?;
+            Some(TokenSet::parse(&text).with_context(|| format!("tokens file {}", p.display()))?)
+        }
+        None => None,
+    };
+    check_exposure(listen, tokens.is_some(), insecure)?;
+    let tls = match (&tls_cert, &tls_key) {
+        (Some(c), Some(k)) => Some(TlsPem { cert: read(c, "TLS certificate")?, key: read(k, "TLS key")? }),
+        (None, None) => None,
+        _ => anyhow::bail!("--tls-cert and --tls-key must be given together"),
+    };
+    if tokens.is_none() {
+        eprintln!("warning: serving without authentication (no --token-file)");
+    } else if tls.is_none() && !listen.ip().is_loopback() {
+        eprintln!("warning: bearer tokens travel in cleartext without --tls-cert/--tls-key");
+    }
+
+    let mut store_config = StoreConfig::default();
+    if let Some(rows) = args.flush_rows.or(file.store.flush_rows) {
+        store_config.flush_rows = rows;
+    }
+    if let Some(s) = file.store.max_future_secs {
+        store_config.max_future_ns = Some(s.saturating_mul(1_000_000_000));
+    }
+    let store = Arc::new(
+        Store::open(&args.store.data_dir, store_config)
+            .with_context(|| format!("opening store {}", args.store.data_dir.display()))?,
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+        let local = listener.local_addr()?;
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {local}{}", if tls.is_some() { " (tls)" } else { "" })?;
+            out.flush()?;
+        }
+        let server = Server::new(store.clone(), ServeOptions { config, tokens, tls });
+        let report = server.run(listener, shutdown_signal()).await?;
+        anyhow::Ok(report)
+    })?;
+    drop(runtime);
+    match Arc::try_unwrap(store) {
+        Ok(store) => store.close().context("closing store")?,
+        Err(store) => store.flush().context("flushing store")?,
+    }
+    eprintln!(
+        "stopped: {} samples accepted{}",
+        report.samples_accepted,
+        if report.abandoned_writes > 0 { format!(", {} writes abandoned", report.abandoned_writes) } else { String::new() }
+    );
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = term => {}
+        r = tokio::signal::ctrl_c() => {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "cannot listen for SIGINT");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}

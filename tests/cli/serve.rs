@@ -1,0 +1,417 @@
+//! End-to-end tests of `lockstep serve`: the real binary on 127.0.0.1:0, a real tonic client
+//! from `lockstep-proto`, queries by `lockstep sql` after the server stopped.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use lockstep_proto::ingest::v1::clock_sync_client::ClockSyncClient;
+use lockstep_proto::ingest::v1::stats_client::StatsClient;
+use lockstep_proto::ingest::v1::write_client::WriteClient;
+use lockstep_proto::ingest::v1::{
+    ClockUpload, ExchangeRequest, OffsetRecord, SeriesDefinition, SeriesSamples, StatsRequest, SyncRecord, WriteRequest,
+    WriteResponse,
+};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+use tonic::{Code, Request, Status};
+
+use super::{T, ok};
+
+const WRITE_TOKEN: &str = "write-token-0123456789abcdef";
+const READ_TOKEN: &str = "read-token-0123456789abcdef";
+
+/// A running `lockstep serve`; killed on drop.
+struct ServerProc {
+    child: Child,
+    addr: String,
+    stderr: Option<std::process::ChildStderr>,
+}
+
+impl ServerProc {
+    fn start(db: &Path, extra: &[&str]) -> ServerProc {
+        Self::try_start(db, extra).unwrap_or_else(|e| panic!("server did not start: {e}"))
+    }
+
+    fn try_start(db: &Path, extra: &[&str]) -> Result<ServerProc, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let Some(rest) = line.strip_prefix("listening on ") else {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            let _ = child.wait();
+            return Err(err);
+        };
+        let addr = rest.split_whitespace().next().unwrap().to_string();
+        Ok(ServerProc { stderr: child.stderr.take(), child, addr })
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then the exit status must be success.
+    fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        self.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(status.success(), "server exited with {status}: {err}");
+        err
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn token_file(dir: &Path) -> PathBuf {
+    let p = dir.join("tokens");
+    std::fs::write(&p, format!("# test tokens\nwrite {WRITE_TOKEN}\nread {READ_TOKEN}\n")).unwrap();
+    p
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn req<T>(msg: T, token: Option<&str>) -> Request<T> {
+    let mut r = Request::new(msg);
+    if let Some(t) = token {
+        r.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    r
+}
+
+fn def(r: u32, metric: &str, host: Option<&str>) -> SeriesDefinition {
+    let mut labels = HashMap::new();
+    if let Some(h) = host {
+        labels.insert("host".to_string(), h.to_string());
+    }
+    labels.insert("gpu".to_string(), r.to_string());
+    SeriesDefinition { r#ref: r, metric: metric.to_string(), labels }
+}
+
+/// Delta-encodes absolute timestamps.
+fn samples(r: u32, ts: &[i64], vs: &[f64]) -> SeriesSamples {
+    let mut prev = 0;
+    let timestamp_deltas = ts
+        .iter()
+        .map(|&t| {
+            let d = t - prev;
+            prev = t;
+            d
+        })
+        .collect();
+    SeriesSamples { r#ref: r, timestamp_deltas, values: vs.to_vec() }
+}
+
+async fn client(url: &str) -> WriteClient<Channel> {
+    WriteClient::new(Channel::from_shared(url.to_string()).unwrap().connect().await.unwrap())
+}
+
+async fn write(url: &str, token: Option<&str>, r: WriteRequest) -> Result<WriteResponse, Status> {
+    client(url).await.write(req(r, token)).await.map(|r| r.into_inner())
+}
+
+fn sql_json(db: &Path, query: &str) -> Vec<serde_json::Value> {
+    ok(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "json", query])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Writes by unary and streaming calls, uses clock sync and stats, stops by SIGTERM; the
+/// samples, the self-telemetry and a clock model version are there afterwards.
+#[test]
+fn serve_write_stream_clock_stats_then_sql() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let tokens = token_file(tmp.path());
+    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap()]);
+    let url = server.url();
+    rt().block_on(async {
+        let r = WriteRequest {
+            definitions: vec![def(1, "test_util", Some("node-1")), def(2, "test_util", Some("node-2"))],
+            series: vec![samples(1, &[T, T + 1_000, T + 2_000], &[1.0, 2.0, 3.0]), samples(2, &[T], &[10.0])],
+            sequence: 42,
+        };
+        let ack = write(&url, Some(WRITE_TOKEN), r).await.unwrap();
+        assert_eq!((ack.sequence, ack.accepted, ack.rejected), (42, 4, 0));
+
+        // Stream: definitions once, then refs only; one ack per batch, in order.
+        let batches = vec![
+            WriteRequest { definitions: vec![def(7, "test_stream", Some("node-3"))], series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])], sequence: 1 },
+            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])], sequence: 2 },
+            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 5], &[f64::NAN])], sequence: 3 },
+        ];
+        let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        let mut got = Vec::new();
+        while let Some(a) = acks.message().await.unwrap() {
+            got.push((a.sequence, a.accepted, a.rejected));
+        }
+        assert_eq!(got, vec![(1, 2, 0), (2, 3, 0), (3, 0, 1)]);
+
+        let channel = Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
+        let mut clock = ClockSyncClient::new(channel.clone());
+        let x = clock.exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed: vec![] }, Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        assert!(x.t2 > 0 && x.t3 >= x.t2 && x.t1 == T);
+        let t4 = x.t3 + 1_000;
+        let completed = vec![SyncRecord { host: "node-1".into(), t1: x.t2 - 1_000, t2: x.t2, t3: x.t3, t4 }];
+        let x2 = clock.exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed }, Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        assert_eq!(x2.recorded, 1);
+        let up = ClockUpload {
+            exchanges: vec![],
+            offsets: vec![OffsetRecord { host: "node-2".into(), local_time: T, offset_ns: 5_000, uncertainty_ns: 100 }],
+        };
+        assert_eq!(clock.upload(req(up, Some(WRITE_TOKEN))).await.unwrap().into_inner().offsets, 1);
+        let bad = ClockUpload { exchanges: vec![], offsets: vec![OffsetRecord { host: "n".into(), local_time: T, offset_ns: 0, uncertainty_ns: -1 }] };
+        assert_eq!(clock.upload(req(bad, Some(WRITE_TOKEN))).await.unwrap_err().code(), Code::InvalidArgument);
+
+        let stats = StatsClient::new(channel).get(req(StatsRequest {}, Some(READ_TOKEN))).await.unwrap().into_inner();
+        assert_eq!(stats.samples_accepted, 9);
+        assert_eq!(stats.rejected_by_reason.get("non_finite_value"), Some(&1));
+    });
+    let err = server.stop();
+    assert!(err.contains("stopped: 9 samples accepted"), "{err}");
+
+    let rows = sql_json(&db, "SELECT metric, host, count(*) AS n, sum(value) AS s FROM samples WHERE metric LIKE 'test_%' GROUP BY metric, host ORDER BY metric, host");
+    let rows: Vec<String> = rows.iter().map(|r| format!("{} {} {} {}", r["metric"], r["host"], r["n"], r["s"])).collect();
+    assert_eq!(rows, vec![
+        r#""test_stream" "node-3" 5 5.0"#,
+        r#""test_util" "node-1" 3 6.0"#,
+        r#""test_util" "node-2" 1 10.0"#,
+    ]);
+    let rows = sql_json(&db, "SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_accepted_total'");
+    assert_eq!(rows[0]["v"], 9.0);
+    let rows = sql_json(&db, "SELECT reason, max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_rejected_by_reason_total' GROUP BY reason");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["reason"], "non_finite_value");
+    let versions = std::fs::read_dir(db.join("clock/versions")).unwrap().count();
+    assert!(versions >= 1, "clock models were not refitted at shutdown");
+}
+
+/// Bad credentials, oversize, malformed and invalid batches get the right status and message.
+#[test]
+fn serve_rejects_with_clear_statuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let tokens = token_file(tmp.path());
+    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--max-message-bytes", "100000"]);
+    let url = server.url();
+    let good = || WriteRequest { definitions: vec![def(1, "m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0 };
+    rt().block_on(async {
+        let e = write(&url, None, good()).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        assert!(e.message().contains("missing authorization"), "{}", e.message());
+        let e = write(&url, Some("wrong-token-wrong-token"), good()).await.unwrap_err();
+        assert_eq!((e.code(), e.message()), (Code::Unauthenticated, "invalid bearer token"));
+        let e = write(&url, Some(READ_TOKEN), good()).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert!(e.message().contains("needs role write"), "{}", e.message());
+        let channel = Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
+        let e = StatsClient::new(channel).get(req(StatsRequest {}, Some(WRITE_TOKEN))).await.unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+
+        // 20,000 samples = 160 kB of values > the 100 kB limit.
+        let n = 20_000;
+        let big = WriteRequest {
+            definitions: vec![def(1, "m", Some("h"))],
+            series: vec![samples(1, &(0..n).map(|i| T + i).collect::<Vec<_>>(), &vec![1.0; n as usize])],
+            sequence: 0,
+        };
+        let e = write(&url, Some(WRITE_TOKEN), big).await.unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange);
+        assert!(e.message().contains("too large"), "{}", e.message());
+
+        let unknown = WriteRequest { series: vec![samples(9, &[T], &[1.0])], ..good() };
+        let e = write(&url, Some(WRITE_TOKEN), unknown).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("series[0]: ref 9 is not defined"), "{}", e.message());
+        let mut mismatch = good();
+        mismatch.series[0].values.push(2.0);
+        let e = write(&url, Some(WRITE_TOKEN), mismatch).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("1 timestamp_deltas but 2 values"), "{}", e.message());
+        let no_host = WriteRequest { definitions: vec![def(1, "m", None)], ..good() };
+        let e = write(&url, Some(WRITE_TOKEN), no_host).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("has no host label"), "{}", e.message());
+
+        // All samples invalid: INVALID_ARGUMENT; some invalid: OK with per-series reasons.
+        let nan = WriteRequest { series: vec![samples(1, &[T, T + 1], &[f64::NAN, f64::INFINITY])], ..good() };
+        let e = write(&url, Some(WRITE_TOKEN), nan).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("all 2 samples rejected") && e.message().contains("not finite"), "{}", e.message());
+        let future = T + 10 * 365 * 86_400_000_000_000;
+        let e = write(&url, Some(WRITE_TOKEN), WriteRequest { series: vec![samples(1, &[future], &[1.0])], ..good() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("in the future"), "{}", e.message());
+        let mixed = WriteRequest {
+            definitions: vec![def(1, "m", Some("h")), def(2, "m", Some("h2"))],
+            series: vec![samples(1, &[T, T + 1], &[1.0, f64::NAN]), samples(2, &[future, T], &[1.0, 2.0])],
+            sequence: 5,
+        };
+        let ack = write(&url, Some(WRITE_TOKEN), mixed).await.unwrap();
+        assert_eq!((ack.accepted, ack.rejected), (2, 2));
+        let reasons: Vec<(u32, &str, u64)> = ack.rejections.iter().map(|r| (r.r#ref, r.reason.as_str(), r.samples)).collect();
+        assert_eq!(reasons, vec![(1, "non_finite_value", 1), (2, "future_timestamp", 1)]);
+        assert!(ack.rejections[1].series.contains("h2"), "{:?}", ack.rejections[1]);
+
+        // A malformed batch in a stream: earlier batches acknowledged, then INVALID_ARGUMENT.
+        let batches = vec![good(), WriteRequest { series: vec![samples(3, &[T], &[1.0])], ..Default::default() }, good()];
+        let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        assert_eq!(acks.message().await.unwrap().unwrap().accepted, 1);
+        let e = acks.message().await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("ref 3 is not defined"), "{}", e.message());
+    });
+    server.stop();
+}
+
+/// SIGKILL right after acknowledgements; a restarted server has every acknowledged sample.
+#[test]
+fn serve_killed_after_ack_keeps_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let mut server = ServerProc::start(&db, &["--insecure"]);
+    let url = server.url();
+    let acked = rt().block_on(async {
+        let mut acked = 0;
+        for b in 0..20i64 {
+            let ts: Vec<i64> = (0..500).map(|i| T + b * 500 + i).collect();
+            let r = WriteRequest { definitions: vec![def(1, "killed", Some("h"))], series: vec![samples(1, &ts, &vec![1.0; 500])], sequence: b as u64 };
+            acked += write(&url, None, r).await.unwrap().accepted;
+        }
+        acked
+    });
+    assert_eq!(acked, 10_000);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(server);
+    let server = ServerProc::start(&db, &["--insecure"]);
+    server.stop();
+    let rows = sql_json(&db, "SELECT count(*) AS n, sum(value) AS s FROM samples WHERE metric = 'killed'");
+    assert_eq!(rows[0]["n"], 10_000);
+}
+
+/// No tokens on a non-loopback address: refuses to start unless `--insecure`.
+#[test]
+fn serve_refuses_unauthenticated_public_listen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to listen on 0.0.0.0:0 without authentication"), "{err}");
+    let tokens = tmp.path().join("bad-tokens");
+    std::fs::write(&tokens, "write short\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--token-file", tokens.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: token is 5 characters"));
+    // With --insecure it starts (on a wildcard address, port chosen by the OS).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "0.0.0.0:0", "--insecure"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(line.starts_with("listening on 0.0.0.0:"), "{line}");
+}
+
+/// TLS with a self-signed certificate (made by the `openssl` CLI): a TLS client with the
+/// certificate as CA writes; a plaintext client cannot.
+#[test]
+fn serve_tls_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cert, key) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
+    let status = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth", "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl CLI is needed to make a test certificate");
+    assert!(status.success());
+    let db = tmp.path().join("db");
+    let tokens = token_file(tmp.path());
+    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    let addr = server.addr.clone();
+    rt().block_on(async {
+        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(std::fs::read(&cert).unwrap())).domain_name("localhost");
+        let channel = Channel::from_shared(format!("https://{addr}")).unwrap().tls_config(tls).unwrap().connect().await.unwrap();
+        let r = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T, T + 1], &[1.0, 2.0])], sequence: 0 };
+        let ack = WriteClient::new(channel).write(req(r, Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        assert_eq!(ack.accepted, 2);
+        let plain = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0 };
+        let plain_result = match Channel::from_shared(format!("http://{addr}")).unwrap().connect().await {
+            Ok(ch) => WriteClient::new(ch).write(req(plain, Some(WRITE_TOKEN))).await.map(|_| ()),
+            Err(e) => Err(Status::unavailable(e.to_string())),
+        };
+        assert!(plain_result.is_err(), "plaintext must not work against a TLS server");
+    });
+    server.stop();
+    let rows = sql_json(&db, "SELECT count(*) AS n FROM samples WHERE metric = 'tls_m'");
+    assert_eq!(rows[0]["n"], 2);
+}
+
+/// The OpenTelemetry Python SDK (OTLP/gRPC exporter) exports a gauge, a counter and a
+/// histogram to `lockstep serve`; the values are queryable by SQL.
+#[test]
+fn serve_accepts_otlp_from_python_sdk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let tokens = token_file(tmp.path());
+    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap()]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otel_export.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["--endpoint", &server.url(), "--token", WRITE_TOKEN])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "otel_export.py failed (needs `pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc`, see scripts/test.sh): {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.stop();
+    let q = |sql: &str| sql_json(&db, sql);
+    // The SDK exports on force_flush and again on shutdown: the same values at two times.
+    let rows = q("SELECT DISTINCT gpu, value, service FROM samples WHERE metric = 'lockstep_test_gpu_util' AND host = 'otel-host'");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!((rows[0]["gpu"].as_str(), rows[0]["value"].as_f64()), (Some("3"), Some(42.5)));
+    assert_eq!(rows[0]["service"], "otel-test");
+    let rows = q("SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_test_requests' AND host = 'otel-host'");
+    assert_eq!(rows[0]["v"], 7.0);
+    let rows = q("SELECT le, max(value) AS v FROM samples WHERE metric = 'lockstep_test_latency_bucket' GROUP BY le");
+    let buckets: HashMap<String, f64> = rows.iter().map(|r| (r["le"].as_str().unwrap().to_string(), r["v"].as_f64().unwrap())).collect();
+    assert_eq!(buckets.get("1"), Some(&1.0), "{buckets:?}");
+    assert_eq!(buckets.get("5"), Some(&2.0), "{buckets:?}");
+    assert_eq!(buckets.get("+Inf"), Some(&3.0), "{buckets:?}");
+    let rows = q("SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_test_latency_count'");
+    assert_eq!(rows[0]["v"], 3.0);
+    let rows = q("SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_test_latency_sum'");
+    assert!((rows[0]["v"].as_f64().unwrap() - 33.3).abs() < 1e-9, "{rows:?}");
+}
