@@ -221,17 +221,19 @@ fn cli_json_text_sql_and_compare() {
     assert!(errors["after_p50"].as_f64().unwrap() > errors["before_p50"].as_f64().unwrap(), "{c}");
 }
 
-/// Clock correction decides the verdict: the spine switch's clock runs 10 s ahead, so on raw
-/// timestamps its errors appear after the storage latency rise they caused, and a raw timeline
-/// blames the storage pool; the corrected timeline puts the fabric errors first and blames the
-/// spine port (storage bottleneck, network root cause).
+/// Clock correction decides the verdict: the switches' clocks (they are their own collectors)
+/// run 10 s ahead, so on raw timestamps the fabric errors appear after the storage latency rise
+/// they caused, and a raw timeline blames the storage pool; the corrected timeline puts the
+/// fabric errors first and blames the spine port (storage bottleneck, network root cause).
 #[test]
 fn corrected_clocks_blame_the_fabric_raw_clocks_blame_storage() {
     let tmp = tempfile::tempdir().unwrap();
     let spine = |t: &Truth| {
-        let port = t.fault_entity.clone().unwrap();
-        let switch = port.split(':').next().unwrap().to_string();
-        vec![(switch, 10_000_000_000)]
+        t.clocks
+            .keys()
+            .filter(|h| h.starts_with("spine-") || h.starts_with("leaf-"))
+            .map(|h| (h.clone(), 10_000_000_000))
+            .collect::<Vec<_>>()
     };
     let (db, truth) = prepare(tmp.path(), Scenario::StorageOverFabric, 17, &spine);
     let fault = truth.fault_entity.clone().unwrap();

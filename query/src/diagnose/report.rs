@@ -170,11 +170,11 @@ fn chain_table(h: &mut String, d: &Diagnosis) {
         return;
     }
     let _ = writeln!(h, "<table id=\"chain\"><tr><th></th><th>time</th><th>±</th><th>domain</th><th>entity</th><th>metric</th><th>change</th><th>SQL</th></tr>");
-    for c in &d.chain {
+    for (i, c) in d.chain.iter().enumerate() {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><details><summary>SQL</summary><code>{}</code></details></td></tr>",
-            if c.after_previous { "" } else { "≈" },
+            if i == 0 || c.after_previous { "" } else { "≈" },
             fmt_time(c.time),
             escape(&fmt_duration(c.uncertainty_ns)),
             escape(&c.domain),

@@ -140,8 +140,8 @@ pub fn render(d: &Diagnosis) -> String {
         dec.step, dec.input_wait, dec.transfer, dec.straggler
     );
     let _ = writeln!(o, "\nevidence chain (corrected time, ± clock uncertainty):");
-    for c in &d.chain {
-        let order = if c.after_previous { " " } else { "≈" };
+    for (i, c) in d.chain.iter().enumerate() {
+        let order = if i == 0 || c.after_previous { " " } else { "≈" };
         let _ = writeln!(
             o,
             "{order}{} ±{:<9} {:<12} {:<22} {} {}",

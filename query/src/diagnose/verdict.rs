@@ -521,7 +521,8 @@ fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>, ctx: 
                 && s.feat.m1 > s.feat.m0
                 && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::Latency)
         })
-        .min_by_key(|s| s.feat.onset.map_or(i64::MAX, |o| o.t));
+        // The strongest change (an early wobble of a weak series is not the onset).
+        .max_by(|a, b| a.feat.z.total_cmp(&b.feat.z));
     let Some(lat) = pool_latency else {
         // Input-bound without a storage change: the loaders themselves (CPU) are short.
         let cpu: Vec<&Scored<'_>> = scored
