@@ -191,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
         let local = listener.local_addr()?;
+        let shutdown = shutdown_signal()?;
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -198,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out.flush()?;
         }
         let server = Server::new(store.clone(), ServeOptions { config, tokens, tls });
-        let report = server.run(listener, shutdown_signal()).await?;
+        let report = server.run(listener, shutdown).await?;
         anyhow::Ok(report)
     })?;
     drop(runtime);
@@ -214,26 +215,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
+/// Installs the SIGTERM and SIGINT handlers now and returns a future that resolves on either.
+///
+/// The handlers must exist before the server announces its address: a supervisor (or a test)
+/// may send SIGTERM the moment it reads "listening on", and a signal that arrives before
+/// registration would kill the process with the default action instead of draining.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    };
-    tokio::select! {
-        () = term => {}
-        r = tokio::signal::ctrl_c() => {
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "cannot listen for SIGINT");
-                std::future::pending::<()>().await;
-            }
-        }
-    }
+    })
 }
