@@ -395,3 +395,6 @@ fn to_batch(schema: &SchemaRef, plan: &ScanPlan, rows: &Rows, start: usize, end:
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
+
+#[cfg(test)]
+mod tests;

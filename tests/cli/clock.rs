@@ -154,10 +154,23 @@ fn later_clock_sync_changes_time_without_reimport() {
     let again = import(&store, &sync_dir).unwrap();
     assert_eq!(again.clock_version, 1);
 
+    // More exchanges make version 2; a query pinned to version 1 reproduces the earlier answer.
+    let more_dir = tmp.path().join("sync2");
+    std::fs::create_dir_all(&more_dir).unwrap();
+    let mut more = String::from("host,t1,t2,t3,t4\n");
+    exchanges(&mut more, "leaf-1", 5 * S, T + 90 * S, T + 300 * S);
+    std::fs::write(more_dir.join("clock_sync.csv"), &more).unwrap();
+    assert_eq!(import(&store, &more_dir).unwrap().clock_version, 2);
+    let pinned = sql(&store, &q.replace("FROM samples", "FROM samples_at_clock(1)"));
+    assert_eq!(int_column(&pinned, "t"), int_column(&after, "t"));
+    assert_eq!(int_column(&pinned, "u"), int_column(&after, "u"));
+
     // The old version stays reproducible, and the models are listed.
     let old = sql(&store, "SELECT min(time) AS t FROM samples_at_clock(0) WHERE host = 'leaf-1'");
     assert_eq!(int_column(&old, "t")[0], Some(l));
-    let models = sql(&store, "SELECT version, host, offset_start_ns, samples_used FROM clock_models");
+    let versions = sql(&store, "SELECT DISTINCT version FROM clock_models ORDER BY version");
+    assert_eq!(int_column(&versions, "version"), vec![Some(1), Some(2)]);
+    let models = sql(&store, "SELECT version, host, offset_start_ns, samples_used FROM clock_models WHERE version = 1");
     assert_eq!(int_column(&models, "version"), vec![Some(1)]);
     let off = int_column(&models, "offset_start_ns")[0].unwrap();
     assert!((off - 5 * S).abs() < 50_000, "offset {off}");

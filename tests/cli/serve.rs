@@ -176,15 +176,51 @@ fn serve_write_stream_clock_stats_then_sql() {
             offsets: vec![OffsetRecord { host: "node-2".into(), local_time: T, offset_ns: 5_000, uncertainty_ns: 100 }],
         };
         assert_eq!(clock.upload(req(up, Some(WRITE_TOKEN))).await.unwrap().into_inner().offsets, 1);
-        let bad = ClockUpload { exchanges: vec![], offsets: vec![OffsetRecord { host: "n".into(), local_time: T, offset_ns: 0, uncertainty_ns: -1 }] };
+        // All or nothing: the valid exchange of a call with a bad offset is not stored either.
+        let bad = ClockUpload {
+            exchanges: vec![SyncRecord { host: "node-9".into(), t1: T, t2: T + 10, t3: T + 20, t4: T + 30 }],
+            offsets: vec![OffsetRecord { host: "n".into(), local_time: T, offset_ns: 0, uncertainty_ns: -1 }],
+        };
         assert_eq!(clock.upload(req(bad, Some(WRITE_TOKEN))).await.unwrap_err().code(), Code::InvalidArgument);
 
         let stats = StatsClient::new(channel).get(req(StatsRequest {}, Some(READ_TOKEN))).await.unwrap().into_inner();
         assert_eq!(stats.samples_accepted, 9);
         assert_eq!(stats.rejected_by_reason.get("non_finite_value"), Some(&1));
+
+        // `collective_end` samples (value = the collective's number within its job) are
+        // barriers: node-4 has no sync data and is placed by them against node-2, 2 s ahead.
+        let end_def = |r, host| {
+            let mut d = def(r, "collective_end", Some(host));
+            d.labels.insert("job".into(), "j".into());
+            d
+        };
+        let ends: Vec<i64> = (0..5).map(|i| T + i * 1_000_000_000).collect();
+        let ends4: Vec<i64> = ends.iter().map(|t| t + 2_000_000_000).collect();
+        let numbers: Vec<f64> = (0..5).map(f64::from).collect();
+        let r = WriteRequest {
+            definitions: vec![end_def(20, "node-2"), end_def(21, "node-4")],
+            series: vec![samples(20, &ends, &numbers), samples(21, &ends4, &numbers)],
+            sequence: 43,
+        };
+        assert_eq!(write(&url, Some(WRITE_TOKEN), r).await.unwrap().accepted, 10);
     });
     let err = server.stop();
-    assert!(err.contains("stopped: 9 samples accepted"), "{err}");
+    assert!(err.contains("stopped: 19 samples accepted"), "{err}");
+
+    // The uploaded offset of node-2 (local − reference = 5 µs ± 100 ns) corrects its samples.
+    let rows = sql_json(&db, "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'test_util' AND host = 'node-2'");
+    assert_eq!(rows[0]["shift"].as_i64(), Some(5_000), "{rows:?}");
+    let u = rows[0]["u"].as_i64().unwrap();
+    assert!((100..200).contains(&u), "uncertainty {u}: the uploaded 100 ns plus the fit's rounding");
+    let rows = sql_json(&db, "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'collective_end' AND host = 'node-4'");
+    assert_eq!(rows.len(), 5);
+    for r in &rows {
+        let (shift, u) = (r["shift"].as_i64().unwrap(), r["u"].as_i64().unwrap());
+        assert!((shift - 2_000_005_000).abs() <= u, "node-4 placed by barriers: {r:?}");
+    }
+    let hosts = sql_json(&db, "SELECT DISTINCT host FROM clock_models ORDER BY host");
+    let hosts: Vec<&str> = hosts.iter().map(|r| r["host"].as_str().unwrap()).collect();
+    assert!(hosts.contains(&"node-4") && !hosts.contains(&"node-9"), "{hosts:?}");
 
     let rows = sql_json(&db, "SELECT metric, host, count(*) AS n, sum(value) AS s FROM samples WHERE metric LIKE 'test_%' GROUP BY metric, host ORDER BY metric, host");
     let rows: Vec<String> = rows.iter().map(|r| format!("{} {} {} {}", r["metric"], r["host"], r["n"], r["s"])).collect();
@@ -194,7 +230,7 @@ fn serve_write_stream_clock_stats_then_sql() {
         r#""test_util" "node-2" 1 10.0"#,
     ]);
     let rows = sql_json(&db, "SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_accepted_total'");
-    assert_eq!(rows[0]["v"], 9.0);
+    assert_eq!(rows[0]["v"], 19.0);
     let rows = sql_json(&db, "SELECT reason, max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_rejected_by_reason_total' GROUP BY reason");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["reason"], "non_finite_value");

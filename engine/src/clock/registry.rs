@@ -11,6 +11,7 @@
 //! The registry keeps the raw input in memory and refits from all of it; methods take
 //! `&mut self`, callers share it behind a lock and hand out [`ClockRegistry::current`] snapshots.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use std::sync::Arc;
 use super::log::RawLog;
 use super::{
     BarrierEvent, ClockSet, FitConfig, InputWatermark, OffsetObservation, SyncExchange, fit_set,
-    sync_error,
 };
 use crate::error::{Error, Result};
 use crate::storage::{Storage, write_atomic};
@@ -33,8 +33,15 @@ pub struct ClockRegistry {
     /// The stored exchanges, for skipping exact repeats.
     exchange_index: HashSet<SyncExchange>,
     offsets: Vec<OffsetObservation>,
+    /// The stored offsets, for skipping exact repeats.
+    offset_index: HashSet<OffsetObservation>,
+    /// The effective barrier events: the earliest end per (host, instance).
     barriers: Vec<BarrierEvent>,
-    barrier_index: HashMap<(String, u64), i64>,
+    /// (host, instance) → position in `barriers`.
+    barrier_index: HashMap<(String, u64), usize>,
+    /// Barrier log records, superseded ones included (the input watermark counts them, so an
+    /// earlier end that replaces a stored one still triggers a refit).
+    barrier_records: u64,
     exchange_log: RawLog,
     offset_log: RawLog,
     barrier_log: RawLog,
@@ -52,12 +59,14 @@ impl ClockRegistry {
             .map_err(|e| Error::io(&versions_dir, e))?;
         let (exchange_log, exchanges) = RawLog::open(storage.as_ref(), dir.join("exchanges.log"))?;
         let (offset_log, offsets) = RawLog::open(storage.as_ref(), dir.join("offsets.log"))?;
-        let (barrier_log, barriers) =
+        let (barrier_log, barrier_log_records) =
             RawLog::open::<BarrierEvent>(storage.as_ref(), dir.join("barriers.log"))?;
-        let barrier_index = barriers
-            .iter()
-            .map(|b| ((b.host.clone(), b.instance), b.local_end))
-            .collect();
+        let barrier_records = barrier_log_records.len() as u64;
+        let mut barriers = Vec::new();
+        let mut barrier_index = HashMap::new();
+        for b in barrier_log_records {
+            merge_barrier(&mut barriers, &mut barrier_index, b);
+        }
         let mut versions = BTreeMap::new();
         for path in storage
             .list_dir(&versions_dir)
@@ -91,9 +100,11 @@ impl ClockRegistry {
             config,
             exchange_index: exchanges.iter().cloned().collect(),
             exchanges,
+            offset_index: offsets.iter().cloned().collect(),
             offsets,
             barriers,
             barrier_index,
+            barrier_records,
             exchange_log,
             offset_log,
             barrier_log,
@@ -118,7 +129,7 @@ impl ClockRegistry {
         InputWatermark {
             exchanges: self.exchanges.len() as u64,
             offsets: self.offsets.len() as u64,
-            barriers: self.barriers.len() as u64,
+            barriers: self.barrier_records,
         }
     }
 
@@ -140,50 +151,60 @@ impl ClockRegistry {
         Ok(())
     }
 
-    /// Validates and durably appends direct offset observations; all or nothing.
+    /// Validates and durably appends direct offset observations; all or nothing. An exact
+    /// repeat of a stored observation (or of an earlier one in the same call) is skipped.
     pub fn add_offsets(&mut self, offsets: &[OffsetObservation]) -> Result<()> {
         offsets.iter().try_for_each(OffsetObservation::validate)?;
-        self.offset_log.append(self.storage.as_ref(), offsets)?;
-        self.offsets.extend_from_slice(offsets);
+        let mut fresh = Vec::with_capacity(offsets.len());
+        let mut batch = HashSet::new();
+        for o in offsets {
+            if !self.offset_index.contains(o) && batch.insert(o) {
+                fresh.push(o.clone());
+            }
+        }
+        self.offset_log.append(self.storage.as_ref(), &fresh)?;
+        self.offset_index.extend(fresh.iter().cloned());
+        self.offsets.extend(fresh);
         Ok(())
     }
 
-    /// Validates and durably appends barrier events; all or nothing. An exact repeat of a
-    /// stored event is skipped; the same host and instance with another end time is an error.
+    /// Validates and durably appends barrier events; all or nothing. Per host and collective
+    /// instance the earliest end counts (several ranks share a host; every rank leaves after
+    /// the last one entered, so the earliest exit is still a barrier exit): an event that
+    /// repeats or ends after the stored one is skipped, an earlier one supersedes it.
     pub fn add_barriers(&mut self, events: &[BarrierEvent]) -> Result<()> {
-        let mut fresh: Vec<BarrierEvent> = Vec::with_capacity(events.len());
-        let mut batch: HashMap<(&str, u64), i64> = HashMap::new();
+        events.iter().try_for_each(BarrierEvent::validate)?;
+        let mut fresh: Vec<BarrierEvent> = Vec::new();
+        let mut position: HashMap<(&str, u64), usize> = HashMap::new();
         for e in events {
-            e.validate()?;
-            let known = self
-                .barrier_index
-                .get(&(e.host.clone(), e.instance))
-                .copied();
-            let seen = batch.get(&(e.host.as_str(), e.instance)).copied();
-            match known.or(seen) {
-                Some(t) if t == e.local_end => continue,
-                Some(t) => {
-                    return Err(sync_error(
-                        &e.host,
-                        format!(
-                            "collective instance {} already ended at {t}, not {}",
-                            e.instance, e.local_end
-                        ),
-                    ));
+            let stored = self.barrier_index.get(&(e.host.clone(), e.instance)).map(|&i| self.barriers[i].local_end);
+            if stored.is_some_and(|t| t <= e.local_end) {
+                continue;
+            }
+            match position.entry((e.host.as_str(), e.instance)) {
+                Entry::Occupied(o) => {
+                    let i = *o.get();
+                    if e.local_end < fresh[i].local_end {
+                        fresh[i] = e.clone();
+                    }
                 }
-                None => {
-                    batch.insert((e.host.as_str(), e.instance), e.local_end);
+                Entry::Vacant(v) => {
+                    v.insert(fresh.len());
                     fresh.push(e.clone());
                 }
             }
         }
         self.barrier_log.append(self.storage.as_ref(), &fresh)?;
-        for e in &fresh {
-            self.barrier_index
-                .insert((e.host.clone(), e.instance), e.local_end);
+        self.barrier_records += fresh.len() as u64;
+        for e in fresh {
+            merge_barrier(&mut self.barriers, &mut self.barrier_index, e);
         }
-        self.barriers.extend(fresh);
         Ok(())
+    }
+
+    /// The effective barrier events (the earliest end per host and collective instance).
+    pub fn barriers(&self) -> &[BarrierEvent] {
+        &self.barriers
     }
 
     /// Fits a new version from all stored input and persists it; returns its number. If the
@@ -227,5 +248,21 @@ impl ClockRegistry {
     /// All stored version numbers, ascending (0 is implicit and not listed).
     pub fn versions(&self) -> Vec<u64> {
         self.versions.keys().copied().collect()
+    }
+}
+
+/// Adds `event` to the effective barrier list unless an earlier end for its (host, instance)
+/// is there; an earlier end replaces the stored one in place.
+fn merge_barrier(barriers: &mut Vec<BarrierEvent>, index: &mut HashMap<(String, u64), usize>, event: BarrierEvent) {
+    match index.get(&(event.host.clone(), event.instance)) {
+        Some(&i) => {
+            if event.local_end < barriers[i].local_end {
+                barriers[i] = event;
+            }
+        }
+        None => {
+            index.insert((event.host.clone(), event.instance), barriers.len());
+            barriers.push(event);
+        }
     }
 }

@@ -568,21 +568,32 @@ fn registry_persists_input_and_versions() {
             local_end: EPOCH,
         }])
         .unwrap();
-        assert!(
-            reg.add_barriers(&[BarrierEvent {
-                host: "a".into(),
-                instance: 1,
-                local_end: EPOCH + 1
-            }])
-            .is_err()
-        );
-        reg.add_offsets(&[OffsetObservation {
+        // A later end of the same (host, instance) is skipped (the earliest exit counts) ...
+        reg.add_barriers(&[BarrierEvent {
+            host: "a".into(),
+            instance: 1,
+            local_end: EPOCH + 1,
+        }])
+        .unwrap();
+        assert_eq!(reg.input_counts().barriers, 1);
+        // ... an earlier one (another rank of the host, imported later) supersedes it, and a
+        // batch keeps only its own earliest end per key.
+        let earlier = |d| BarrierEvent {
+            host: "a".into(),
+            instance: 1,
+            local_end: EPOCH - d,
+        };
+        reg.add_barriers(&[earlier(5), earlier(10), earlier(7)]).unwrap();
+        assert_eq!(reg.input_counts().barriers, 2, "one new record, counted so a refit follows");
+        let offset = OffsetObservation {
             host: "a".into(),
             local_time: EPOCH + SEC,
             offset_ns: SEC,
             uncertainty_ns: 1_000_000,
-        }])
-        .unwrap();
+        };
+        reg.add_offsets(&[offset.clone(), offset.clone()]).unwrap();
+        reg.add_offsets(std::slice::from_ref(&offset)).unwrap();
+        assert_eq!(reg.input_counts().offsets, 1, "repeated offsets are stored once");
         assert!(
             reg.add_exchanges(&[SyncExchange {
                 t4: 0,
@@ -596,12 +607,15 @@ fn registry_persists_input_and_versions() {
             InputWatermark {
                 exchanges: ex.len() as u64,
                 offsets: 1,
-                barriers: 1
+                barriers: 2
             }
         );
+        assert_eq!(reg.barriers(), &[earlier(10)]);
     }
     let mut reg = ClockRegistry::open(storage, dir.path(), FitConfig::default()).unwrap();
     assert_eq!(reg.versions(), vec![1, 2]);
+    assert_eq!(reg.barriers().len(), 1, "replay keeps the earliest end per key");
+    assert_eq!(reg.barriers()[0].local_end, EPOCH - 10);
     let v1 = reg.get(1).unwrap();
     let v2 = reg.current();
     assert_eq!(v1.inputs().exchanges, 100);

@@ -112,6 +112,12 @@ impl Store {
 }
 
 impl Scan {
+    /// Data files this scan still has to read (after pruning by the manifest's time and series
+    /// statistics); for EXPLAIN-style diagnostics and pruning tests.
+    pub fn file_count(&self) -> usize {
+        self.files.values().map(Vec::len).sum()
+    }
+
     /// The next partition's rows, sorted by (series, time), deduplicated.
     pub fn next_rows(&mut self) -> Option<Result<Rows>> {
         loop {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Int64Type};
+use arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use lockstep_engine::Store;
 use lockstep_engine::clock::{BarrierEvent, OffsetObservation, SyncExchange};
 use lockstep_engine::series::SeriesFilter;
@@ -124,7 +124,7 @@ fn read_parquet(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(
         let hosts = hosts.as_string::<i32>();
         let ints = value_i
             .iter()
-            .map(|&i| cast(batch.column(i), &DataType::Int64).map_err(|e| bad_file(path, e.to_string())))
+            .map(|&i| int_ns(batch.column(i)).map_err(|e| bad_file(path, format!("column {}: {e}", schema.field(i).name()))))
             .collect::<Result<Vec<_>, _>>()?;
         for r in 0..batch.num_rows() {
             row += 1;
@@ -145,6 +145,18 @@ fn read_parquet(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// An integer or timestamp column as i64 nanoseconds: timestamps of any unit are converted
+/// (a `timestamp[ms]` column is not misread as ns); integers are taken as ns.
+fn int_ns(column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef, arrow::error::ArrowError> {
+    match column.data_type() {
+        DataType::Timestamp(unit, _) if *unit != TimeUnit::Nanosecond => {
+            let ns = cast(column, &DataType::Timestamp(TimeUnit::Nanosecond, None))?;
+            cast(&ns, &DataType::Int64)
+        }
+        _ => cast(column, &DataType::Int64),
+    }
 }
 
 fn read_csv(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(), ImportError> {

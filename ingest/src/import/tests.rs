@@ -109,3 +109,32 @@ fn parquet_imports_and_checks_types() {
     let e = import_file(&s, &bad, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("column value has type Utf8, expected Float64"), "{e}");
 }
+
+#[test]
+fn parquet_clock_offsets_in_any_timestamp_unit_are_read_as_ns() {
+    use arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("host", DataType::Utf8, false),
+        Field::new("local_time", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+        Field::new("offset_ns", DataType::Int64, false),
+        Field::new("uncertainty_ns", DataType::Int64, false),
+    ]));
+    let ms = T / 1_000_000;
+    let batch = RecordBatch::try_new(schema.clone(), vec![
+        Arc::new(StringArray::from(vec!["h"])),
+        Arc::new(TimestampMillisecondArray::from(vec![ms])),
+        Arc::new(Int64Array::from(vec![2_000])),
+        Arc::new(Int64Array::from(vec![10])),
+    ])
+    .unwrap();
+    let path = tmp.path().join("clock_offsets.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let input = clock::read_clock_input(tmp.path()).unwrap();
+    assert_eq!(input.offsets.len(), 1);
+    assert_eq!(input.offsets[0].local_time, ms * 1_000_000, "milliseconds converted, not taken as ns");
+}

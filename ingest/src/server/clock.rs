@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use super::stats::Telemetry;
+use crate::import::clock::collective_barriers;
 use super::status::{engine_status, join_status};
 
 /// Most records in one `Exchange.completed` or `Upload`.
@@ -27,18 +28,33 @@ pub(crate) struct Refitter {
 }
 
 impl Refitter {
-    fn mark(&self) {
+    pub(crate) fn mark(&self) {
         self.dirty.store(true, Ordering::SeqCst);
         self.notify.notify_one();
     }
 
-    /// Refits now if input arrived since the last fit.
+    /// Refits now if input arrived since the last fit. Barriers are derived again from every
+    /// stored `collective_end` sample first (a scan of that one metric), as an import does.
     pub(crate) async fn refit_if_dirty(&self, store: &Arc<Store>) {
         if !self.dirty.swap(false, Ordering::SeqCst) {
             return;
         }
         let store = store.clone();
-        match tokio::task::spawn_blocking(move || store.with_clocks(|reg| reg.refit())).await {
+        let refit = move || -> Result<u64, String> {
+            let barriers = collective_barriers(&store).map_err(|e| e.to_string())?;
+            store
+                .with_clocks(|reg| {
+                    reg.add_barriers(&barriers)?;
+                    let counts = reg.input_counts();
+                    if counts.exchanges + counts.offsets == 0 {
+                        // Barriers alone relate hosts to each other, not to the reference.
+                        return Ok(reg.current().version());
+                    }
+                    reg.refit()
+                })
+                .map_err(|e| e.to_string())
+        };
+        match tokio::task::spawn_blocking(refit).await {
             Ok(Ok(version)) => tracing::info!(version, "clock models refitted"),
             Ok(Err(e)) => tracing::warn!(error = %e, "clock refit failed"),
             Err(e) => tracing::warn!(error = %e, "clock refit task failed"),
@@ -89,6 +105,8 @@ impl ClockService {
         let retry = self.retry_after_ms;
         tokio::task::spawn_blocking(move || {
             store.with_clocks(|reg| {
+                // All or nothing: check the offsets before any exchange becomes durable.
+                offsets.iter().try_for_each(OffsetObservation::validate)?;
                 if !exchanges.is_empty() {
                     reg.add_exchanges(&exchanges)?;
                 }

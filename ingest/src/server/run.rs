@@ -134,13 +134,14 @@ impl Server {
         let Server { store, options, telemetry } = self;
         let config = options.config.clone();
         let limits = config.limits.clone();
+        let refitter = Arc::new(Refitter::default());
         let shared = Arc::new(Shared {
             store: store.clone(),
             limits: limits.clone(),
             telemetry: telemetry.clone(),
             permits: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            refitter: refitter.clone(),
         });
-        let refitter = Arc::new(Refitter::default());
         let tokens = options.tokens.map(Arc::new);
         let max = limits.max_message_bytes;
         let auth = |role, service| interceptor(tokens.clone(), role, service, telemetry.clone());

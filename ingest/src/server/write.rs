@@ -11,7 +11,9 @@ use lockstep_proto::ingest::v1::{SeriesRejection, WriteRequest, WriteResponse, w
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tonic::{Code, Request, Response, Status, Streaming};
 
+use super::clock::Refitter;
 use super::config::Limits;
+use crate::import::clock::COLLECTIVE_END_METRIC;
 use super::convert::{Prepared, SeriesTable, prepare};
 use super::stats::Telemetry;
 use super::status::{engine_status, join_status, retryable};
@@ -23,6 +25,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) permits: Arc<Semaphore>,
+    /// Refits the clock models after clock input, including `collective_end` samples.
+    pub(crate) refitter: Arc<Refitter>,
 }
 
 /// A held in-flight slot; released (and the gauge decremented) on drop.
@@ -109,7 +113,12 @@ impl Shared {
     /// Writes a prepared request and builds its acknowledgement.
     pub(crate) async fn commit(&self, sequence: u64, mut prepared: Prepared) -> Result<WriteResponse, Status> {
         let batch = std::mem::take(&mut prepared.batch);
+        let barriers = batch.series.iter().any(|(key, _)| key.metric == COLLECTIVE_END_METRIC);
         let outcome = self.write_blocking(batch).await?;
+        if barriers && outcome.accepted > 0 {
+            // Collective ends are barrier constraints between the job's hosts' clocks.
+            self.refitter.mark();
+        }
         for r in outcome.rejected {
             prepared.reject(
                 SeriesRejection {
