@@ -39,6 +39,24 @@ pub struct FileEntry {
     pub level: u32,
 }
 
+impl FileEntry {
+    /// The entry of a written file.
+    pub fn new(id: u64, partition: i64, path: String, stats: &crate::datafile::FileStats, level: u32) -> Self {
+        FileEntry {
+            id,
+            partition,
+            path,
+            rows: stats.rows,
+            bytes: stats.bytes,
+            min_time: stats.min_time,
+            max_time: stats.max_time,
+            min_series: stats.min_series,
+            max_series: stats.max_series,
+            level,
+        }
+    }
+}
+
 /// The manifest contents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -56,11 +56,77 @@ pub fn sort_dedup(rows: &Rows) -> Rows {
     out
 }
 
+/// Like [`sort_dedup`], without a copy when `rows` are already sorted and unique.
+pub fn sort_dedup_owned(rows: Rows) -> Rows {
+    if is_sorted_unique(&rows) { rows } else { sort_dedup(&rows) }
+}
+
 /// Whether rows are already strictly increasing in (series, time).
 pub fn is_sorted_unique(rows: &Rows) -> bool {
     (1..rows.len()).all(|i| {
         (rows.series[i - 1], rows.time[i - 1]) < (rows.series[i], rows.time[i])
     })
+}
+
+/// Merges streams of rows, each sorted by (series, time) without duplicates, into one such
+/// stream: `emit` receives consecutive sorted chunks. For a (series, time) in several streams
+/// the row of the later stream wins (pass streams oldest first). Memory: one chunk per stream.
+///
+/// Every round emits all buffered rows up to the smallest last key among the streams that may
+/// still deliver more, so the stream holding that key is drained and refilled next round.
+pub fn merge_streams<I, E>(streams: Vec<I>, mut emit: impl FnMut(Rows) -> Result<(), E>) -> Result<(), E>
+where
+    I: Iterator<Item = Result<Rows, E>>,
+{
+    struct Input<I> {
+        iter: I,
+        buf: Rows,
+        pos: usize,
+        done: bool,
+    }
+    let mut inputs: Vec<Input<I>> =
+        streams.into_iter().map(|iter| Input { iter, buf: Rows::default(), pos: 0, done: false }).collect();
+    loop {
+        for input in inputs.iter_mut() {
+            while input.pos == input.buf.len() && !input.done {
+                match input.iter.next() {
+                    Some(rows) => (input.buf, input.pos) = (rows?, 0),
+                    None => input.done = true,
+                }
+            }
+        }
+        inputs.retain(|i| i.pos < i.buf.len());
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let frontier = inputs.iter().filter(|i| !i.done).map(|i| key(&i.buf, i.buf.len() - 1)).min();
+        let mut chunk = Rows::default();
+        let mut contributors = 0;
+        for input in inputs.iter_mut() {
+            let end = frontier.map_or(input.buf.len(), |f| upper_bound(&input.buf, input.pos, f));
+            if end > input.pos {
+                contributors += 1;
+                chunk.extend_range(&input.buf, input.pos, end);
+                input.pos = end;
+            }
+        }
+        // Rows of a single stream are already sorted and unique.
+        emit(if contributors > 1 { sort_dedup(&chunk) } else { chunk })?;
+    }
+}
+
+fn key(rows: &Rows, i: usize) -> (u32, i64) {
+    (rows.series[i], rows.time[i])
+}
+
+/// The first index in `from..` whose key is greater than `bound` (rows are sorted).
+fn upper_bound(rows: &Rows, from: usize, bound: (u32, i64)) -> usize {
+    let (mut lo, mut hi) = (from, rows.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if key(rows, mid) <= bound { lo = mid + 1 } else { hi = mid }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -79,6 +145,37 @@ mod tests {
                 model.insert((*s, *t), *v as f64);
             }
             let out = sort_dedup(&rows);
+            let got: Vec<((u32, i64), f64)> = (0..out.len()).map(|i| ((out.series[i], out.time[i]), out.value[i])).collect();
+            let want: Vec<((u32, i64), f64)> = model.into_iter().collect();
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn merge_streams_matches_model(
+            streams in proptest::collection::vec(
+                (proptest::collection::btree_map((0u32..6, 0i64..40), -5i32..5, 0..80), 1usize..9),
+                0..5,
+            )
+        ) {
+            let mut model = BTreeMap::new();
+            let mut inputs = Vec::new();
+            for (k, (rows, chunk)) in streams.iter().enumerate() {
+                let mut all = Rows::default();
+                for (&(s, t), &v) in rows {
+                    // The value names its stream so that the winner is visible.
+                    let v = f64::from(v) + 100.0 * k as f64;
+                    all.push(s, t, v);
+                    model.insert((s, t), v);
+                }
+                let chunks: Vec<Result<Rows, ()>> = (0..all.len()).step_by(*chunk).map(|a| {
+                    let mut c = Rows::default();
+                    c.extend_range(&all, a, (a + chunk).min(all.len()));
+                    Ok(c)
+                }).collect();
+                inputs.push(chunks.into_iter());
+            }
+            let mut out = Rows::default();
+            merge_streams(inputs, |rows| { out.extend_from(&rows); Ok::<(), ()>(()) }).unwrap();
             let got: Vec<((u32, i64), f64)> = (0..out.len()).map(|i| ((out.series[i], out.time[i]), out.value[i])).collect();
             let want: Vec<((u32, i64), f64)> = model.into_iter().collect();
             prop_assert_eq!(got, want);

@@ -542,6 +542,16 @@ fn assemble(valid: &[(&SeriesKey, Rows)], ids: &[SeriesId]) -> Rows {
 }
 
 /// Groups rows by time partition, preserving order within each.
+/// Like [`split_by_partition`], without a copy when all rows are in one partition.
+pub(crate) fn split_by_partition_owned(rows: Rows, partition_ns: i64) -> BTreeMap<i64, Rows> {
+    if let (Some(&lo), Some(&hi)) = (rows.time.iter().min(), rows.time.iter().max())
+        && lo.div_euclid(partition_ns) == hi.div_euclid(partition_ns)
+    {
+        return BTreeMap::from([(lo.div_euclid(partition_ns), rows)]);
+    }
+    split_by_partition(&rows, partition_ns)
+}
+
 pub(crate) fn split_by_partition(rows: &Rows, partition_ns: i64) -> BTreeMap<i64, Rows> {
     let mut out: BTreeMap<i64, Rows> = BTreeMap::new();
     if let (Some(&lo), Some(&hi)) = (rows.time.iter().min(), rows.time.iter().max())

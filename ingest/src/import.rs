@@ -285,6 +285,24 @@ impl<'a> RowSink<'a> {
             Ok(id) => id,
             Err(reason) => return self.bad_row(row, reason),
         };
+        self.accept(row, id, time, value)
+    }
+
+    /// The resolver, for interning a batch's label values into codes.
+    pub(crate) fn resolver(&mut self) -> &mut SeriesResolver {
+        &mut self.resolver
+    }
+
+    /// Adds one row whose fields are already interned (see [`SeriesResolver::intern`]).
+    pub(crate) fn push_codes(&mut self, row: u64, time: i64, value: f64, codes: &[u32]) -> Result<(), ImportError> {
+        let id = match self.resolver.resolve_codes(self.store, codes) {
+            Ok(id) => id,
+            Err(reason) => return self.bad_row(row, reason),
+        };
+        self.accept(row, id, time, value)
+    }
+
+    fn accept(&mut self, row: u64, id: u32, time: i64, value: f64) -> Result<(), ImportError> {
         if let Err(e) = self.check(id, time, value) {
             return self.bad_row(row, e);
         }

@@ -30,11 +30,16 @@ fn min_scale(v: f64) -> Option<usize> {
 
 /// Encodes the values of rows sorted by series: each series run gets one scale (the largest
 /// scale its decimal values need), so that consecutive mantissas of a run delta-compress.
+///
+/// One pass per run: mantissas are computed at the running scale; when a value needs a larger
+/// scale, the earlier mantissas are multiplied up. That is exact: `m·10^d / 10^(k)` and
+/// `m / 10^(k−d)` are the same rational, and IEEE division rounds it the same way.
 pub fn encode_values(series: &[u32], values: &[f64]) -> (Int64Array, Int8Array, Float64Array) {
     let n = values.len();
     let mut vint = Int64Builder::with_capacity(n);
     let mut vscale = Int8Builder::with_capacity(n);
     let mut vfloat = Float64Builder::with_capacity(n);
+    let mut mantissas: Vec<Option<i64>> = Vec::new();
     let mut start = 0;
     while start < n {
         let mut end = start + 1;
@@ -42,21 +47,29 @@ pub fn encode_values(series: &[u32], values: &[f64]) -> (Int64Array, Int8Array, 
             end += 1;
         }
         let run = &values[start..end];
-        // Start from the scale of the previous value: runs usually share one scale, so most
-        // values need a single probe.
+        mantissas.clear();
         let mut scale = 0usize;
         for &v in run {
-            if mantissa_at(v, scale).is_none()
-                && let Some(k) = min_scale(v)
-                && k > scale
-            {
-                scale = k;
+            if let Some(m) = mantissa_at(v, scale) {
+                mantissas.push(Some(m));
+                continue;
+            }
+            match min_scale(v) {
+                Some(k) if k > scale => {
+                    let factor = 10i64.pow((k - scale) as u32);
+                    for m in mantissas.iter_mut() {
+                        *m = m.and_then(|m| m.checked_mul(factor)).filter(|m| m.unsigned_abs() <= MAX_MANTISSA as u64);
+                    }
+                    scale = k;
+                    mantissas.push(mantissa_at(v, k));
+                }
+                _ => mantissas.push(None),
             }
         }
-        for &v in run {
-            match mantissa_at(v, scale).filter(|_| v.is_finite()) {
+        for (&v, m) in run.iter().zip(&mantissas) {
+            match m {
                 Some(m) => {
-                    vint.append_value(m);
+                    vint.append_value(*m);
                     vscale.append_value(scale as i8);
                     vfloat.append_null();
                 }

@@ -1,5 +1,8 @@
 use super::*;
+use crate::error::Error;
 use crate::storage::OsStorage;
+use arrow::array::{ArrayRef, Float64Array, Int8Array, Int64Array, RecordBatch, UInt32Array};
+use parquet::arrow::ArrowWriter;
 
 fn sample_rows() -> Rows {
     let mut rows = Rows::default();
@@ -54,4 +57,96 @@ fn wrong_schema_and_garbage_are_typed_errors() {
 
     let e = read_file(&OsStorage, &dir.path().join("missing.parquet"), &RowFilter::default()).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
+}
+
+/// Hosts scraped together: series 0..4 share timestamps, 4..8 share other ones, one run is a
+/// prefix of its predecessor, files span several row groups and a partial last group.
+#[test]
+fn shared_timestamps_round_trip_across_row_groups_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.parquet");
+    let mut rows = Rows::default();
+    let n = 70_000i64; // 8 series x 70k rows: runs cross row-group boundaries
+    for s in 0..8u32 {
+        let len = if s == 3 { n - 5 } else { n };
+        for i in 0..len {
+            let jitter = if s < 4 { (i * 7) % 13 } else { (i * 5) % 11 };
+            rows.push(s, 1_700_000_000_000_000_000 + i * 1_000_000_000 + jitter * 1_000_000, (i % 100) as f64);
+        }
+    }
+    let stats = write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
+    assert_eq!(stats.rows, rows.len() as u64);
+    let md = parquet::file::reader::FileReader::metadata(
+        &parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap(),
+    )
+    .clone();
+    assert!(md.num_row_groups() >= 3);
+    let nulls: i64 = md.row_groups().iter().map(|rg| rg.column(1).statistics().and_then(|s| s.null_count_opt()).unwrap_or(0) as i64).sum();
+    assert!(nulls > 4 * n, "most runs share their timestamps ({nulls} nulls)");
+    assert_eq!(read_file(&OsStorage, &path, &RowFilter::default()).unwrap(), rows);
+
+    // Row-group pruning and filters see the resolved times.
+    let mut set = RoaringBitmap::new();
+    set.insert(6);
+    let t0 = 1_700_000_000_000_000_000 + 60_000 * 1_000_000_000;
+    let filter = RowFilter { time: Some((t0, t0 + 10 * 1_000_000_000)), series: Some(&set) };
+    let some = read_file(&OsStorage, &path, &filter).unwrap();
+    let want: Vec<i64> = (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).map(|i| rows.time[i]).collect();
+    assert_eq!(some.time, want);
+    assert_eq!(some.len(), 10);
+}
+
+fn write_raw(path: &std::path::Path, time: Int64Array, series: Vec<u32>) {
+    let n = series.len();
+    let batch = RecordBatch::try_new(
+        file_schema(),
+        vec![
+            Arc::new(UInt32Array::from(series)) as ArrayRef,
+            Arc::new(time),
+            Arc::new(Int64Array::from(vec![1i64; n])),
+            Arc::new(Int8Array::from(vec![0i8; n])),
+            Arc::new(Float64Array::from(vec![None::<f64>; n])),
+        ],
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), file_schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn plain_time_columns_read_and_dangling_shared_times_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file of the first format (no shared times) reads as before.
+    let plain = dir.path().join("plain.parquet");
+    write_raw(&plain, Int64Array::from(vec![5, 6, 5]), vec![0, 0, 1]);
+    assert_eq!(read_file(&OsStorage, &plain, &RowFilter::default()).unwrap().time, vec![5, 6, 5]);
+    // A null time with no earlier run to copy from is corruption, not a panic.
+    let bad = dir.path().join("bad.parquet");
+    write_raw(&bad, Int64Array::from(vec![None, Some(6)]), vec![0, 0]);
+    let e = read_file(&OsStorage, &bad, &RowFilter::default()).unwrap_err();
+    assert!(matches!(e, Error::DataFileInvalid { .. }) && e.to_string().contains("no earlier run"), "{e}");
+    // A shared run longer than the run it copies from, likewise.
+    let long = dir.path().join("long.parquet");
+    write_raw(&long, Int64Array::from(vec![Some(5), None, None]), vec![0, 1, 1]);
+    assert!(read_file(&OsStorage, &long, &RowFilter::default()).is_err());
+}
+
+#[test]
+fn streaming_writer_equals_one_shot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = sample_rows();
+    let one = dir.path().join("one.parquet");
+    write_file(&OsStorage, &one, &rows, WriteOptions::default()).unwrap();
+    let many = dir.path().join("many.parquet");
+    let mut w = DataFileWriter::create(&OsStorage, &many, WriteOptions::default()).unwrap();
+    for start in (0..rows.len()).step_by(7_777) {
+        let mut part = Rows::default();
+        part.extend_range(&rows, start, (start + 7_777).min(rows.len()));
+        w.append(&part).unwrap();
+    }
+    let stats = w.finish(&OsStorage).unwrap();
+    assert_eq!(stats.rows, rows.len() as u64);
+    assert_eq!(read_file(&OsStorage, &many, &RowFilter::default()).unwrap(), rows);
+    assert_eq!(std::fs::read(&one).unwrap().len(), std::fs::read(&many).unwrap().len());
 }

@@ -5,10 +5,12 @@ use std::sync::{Arc, MutexGuard};
 
 use super::{LiveFile, Store, lock_poisoned, split_by_partition};
 use crate::buffer::WriteBuffer;
-use crate::datafile::{self, Rows, RowFilter, WriteOptions};
+use std::path::PathBuf;
+
+use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::merge::sort_dedup;
+use crate::merge::{merge_streams, sort_dedup};
 
 /// What a compaction pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -74,24 +76,19 @@ impl Store {
         level: u32,
         options: WriteOptions,
     ) -> Result<FileEntry> {
+        let (rel, path) = self.new_data_path(partition, id)?;
+        let stats = datafile::write_file(self.storage.as_ref(), &path, rows, options)?;
+        Ok(FileEntry::new(id, partition, rel, &stats, level))
+    }
+
+    /// The relative and full path of a new data file (its directory created).
+    pub(super) fn new_data_path(&self, partition: i64, id: u64) -> Result<(String, PathBuf)> {
         let rel = format!("data/p{partition}/{id:012}.parquet");
         let path = self.dir.join(&rel);
         if let Some(parent) = path.parent() {
             self.storage.create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        let stats = datafile::write_file(self.storage.as_ref(), &path, rows, options)?;
-        Ok(FileEntry {
-            id,
-            partition,
-            path: rel,
-            rows: stats.rows,
-            bytes: stats.bytes,
-            min_time: stats.min_time,
-            max_time: stats.max_time,
-            min_series: stats.min_series,
-            max_series: stats.max_series,
-            level,
-        })
+        Ok((rel, path))
     }
 
     /// Publishes a manifest change: adds `added`, drops the files with ids in `removed`,
@@ -163,15 +160,19 @@ impl Store {
             if group.len() < threshold {
                 continue;
             }
-            // Concatenate in id order (older first) so that sort_dedup keeps the newest value.
-            let mut rows = Rows::default();
-            for f in &group {
-                rows.extend_from(&datafile::read_file(self.storage.as_ref(), &f.path, &RowFilter::default())?);
-            }
-            let merged = sort_dedup(&rows);
+            // A streaming merge of the files in id order (older first, so the newest value of a
+            // duplicate wins); memory stays at a row group per input file.
             let id = self.manifest()?.next_file_id;
             let level = group.iter().map(|f| f.entry.level).max().unwrap_or(0) + 1;
-            let entry = self.write_data_file(partition, id, &merged, level, self.config.compaction_file_options)?;
+            let (rel, path) = self.new_data_path(partition, id)?;
+            let storage = self.storage.as_ref();
+            let inputs = group
+                .iter()
+                .map(|f| RowGroups::open(storage, &f.path, &RowFilter::default()))
+                .collect::<Result<Vec<_>>>()?;
+            let mut writer = DataFileWriter::create(storage, &path, self.config.compaction_file_options)?;
+            merge_streams(inputs, |rows| writer.append(&rows))?;
+            let entry = FileEntry::new(id, partition, rel, &writer.finish(storage)?, level);
             let removed: Vec<u64> = group.iter().map(|f| f.entry.id).collect();
             self.commit(vec![entry], &removed, None, id + 1)?;
             summary.partitions += 1;

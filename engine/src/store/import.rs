@@ -9,14 +9,17 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Rejection, Store, lock_poisoned, split_by_partition};
+use super::{Rejection, Store, lock_poisoned, split_by_partition_owned};
 use crate::datafile::{self, Rows};
 use crate::error::{Error, Result};
 use crate::manifest::FileEntry;
-use crate::merge::sort_dedup;
+use crate::merge::{merge_streams, sort_dedup_owned};
 use crate::model::WriteBatch;
 
 static IMPORT_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+type Staged = (i64, PathBuf, datafile::FileStats);
+type SpillHandle = std::thread::JoinHandle<(Vec<Staged>, Result<()>)>;
 
 /// What an import added.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -39,8 +42,15 @@ pub struct BulkImport<'a> {
     store: &'a Store,
     prefix: String,
     buffer: Rows,
-    staged: Vec<(i64, PathBuf, datafile::FileStats)>,
+    staged: Vec<Staged>,
     series: roaring::RoaringBitmap,
+    /// Dense bitset mirror of `series` (ids are dense): a per-row test without roaring's
+    /// container search.
+    seen: Vec<u64>,
+    /// The background spill in progress: its staged files and result.
+    spilling: Option<SpillHandle>,
+    /// Spills started (names staged files).
+    spills: usize,
     summary: ImportSummary,
     committed: bool,
 }
@@ -55,6 +65,9 @@ impl Store {
             buffer: Rows::default(),
             staged: Vec::new(),
             series: roaring::RoaringBitmap::new(),
+            seen: Vec::new(),
+            spilling: None,
+            spills: 0,
             summary: ImportSummary::default(),
             committed: false,
         }
@@ -92,7 +105,16 @@ impl BulkImport<'_> {
     /// Adds rows whose series ids were resolved by [`Store::resolve_series`]; rows must be
     /// valid (the caller checked them).
     pub fn write_rows(&mut self, rows: &Rows) -> Result<()> {
-        self.series.extend(rows.series.iter().copied());
+        for &id in &rows.series {
+            let (word, bit) = (id as usize / 64, id % 64);
+            if word >= self.seen.len() {
+                self.seen.resize(word + 1, 0);
+            }
+            if self.seen[word] & (1 << bit) == 0 {
+                self.seen[word] |= 1 << bit;
+                self.series.insert(id);
+            }
+        }
         self.buffer.extend_from(rows);
         self.summary.samples += rows.len() as u64;
         if self.buffer.len() >= self.store.config.flush_rows {
@@ -106,13 +128,74 @@ impl BulkImport<'_> {
         self.summary.samples
     }
 
+    /// Hands the buffer to a background thread that sorts and writes it (one staged file per
+    /// partition), so parsing the next rows overlaps with encoding these. At most one spill
+    /// runs at a time: memory stays at two buffers.
     fn spill(&mut self) -> Result<()> {
+        self.join_spill()?;
         let rows = std::mem::take(&mut self.buffer);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let storage = self.store.storage.clone();
         let staging = self.store.dir.join("staging");
-        for (partition, part) in split_by_partition(&rows, self.store.partition_ns()) {
-            let sorted = sort_dedup(&part);
-            let path = staging.join(format!("{}-{}.parquet", self.prefix, self.staged.len()));
-            let stats = datafile::write_file(self.store.storage.as_ref(), &path, &sorted, self.store.config.file_options)?;
+        let name = format!("{}-{}", self.prefix, self.spills);
+        let (partition_ns, options) = (self.store.partition_ns(), self.store.config.file_options);
+        self.spills += 1;
+        self.spilling = Some(std::thread::spawn(move || {
+            let mut staged = Vec::new();
+            for (partition, part) in split_by_partition_owned(rows, partition_ns) {
+                let sorted = sort_dedup_owned(part);
+                let path = staging.join(format!("{name}-p{partition}.parquet"));
+                // Recorded before writing, so a failed write is still cleaned up.
+                staged.push((partition, path.clone(), datafile::FileStats::default()));
+                match datafile::write_file(storage.as_ref(), &path, &sorted, options) {
+                    Ok(stats) => {
+                        if let Some(last) = staged.last_mut() {
+                            last.2 = stats;
+                        }
+                    }
+                    Err(e) => return (staged, Err(e)),
+                }
+            }
+            (staged, Ok(()))
+        }));
+        Ok(())
+    }
+
+    /// Waits for the running spill and records its files.
+    fn join_spill(&mut self) -> Result<()> {
+        let Some(handle) = self.spilling.take() else { return Ok(()) };
+        let (staged, result) = handle.join().map_err(|_| Error::InvalidBatch { reason: "import spill thread panicked".into() })?;
+        self.staged.extend(staged);
+        result
+    }
+
+    /// Merges the spills of each partition into one staged file (streaming: a row group per
+    /// spill in memory), so an import leaves one file per partition: series runs stay long,
+    /// which is what makes the delta and shared-time encodings pay.
+    fn merge_spills(&mut self) -> Result<()> {
+        let mut by_partition: std::collections::BTreeMap<i64, Vec<(PathBuf, datafile::FileStats)>> = Default::default();
+        for (partition, path, stats) in self.staged.drain(..) {
+            by_partition.entry(partition).or_default().push((path, stats));
+        }
+        let storage = self.store.storage.as_ref();
+        for (partition, files) in by_partition {
+            if let [(path, stats)] = files.as_slice() {
+                self.staged.push((partition, path.clone(), *stats));
+                continue;
+            }
+            let path = self.store.dir.join("staging").join(format!("{}-p{partition}.parquet", self.prefix));
+            let inputs = files
+                .iter()
+                .map(|(p, _)| datafile::RowGroups::open(storage, p, &datafile::RowFilter::default()))
+                .collect::<Result<Vec<_>>>()?;
+            let mut writer = datafile::DataFileWriter::create(storage, &path, self.store.config.file_options)?;
+            merge_streams(inputs, |rows| writer.append(&rows))?;
+            let stats = writer.finish(storage)?;
+            for (p, _) in &files {
+                storage.remove_file(p).map_err(|e| Error::io(p, e))?;
+            }
             self.staged.push((partition, path, stats));
         }
         Ok(())
@@ -121,6 +204,8 @@ impl BulkImport<'_> {
     /// Publishes everything imported, atomically.
     pub fn commit(mut self) -> Result<ImportSummary> {
         self.spill()?;
+        self.join_spill()?;
+        self.merge_spills()?;
         let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
         let mut next_id = self.store.manifest()?.next_file_id;
         let mut entries = Vec::with_capacity(self.staged.len());
@@ -133,18 +218,7 @@ impl BulkImport<'_> {
             self.store.storage.rename(path, &dest).map_err(|e| Error::io(path, e))?;
             self.summary.min_time = Some(self.summary.min_time.map_or(stats.min_time, |t| t.min(stats.min_time)));
             self.summary.max_time = Some(self.summary.max_time.map_or(stats.max_time, |t| t.max(stats.max_time)));
-            entries.push(FileEntry {
-                id: next_id,
-                partition: *partition,
-                path: rel,
-                rows: stats.rows,
-                bytes: stats.bytes,
-                min_time: stats.min_time,
-                max_time: stats.max_time,
-                min_series: stats.min_series,
-                max_series: stats.max_series,
-                level: 0,
-            });
+            entries.push(FileEntry::new(next_id, *partition, rel, stats, 0));
             next_id += 1;
         }
         self.summary.files = entries.len() as u64;
@@ -160,6 +234,7 @@ impl BulkImport<'_> {
 impl Drop for BulkImport<'_> {
     fn drop(&mut self) {
         if !self.committed {
+            let _ = self.join_spill();
             for (_, path, _) in &self.staged {
                 let _ = self.store.storage.remove_file(path);
             }

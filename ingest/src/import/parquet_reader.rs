@@ -49,9 +49,29 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
     Ok(())
 }
 
-fn strings(batch: &RecordBatch, i: usize) -> Result<arrow::array::StringArray, String> {
-    let c = cast(batch.column(i), &DataType::Utf8).map_err(|e| e.to_string())?;
-    Ok(c.as_string::<i32>().clone())
+/// One interned code per row for string column `i` (field `field` of the resolver). A
+/// dictionary column interns each dictionary value once per batch, not once per row.
+fn codes(batch: &RecordBatch, i: usize, field: usize, sink: &mut RowSink<'_>, out: &mut Vec<u32>) -> Result<(), String> {
+    out.clear();
+    let column = batch.column(i);
+    let resolver = sink.resolver();
+    if let Some(dict) = column.as_any_dictionary_opt() {
+        let values = cast(dict.values(), &DataType::Utf8).map_err(|e| e.to_string())?;
+        let values = values.as_string::<i32>();
+        let map: Vec<u32> =
+            (0..values.len()).map(|k| resolver.intern(field, values.is_valid(k).then(|| values.value(k)))).collect();
+        let keys = cast(dict.keys(), &DataType::UInt32).map_err(|e| e.to_string())?;
+        let keys = keys.as_primitive::<arrow::datatypes::UInt32Type>();
+        for r in 0..keys.len() {
+            let code = if keys.is_valid(r) { map.get(keys.value(r) as usize).copied().ok_or("dictionary key out of range")? } else { 0 };
+            out.push(code);
+        }
+        return Ok(());
+    }
+    let c = cast(column, &DataType::Utf8).map_err(|e| e.to_string())?;
+    let strings = c.as_string::<i32>();
+    out.extend((0..strings.len()).map(|r| resolver.intern(field, strings.is_valid(r).then(|| strings.value(r)))));
+    Ok(())
 }
 
 /// Pushes one batch; returns the new row count. Errors: Ok(import error) or Err(file reason).
@@ -68,10 +88,12 @@ fn push_batch(
     let time = time.as_primitive::<Int64Type>();
     let value = cast(batch.column(value_i), &DataType::Float64).map_err(|e| Err(e.to_string()))?;
     let value = value.as_primitive::<Float64Type>();
-    let metric = strings(batch, metric_i).map_err(Err)?;
-    let labels: Vec<arrow::array::StringArray> =
-        label_idx.iter().map(|&i| strings(batch, i)).collect::<Result<_, _>>().map_err(Err)?;
-    let mut fields: Vec<Option<&str>> = Vec::with_capacity(labels.len() + 1);
+    // Column-wise interning: field 0 is the metric, then the labels.
+    let mut columns: Vec<Vec<u32>> = vec![Vec::with_capacity(batch.num_rows()); label_idx.len() + 1];
+    for (field, &i) in std::iter::once(&metric_i).chain(label_idx).enumerate() {
+        codes(batch, i, field, sink, &mut columns[field]).map_err(Err)?;
+    }
+    let mut row_codes = vec![0u32; columns.len()];
     for r in 0..batch.num_rows() {
         row += 1;
         if time.is_null(r) {
@@ -82,12 +104,10 @@ fn push_batch(
             sink.bad_row(row, "value is null".into()).map_err(Ok)?;
             continue;
         }
-        fields.clear();
-        fields.push(metric.is_valid(r).then(|| metric.value(r)));
-        for l in &labels {
-            fields.push(l.is_valid(r).then(|| l.value(r)));
+        for (slot, column) in row_codes.iter_mut().zip(&columns) {
+            *slot = column[r];
         }
-        sink.push(row, time.value(r), value.value(r), &fields).map_err(Ok)?;
+        sink.push_codes(row, time.value(r), value.value(r), &row_codes).map_err(Ok)?;
     }
     Ok(row)
 }

@@ -1,0 +1,180 @@
+//! Reading data files row group by row group, pruned by statistics, with shared timestamps
+//! resolved.
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, Float64Array, Int8Array, Int64Array, RecordBatch, UInt32Array};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::statistics::Statistics;
+
+use super::{RowFilter, Rows, decode_values, file_schema};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+fn i64_range(stats: Option<&Statistics>) -> Option<(i64, i64)> {
+    match stats? {
+        Statistics::Int64(s) => Some((*s.min_opt()?, *s.max_opt()?)),
+        _ => None,
+    }
+}
+
+fn u32_range(stats: Option<&Statistics>) -> Option<(u32, u32)> {
+    match stats? {
+        Statistics::Int32(s) => Some((*s.min_opt()? as u32, *s.max_opt()? as u32)),
+        _ => None,
+    }
+}
+
+/// The row groups of one data file that may hold rows passing a filter, decoded one at a
+/// time (memory: one row group). Yields each group's passing rows, in file order.
+pub struct RowGroups {
+    path: PathBuf,
+    bytes: Bytes,
+    metadata: ArrowReaderMetadata,
+    groups: std::vec::IntoIter<usize>,
+    time: Option<(i64, i64)>,
+    series: Option<roaring::RoaringBitmap>,
+}
+
+impl std::fmt::Debug for RowGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowGroups").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl RowGroups {
+    /// Opens `path`, checks its schema and selects the row groups whose series and time
+    /// statistics overlap `filter`.
+    pub fn open(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> Result<Self> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: path.to_path_buf(), reason };
+        let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
+        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default())
+            .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        let expected = file_schema();
+        let actual = metadata.schema();
+        if actual.fields().len() != expected.fields().len()
+            || actual.fields().iter().zip(expected.fields()).any(|(a, e)| a.name() != e.name() || a.data_type() != e.data_type())
+        {
+            return Err(invalid(format!("wrong schema: expected {expected}, found {actual}")));
+        }
+        let mut groups = Vec::new();
+        for (i, rg) in metadata.metadata().row_groups().iter().enumerate() {
+            if let (Some((lo, hi)), Some((tmin, tmax))) = (filter.time, i64_range(rg.column(1).statistics()))
+                && (tmax < lo || tmin >= hi)
+            {
+                continue;
+            }
+            if let (Some(set), Some((smin, smax))) = (filter.series, u32_range(rg.column(0).statistics()))
+                && set.range_cardinality(smin..=smax) == 0
+            {
+                continue;
+            }
+            groups.push(i);
+        }
+        Ok(RowGroups {
+            path: path.to_path_buf(),
+            bytes,
+            metadata,
+            groups: groups.into_iter(),
+            time: filter.time,
+            series: filter.series.cloned(),
+        })
+    }
+
+    fn read_group(&self, group: usize) -> Result<Rows> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_batch_size(64 * 1024)
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        let filter = RowFilter { time: self.time, series: self.series.as_ref() };
+        let mut runs = RunTimes::default();
+        let mut out = Rows::default();
+        for batch in reader {
+            let batch = batch.map_err(|e| invalid(format!("decode failed: {e}")))?;
+            append_batch(&batch, &filter, &mut runs, &mut out).map_err(|e| invalid(format!("row group {group}: {e}")))?;
+        }
+        Ok(out)
+    }
+}
+
+impl Iterator for RowGroups {
+    type Item = Result<Rows>;
+
+    fn next(&mut self) -> Option<Result<Rows>> {
+        let group = self.groups.next()?;
+        Some(self.read_group(group))
+    }
+}
+
+/// Reads the rows of a data file that pass `filter`, in file order (sorted by series, time).
+pub fn read_file(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> Result<Rows> {
+    let mut out = Rows::default();
+    for rows in RowGroups::open(storage, path, filter)? {
+        let rows = rows?;
+        if out.is_empty() {
+            out = rows;
+        } else {
+            out.extend_from(&rows);
+        }
+    }
+    Ok(out)
+}
+
+fn column<'a, T: 'static>(batch: &'a RecordBatch, i: usize) -> std::result::Result<&'a T, String> {
+    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| format!("column {i} has an unexpected type"))
+}
+
+/// The timestamps of the current and the previous series run of a row group, for resolving
+/// shared (null) times.
+#[derive(Default)]
+struct RunTimes {
+    series: Option<u32>,
+    current: Vec<i64>,
+    previous: Vec<i64>,
+}
+
+impl RunTimes {
+    /// The time of the next row of `series` (`stored` = the column's value, None when null).
+    #[inline]
+    fn next(&mut self, series: u32, stored: Option<i64>) -> std::result::Result<i64, String> {
+        if self.series != Some(series) {
+            self.series = Some(series);
+            std::mem::swap(&mut self.previous, &mut self.current);
+            self.current.clear();
+        }
+        let t = match stored {
+            Some(t) => t,
+            None => *self.previous.get(self.current.len()).ok_or_else(|| {
+                format!("series {series}: null time at run position {} with no earlier run to share", self.current.len())
+            })?,
+        };
+        self.current.push(t);
+        Ok(t)
+    }
+}
+
+fn append_batch(batch: &RecordBatch, filter: &RowFilter<'_>, runs: &mut RunTimes, out: &mut Rows) -> std::result::Result<(), String> {
+    let series = column::<UInt32Array>(batch, 0)?;
+    let time = column::<Int64Array>(batch, 1)?;
+    let vint = column::<Int64Array>(batch, 2)?;
+    let vscale = column::<Int8Array>(batch, 3)?;
+    let vfloat = column::<Float64Array>(batch, 4)?;
+    if series.null_count() > 0 {
+        return Err("null series_id".into());
+    }
+    let values = decode_values(vint, vscale, vfloat)?;
+    let (s, t) = (series.values(), time.values());
+    out.series.reserve(s.len());
+    out.time.reserve(s.len());
+    out.value.reserve(s.len());
+    for i in 0..s.len() {
+        let ti = runs.next(s[i], time.is_valid(i).then(|| t[i]))?;
+        if filter.matches(s[i], ti) {
+            out.push(s[i], ti, values[i]);
+        }
+    }
+    Ok(())
+}
