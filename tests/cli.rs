@@ -59,6 +59,47 @@ fn import_then_query() {
     assert!(out.contains("| 3000 |"), "{out}");
 }
 
+/// A bundle's `metrics.toml` extends the catalog used by SQL; switch series that carry only
+/// a GUID are named after the topology's switch; a bad extension imports nothing.
+#[test]
+fn catalog_extension_and_switch_guids_name_series_in_sql() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let mut csv = String::from("time,host,metric,value,guid,port\n");
+    for i in 0..10i64 {
+        csv.push_str(&format!("{},node-01,site_pdu_power_watts,{},,\n", T + i * 1_000_000_000, 500 + i));
+        csv.push_str(&format!("{},ufm-1,infiniband_switch_port_symbol_error_total,{i},0xABC,4\n", T + i * 1_000_000_000));
+    }
+    std::fs::write(bundle.join("samples.csv"), csv).unwrap();
+    std::fs::write(bundle.join("topology.json"), r#"{
+      "nodes": [{"name": "node-01", "gpus": 8, "nics": [
+        {"device": "mlx5_0", "port": 1, "fabric": "infiniband", "switch": "leaf-1", "switch_port": 1}]}],
+      "switches": [
+        {"name": "leaf-1", "tier": "leaf", "links": [{"port": 31, "peer": "spine-1", "peer_port": 4}]},
+        {"name": "spine-1", "tier": "spine", "guid": "0xabc"}]
+    }"#).unwrap();
+    let toml = "[[metric]]\nfamily = \"site_pdu_power_watts\"\ndomain = \"compute\"\nkind = \"gauge\"\nunit = \"watts\"\nclass = \"power\"\nentity = \"node\"\nmeaning = \"rack PDU outlet power of the node\"\n";
+    std::fs::write(bundle.join("metrics.toml"), toml.replace("kind = \"gauge\"", "kind = \"gauge\"\nscale = -1.0")).unwrap();
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    let out = lockstep(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("metrics.toml"), "{err}");
+    assert!(ok(&["sql", "--data-dir", db, "--format", "csv", "SELECT count(*) AS n FROM samples"]).ends_with("n\n0\n"));
+
+    std::fs::write(bundle.join("metrics.toml"), toml).unwrap();
+    ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
+        "SELECT metric, domain, entity, count(*) AS n FROM samples GROUP BY metric, domain, entity ORDER BY metric"]);
+    assert_eq!(out, "metric,domain,entity,n\n\
+        infiniband_switch_port_symbol_error_total,network,spine-1:4,10\n\
+        site_pdu_power_watts,compute,node-01,10\n");
+    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
+        "SELECT domain, unit FROM metric_catalog WHERE family = 'site_pdu_power_watts'"]);
+    assert_eq!(out, "domain,unit\ncompute,watts\n");
+}
+
 #[test]
 fn sql_is_read_only() {
     let tmp = tempfile::tempdir().unwrap();

@@ -274,10 +274,17 @@ impl Classified<'_> {
     }
 }
 
+/// File name of a catalog extension (TOML, see `docs/metrics.md`) in a bundle and in a store
+/// directory.
+pub const CATALOG_FILE: &str = "metrics.toml";
+
 /// The catalog of known metric families, keyed by family name.
 #[derive(Debug, Clone, Default)]
 pub struct MetricCatalog {
     families: BTreeMap<String, MetricInfo>,
+    /// Switch GUID → switch name (from the topology), for naming switch-port series that
+    /// carry `guid` but no `switch` label.
+    switch_guids: std::collections::HashMap<String, String>,
 }
 
 impl MetricCatalog {
@@ -347,7 +354,14 @@ impl MetricCatalog {
     /// The entity a series describes (see [`entity::resolve`]); `None` only when the series
     /// has no `host` label.
     pub fn entity(&self, key: &SeriesKey) -> Option<Entity> {
-        entity::resolve(key, self.classify(key).map(|c| c.info.entity_kind), None)
+        let guids = (!self.switch_guids.is_empty()).then_some(&self.switch_guids);
+        entity::resolve(key, self.classify(key).map(|c| c.info.entity_kind), guids)
+    }
+
+    /// Names switches by GUID in [`MetricCatalog::entity`] (see
+    /// [`crate::topology::Topology::switch_guids`]).
+    pub fn set_switch_guids(&mut self, switch_guids: std::collections::HashMap<String, String>) {
+        self.switch_guids = switch_guids;
     }
 
     /// Like [`MetricCatalog::entity`], naming switches from a GUID → switch-name map when a

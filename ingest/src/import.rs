@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use lockstep_engine::Store;
 use lockstep_engine::datafile::Rows;
+use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
 use lockstep_engine::storage::{OsStorage, write_atomic};
 use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
 
@@ -120,7 +121,8 @@ pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
     Err(ImportError::NoSamples { dir: bundle.to_path_buf() })
 }
 
-/// Imports a bundle directory into `store`: its `topology.json` and `jobs.json` and its clock
+/// Imports a bundle directory into `store`: its `topology.json`, `jobs.json` and `metrics.toml`
+/// (a catalog extension, see `docs/metrics.md`) and its clock
 /// files (all validated first, so a bad one imports nothing), its samples, then the clock
 /// input (sync exchanges, direct offsets, barriers from `collective_end`), refitting the clock
 /// models. A bundle may hold only clock files: they then refine the correction of samples
@@ -202,6 +204,12 @@ fn read_metadata(store: &Store, bundle: &Path) -> Result<Vec<(&'static str, Stri
             .ok()
             .and_then(|t| Topology::from_json(&t).ok()),
     };
+    if let Some((path, text)) = read(CATALOG_FILE)? {
+        MetricCatalog::builtin()
+            .extend_from_toml(&text)
+            .map_err(|e| ImportError::BadFile { file: path, reason: e.to_string() })?;
+        out.push((CATALOG_FILE, text));
+    }
     if let Some((path, text)) = read(JOBS_FILE)? {
         let jobs = parse_jobs(&text).map_err(|e| ImportError::BadFile { file: path.clone(), reason: e.to_string() })?;
         let topology = topology.as_ref().ok_or_else(|| ImportError::BadFile {

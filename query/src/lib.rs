@@ -1,6 +1,7 @@
 //! Lockstep SQL layer: a read-only DataFusion `SessionContext` over engine scans ([`samples`]),
 //! with the Lockstep SQL functions ([`functions`]) registered.
 
+pub mod catalog;
 pub mod clock;
 pub mod diagnose;
 pub mod domain;

@@ -40,7 +40,7 @@ impl QueryEngine {
         let config = SessionConfig::new().with_information_schema(true);
         let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
         let ctx = SessionContext::new_with_state(state);
-        let catalog = Arc::new(MetricCatalog::builtin());
+        let catalog = Arc::new(crate::catalog::store_catalog(store.dir())?);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
         ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));

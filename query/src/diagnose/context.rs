@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use lockstep_engine::metrics::{Domain, EntityKind, MetricCatalog, MetricInfo};
+use lockstep_engine::metrics::{Domain, EntityKind, MetricInfo};
 use lockstep_engine::topology::{Job, JobIndex, Topology, parse_jobs};
 use lockstep_engine::{SeriesKey, Store};
 
@@ -102,8 +102,8 @@ impl JobContext {
             relation.insert(e.entity.as_str(), (e.kind, e.domain));
         }
         let nodes: HashSet<&str> = found.nodes.iter().map(String::as_str).collect();
-        let catalog = MetricCatalog::builtin();
-        let guids = topology.switch_guids();
+        let mut catalog = crate::catalog::store_catalog(store.dir())?;
+        catalog.set_switch_guids(topology.switch_guids());
         let slurm = found.slurm_job_id.clone().unwrap_or_else(|| found.job.clone());
         let series = store.with_catalog(|c| {
             let mut out = Vec::new();
@@ -113,7 +113,7 @@ impl JobContext {
                 }
                 let Some(host) = key.host() else { continue };
                 let info = catalog.classify(key).map(|c| c.info.clone());
-                let Some(entity) = catalog.entity_with_guids(key, &guids) else { continue };
+                let Some(entity) = catalog.entity(key) else { continue };
                 // Per-rank application and NCCL series of another job on shared nodes are not ours.
                 let other_job = key
                     .labels
