@@ -212,3 +212,32 @@ fn demo_runs_and_shows_the_faulty_port() {
     assert!(first_row.contains(fault), "top fabric row {first_row:?} should be the injected {fault}");
     assert!(out.contains("| llm-70b |"), "{out}");
 }
+
+/// The scale: a simulated 32-node (256-GPU) job of 30 minutes imports and is
+/// queryable, series by series and by topology.
+#[test]
+fn simulated_256_gpu_job_of_30_minutes_imports_and_is_queryable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    let out = ok(&["simulate", "--scenario", "ib-link-errors", "--nodes", "32", "--minutes", "30", "--seed", "1",
+        "--out", bundle.to_str().unwrap()]);
+    let number = |text: &str, before: &str| -> u64 {
+        let head = text.split(before).next().unwrap();
+        head.rsplit(|c: char| !c.is_ascii_digit()).find(|w| !w.is_empty()).unwrap().parse().unwrap()
+    };
+    let (series, samples) = (number(&out, " series"), number(&out, " samples"));
+    assert!(series > 8_000 && samples > 14_000_000, "{out}");
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    let out = ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+    assert!(out.contains(&format!("imported {samples} samples of {series} series")), "{out}");
+    let csv = |sql: &str| ok(&["sql", "--data-dir", db, "--format", "csv", sql]);
+    assert_eq!(csv("SELECT count(*) AS n, count(DISTINCT series_id) AS s FROM samples"), format!("n,s\n{samples},{series}\n"));
+    assert_eq!(csv("SELECT count(*) AS gpus FROM job_entities('llm-70b') WHERE entity_kind = 'gpu'"), "gpus\n256\n");
+    // Every domain has series, and every series resolves to an entity.
+    let domains = csv("SELECT domain, count(DISTINCT series_id) AS s FROM samples GROUP BY domain ORDER BY domain");
+    for d in ["collective", "compute", "data_loading", "network", "storage", "training"] {
+        assert!(domains.contains(&format!("\n{d},")), "{d} missing: {domains}");
+    }
+    assert_eq!(csv("SELECT count(*) AS n FROM samples WHERE entity IS NULL"), "n\n0\n");
+}

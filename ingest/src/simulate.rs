@@ -67,7 +67,8 @@ pub const DEFAULT_START_NS: i64 = 1_772_442_000_000_000_000;
 pub struct SimConfig {
     /// The fault to inject.
     pub scenario: Scenario,
-    /// Compute nodes (8 GPUs and 4 fabric NICs each); at least 4.
+    /// Compute nodes of the main job `llm-70b` (8 GPUs and 4 fabric NICs each); at least 4.
+    /// The other job `vlm-8b` runs on `max(1, nodes / 8)` more.
     pub nodes: usize,
     /// Seed: the same config and seed give byte-identical samples.
     pub seed: u64,
@@ -187,7 +188,7 @@ pub fn simulate(cfg: &SimConfig, out_dir: &Path) -> Result<SimSummary, SimError>
     };
     let cluster = Cluster::build(cfg.nodes, fabric, start, end, &mut Rng::stream(cfg.seed, 1));
     let plan = FaultPlan::new(cfg.scenario, &cluster, start, end, cfg.seed);
-    let traits = gpu::gpu_traits(cfg.nodes * GPUS_PER_NODE, cfg.seed);
+    let traits = gpu::gpu_traits(cluster.nodes.len() * GPUS_PER_NODE, cfg.seed);
     let speeds: Vec<f64> = traits.iter().map(|t| t.speed).collect();
     let nominal_read = (0..cluster.jobs.len())
         .map(|j| {

@@ -22,7 +22,8 @@ pub struct Args {
     /// Scenario to inject (see `lockstep simulate --help`).
     #[arg(long, default_value = "ib-link-errors")]
     scenario: String,
-    /// Nodes (8 GPUs each).
+    /// Nodes of the main job `llm-70b` (8 GPUs each; 32 = a 256-GPU job). The second job
+    /// `vlm-8b` gets max(1, nodes/8) more.
     #[arg(long, default_value_t = 32)]
     nodes: usize,
     /// Simulated minutes.
@@ -48,7 +49,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         minutes: args.minutes,
     };
     let cfg = super::simulate::config(&sim)?;
-    println!("== 1. simulating {} nodes x 8 GPUs for {} min, scenario {}", args.nodes, args.minutes, args.scenario);
+    println!(
+        "== 1. simulating a {}-GPU job ({} nodes x 8 GPUs, plus {} nodes of a second job) for {} min, scenario {}",
+        args.nodes * 8,
+        args.nodes,
+        (args.nodes / 8).max(1),
+        args.minutes,
+        args.scenario
+    );
     let started = std::time::Instant::now();
     let summary = simulate(&cfg, &bundle)?;
     println!("   {} series, {} samples, {:.1} MB bundle in {:.1} s", summary.series, summary.samples,

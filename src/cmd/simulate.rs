@@ -15,7 +15,8 @@ pub struct Args {
     /// Output bundle directory.
     #[arg(long)]
     pub out: PathBuf,
-    /// Nodes (8 GPUs each).
+    /// Nodes of the main job `llm-70b` (8 GPUs each; 32 = a 256-GPU job). The second job
+    /// `vlm-8b` gets max(1, nodes/8) more.
     #[arg(long, default_value_t = 32)]
     pub nodes: usize,
     /// Random seed.

@@ -59,6 +59,28 @@ pub struct ClockSegment {
 impl ClockSegment {
     /// `θ` at `local` on this segment's line (extended beyond its ends), rounded down.
     pub fn offset_at(&self, local: i64) -> i64 {
+        // Inside the segment (the common case) the result lies between the end offsets, so
+        // `start + ⌊dθ·dx / de⌋` needs one division: in i64 when the product fits, else i128.
+        // Same value as the general path below (⌊(dθ·q·de + dθ·r)/de⌋ = dθ·q + ⌊dθ·r/de⌋).
+        if local >= self.local_start
+            && local <= self.local_end
+            && let (Some(de), Some(dtheta)) = (
+                self.local_end.checked_sub(self.local_start).filter(|&d| d > 0),
+                self.offset_end_ns.checked_sub(self.offset_start_ns),
+            )
+        {
+            let dx = local - self.local_start;
+            let part = match dtheta.checked_mul(dx) {
+                Some(p) => p.div_euclid(de),
+                None => (i128::from(dtheta) * i128::from(dx)).div_euclid(i128::from(de)) as i64,
+            };
+            return self.offset_start_ns + part;
+        }
+        self.offset_at_general(local)
+    }
+
+    /// [`Self::offset_at`] in i128 for any `local`, including far outside the segment.
+    fn offset_at_general(&self, local: i64) -> i64 {
         let de = i128::from(self.local_end) - i128::from(self.local_start);
         let start = i128::from(self.offset_start_ns);
         if de <= 0 {
@@ -341,4 +363,36 @@ fn clamp_u(v: i128) -> i64 {
 pub(crate) fn ceil_div(n: i128, d: i128) -> i128 {
     let q = n.div_euclid(d);
     if n.rem_euclid(d) != 0 { q + 1 } else { q }
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The one-division path inside a segment equals the general i128 path.
+        #[test]
+        fn offset_fast_path_equals_general(
+            start in -(1i64 << 62)..(1i64 << 62),
+            len in 1i64..(1i64 << 45),
+            theta0 in -(1i64 << 40)..(1i64 << 40),
+            dtheta in -(1i64 << 36)..(1i64 << 36),
+            at in 0.0f64..=1.0,
+        ) {
+            let seg = ClockSegment {
+                local_start: start,
+                local_end: start + len,
+                offset_start_ns: theta0,
+                offset_end_ns: theta0 + dtheta,
+                kind: SegmentKind::Fitted,
+                uncertainty_start_ns: 0,
+                uncertainty_end_ns: 0,
+                growth_ppb: 0,
+                samples_used: 0,
+            };
+            let local = start + (len as f64 * at) as i64;
+            prop_assert_eq!(seg.offset_at(local), seg.offset_at_general(local));
+        }
+    }
 }

@@ -151,14 +151,17 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    /// Builds the cluster for `n_nodes` compute nodes (at least 2).
+    /// Builds the cluster: `main_nodes` compute nodes (at least 2) for the main job plus
+    /// `max(1, main_nodes / 8)` more for the other job.
     pub(crate) fn build(
-        n_nodes: usize,
+        main_nodes: usize,
         fabric: Fabric,
         start: i64,
         end: i64,
         rng: &mut Rng,
     ) -> Self {
+        let n_other = (main_nodes / 8).max(1);
+        let n_nodes = main_nodes + n_other;
         let width = n_nodes.to_string().len().max(2);
         let n_leaves = n_nodes.div_ceil(NODES_PER_LEAF);
         let n_servers = (n_nodes / 8).clamp(2, 8);
@@ -260,7 +263,6 @@ impl Cluster {
                 });
             }
         }
-        let n_other = (n_nodes / 8).max(1);
         let main: Vec<usize> = (0..n_nodes - n_other).collect();
         let other: Vec<usize> = (n_nodes - n_other..n_nodes).collect();
         for (job, members) in [&main, &other].into_iter().enumerate() {
@@ -363,10 +365,10 @@ mod tests {
     fn fat_tree_is_consistent() {
         let mut rng = Rng::new(1);
         let c = Cluster::build(32, Fabric::Infiniband, 0, 1, &mut rng);
-        assert_eq!(c.nodes.len(), 32);
+        assert_eq!(c.nodes.len(), 36, "32 nodes of the main job and 4 of the other");
         assert_eq!(c.switches.iter().filter(|s| s.spine).count(), 4);
-        assert_eq!(c.storage_leaf, 4);
-        assert_eq!(c.jobs[0].nodes.len(), 28);
+        assert_eq!(c.storage_leaf, 5);
+        assert_eq!(c.jobs[0].nodes.len(), 32);
         assert_eq!(c.jobs[1].nodes.len(), 4);
         for (si, s) in c.switches.iter().enumerate() {
             for (pi, p) in s.ports.iter().enumerate() {

@@ -57,11 +57,13 @@ const MTU: f64 = 4096.0;
 /// Marked packets per second of all-reduce transfer on a healthy RoCE port (incast bursts).
 const ECN_BASE: f64 = 2_500.0;
 
-/// Saturation limit of counter `c` (IB PortCounters widths).
+/// Saturation limit of counter `c` (IB PortCounters widths; PortXmitWait is the 32-bit
+/// PortCounters field, which sysfs and node_exporter report as is).
 fn limit(c: usize) -> f64 {
     match c {
         SYMBOL | RCV_ERR | DISCARDS => 65_535.0,
         LINK_DOWNED | RECOVERY => 255.0,
+        XMIT_WAIT => 4_294_967_295.0,
         _ => f64::MAX,
     }
 }
@@ -130,7 +132,9 @@ impl NicEmitter {
                     counters[RX] = (counters[TX] * rng.range(0.95, 1.05)).round();
                     counters[TX_PKT] = (counters[TX] / MTU).round();
                     counters[RX_PKT] = (counters[RX] / MTU).round();
-                    counters[XMIT_WAIT] = (counters[TX] * 2e-4).round();
+                    // Well below the 32-bit ceiling: a healthy port saturates after hours,
+                    // a congested one within minutes (as real PortXmitWait counters do).
+                    counters[XMIT_WAIT] = rng.range(1e6, 1e9).round();
                     counters[LINK_DOWNED] = rng.below(2) as f64;
                     if rng.chance(0.1) {
                         counters[SYMBOL] = rng.below(20) as f64;
@@ -181,7 +185,7 @@ impl NicEmitter {
                 inc[RX] *= f;
                 inc[TX_PKT] = inc[TX] / MTU * 1.015;
                 inc[RX_PKT] = inc[RX] / MTU * 1.015;
-                inc[XMIT_WAIT] += inc[TX] * 2e-4 * self.rng.lognormal(0.3);
+                inc[XMIT_WAIT] += inc[TX] * 2e-5 * self.rng.lognormal(0.3);
                 for (c, (value, id)) in port.counters.iter_mut().zip(&port.ids).enumerate() {
                     *value = (*value + inc[c].round()).min(limit(c));
                     sink.push(*id, local, *value)?;

@@ -151,7 +151,7 @@ impl SwitchEmitter {
                 inc[RX] = rx * noise;
                 let active = (rx / (dt * 2e9)).min(1.0);
                 inc[XMIT_WAIT] =
-                    inc[TX] * if uplink { 6e-4 } else { 1e-4 } * self.rng.lognormal(0.3);
+                    inc[TX] * if uplink { 6e-5 } else { 1e-5 } * self.rng.lognormal(0.3);
                 inc[DISCARDS] = self.rng.poisson(if uplink { 1e-4 * dt } else { 0.0 }) as f64;
                 if plan.port == Some((s, p)) {
                     if plan.nic.is_some() {
@@ -179,6 +179,7 @@ impl SwitchEmitter {
                     let limit = match i {
                         SYMBOL | RCV_ERR | DISCARDS => 65_535.0,
                         4 | RECOVERY => 255.0,
+                        XMIT_WAIT => 4_294_967_295.0,
                         _ => f64::MAX,
                     };
                     ps.counters[i] = (ps.counters[i] + inc[i].round()).min(limit);

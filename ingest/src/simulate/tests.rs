@@ -232,6 +232,19 @@ fn healthy_run_has_no_step_change_and_wrapping_switch_counters() {
         tx.windows(2).any(|w| w[1].1 < w[0].1),
         "no wrap on {leaf}:1"
     );
+    // Read through the catalog, a wrap is a wrap (not a reset) and the octets/4 unit is
+    // scaled to bytes exactly once.
+    let catalog = lockstep_engine::metrics::MetricCatalog::builtin();
+    let info = catalog.get("infiniband_switch_port_transmit_data_bytes_total").unwrap();
+    let steps: Vec<f64> = tx.windows(2).map(|w| info.increase(w[0].1, w[1].1)).collect();
+    assert!(steps.iter().all(|d| d.is_finite() && *d >= 0.0), "{steps:?}");
+    let words: f64 = tx.windows(2).map(|w| (w[1].1 - w[0].1).rem_euclid(4_294_967_296.0)).sum();
+    assert_eq!(steps.iter().sum::<f64>(), 4.0 * words);
+    // PortXmitWait is the 32-bit PortCounters field, as the catalog declares it.
+    let wait = catalog.get("node_infiniband_port_transmit_wait_total").unwrap();
+    let waits = b.select("node_infiniband_port_transmit_wait_total", None, &[]);
+    assert!(!waits.is_empty() && waits.iter().all(|x| x.1 <= 4_294_967_295.0));
+    assert_eq!(wait.counter_bits(), Some(32));
     // Samples are stamped in host clocks: mapped through the truth they land inside the run.
     let all = b.select("DCGM_FI_DEV_GPU_UTIL", None, &[]);
     assert!(
