@@ -3,7 +3,10 @@
 //! [`register_all`] adds them to a DataFusion `SessionContext`. Each function is documented
 //! in `docs/sql-functions.md` and tested by its own sqllogictest file in `query/tests/slt/`.
 
+use std::sync::Arc;
+
 use datafusion::prelude::SessionContext;
+use lockstep_engine::metrics::MetricCatalog;
 
 pub mod approx_quantile;
 pub mod before;
@@ -16,6 +19,8 @@ pub mod ddsketch_quantile;
 pub mod gap_fill;
 pub mod increase;
 pub mod lag_corr;
+pub mod normalized_increase;
+pub mod normalized_rate;
 pub mod onset;
 mod point_state;
 pub mod quantile_cont;
@@ -23,11 +28,20 @@ pub mod rate;
 pub mod throttle_reasons;
 pub mod value_at;
 
-/// Registers every Lockstep SQL function on `ctx`.
+/// Registers every Lockstep SQL function on `ctx`, the catalog-aware ones over the built-in
+/// metric catalog.
 pub fn register_all(ctx: &SessionContext) {
-    let _ = ctx;
+    register_all_with_catalog(ctx, Arc::new(MetricCatalog::builtin()));
+}
+
+/// Registers every Lockstep SQL function on `ctx`; `normalized_increase` and `normalized_rate`
+/// follow `catalog` (a store's: [`crate::catalog::store_catalog`]).
+pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalog>) {
+    use datafusion::logical_expr::AggregateUDF;
     register_time_series_functions(ctx);
     register_analysis_functions(ctx);
+    ctx.register_udaf(AggregateUDF::from(normalized_increase::NormalizedIncrease::new(catalog.clone())));
+    ctx.register_udaf(AggregateUDF::from(normalized_rate::NormalizedRate::new(catalog)));
 }
 
 /// Registers the correlation and change-point functions: `lag_corr`, `change_points`, `onset`.

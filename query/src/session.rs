@@ -44,7 +44,7 @@ impl QueryEngine {
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
         ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));
-        crate::functions::register_all(&ctx);
+        crate::functions::register_all_with_catalog(&ctx, catalog.clone());
         ctx.register_udtf("diagnose", Arc::new(crate::diagnose::DiagnoseFunc::new(store.clone())));
         register_domain_from_dir(&ctx, store.dir(), catalog)?;
         Ok(QueryEngine { ctx, store })

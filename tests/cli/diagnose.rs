@@ -342,13 +342,18 @@ print(len(out))
 #[ignore = "benchmark: run with benches/diagnose_accuracy.sh"]
 fn diagnose_accuracy() {
     let seeds: u64 = std::env::var("LOCKSTEP_ACCURACY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    // LOCKSTEP_ACCURACY_ONLY=scenario:seed runs one case and prints its suspects.
+    let only = std::env::var("LOCKSTEP_ACCURACY_ONLY").ok();
     let mut table = String::from("| scenario | runs | bottleneck correct | fault entity first | both | mean diagnose ms |\n|---|---:|---:|---:|---:|---:|\n");
     let (mut all, mut all_ok) = (0, 0);
     let mut failures = Vec::new();
     for scenario in Scenario::ALL {
-        let (mut b_ok, mut e_ok, mut both, mut ms) = (0, 0, 0, 0u64);
+        let (mut b_ok, mut e_ok, mut both, mut ms, mut runs) = (0, 0, 0, 0u64, 0u64);
         for seed in 1..=seeds {
             let seed = 100 + seed;
+            if only.as_ref().is_some_and(|o| *o != format!("{scenario}:{seed}")) {
+                continue;
+            }
             let tmp = tempfile::tempdir().unwrap();
             let skew = |t: &Truth| -> Vec<(String, i64)> {
                 t.clocks
@@ -371,6 +376,14 @@ fn diagnose_accuracy() {
                 Scenario::Healthy => d.suspects.is_empty(),
                 _ => d.suspects.first().map(|s| s.entity.as_str()) == truth.fault_entity.as_deref(),
             };
+            runs += 1;
+            if only.is_some() {
+                println!("{}", d.verdict);
+                println!("  {:?}", d.decomposition);
+                for s in d.suspects.iter().take(5) {
+                    println!("  {:.3} {} {} {:?}", s.score, s.domain, s.entity, s.evidence);
+                }
+            }
             b_ok += usize::from(b);
             e_ok += usize::from(e);
             both += usize::from(b && e);
@@ -384,11 +397,11 @@ fn diagnose_accuracy() {
                 ));
             }
         }
-        all += seeds as usize;
+        all += runs as usize;
         all_ok += both;
         table.push_str(&format!(
-            "| {scenario} | {seeds} | {b_ok} | {e_ok} | {both} | {} |\n",
-            ms / seeds.max(1)
+            "| {scenario} | {runs} | {b_ok} | {e_ok} | {both} | {} |\n",
+            ms / runs.max(1)
         ));
     }
     table.push_str(&format!("| **all** | {all} | | | **{all_ok} ({:.1} %)** | |\n", 100.0 * all_ok as f64 / all.max(1) as f64));

@@ -71,6 +71,9 @@ pub(crate) struct JobContext {
     pub series: Vec<SeriesMeta>,
     /// The job's storage pool.
     pub pool: Option<String>,
+    /// Switch port entity → the host NIC port cabled to it (`leaf-1:22` → `node-06/mlx5_1:1`),
+    /// from the topology: the two ends of one host link.
+    pub host_links: HashMap<String, String>,
 }
 
 impl JobContext {
@@ -141,7 +144,13 @@ impl JobContext {
             }
             out
         })?;
-        Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series })
+        let host_links = topology
+            .hosts()
+            .flat_map(|(host, nics)| {
+                nics.iter().map(move |n| (format!("{}:{}", n.switch, n.switch_port), format!("{host}/{}:{}", n.device, n.port)))
+            })
+            .collect();
+        Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series, host_links })
     }
 }
 

@@ -76,7 +76,7 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
         return d;
     };
     let scored = score_all(ctx, data, slow_t);
-    let dec = decompose(&scored, &data.slowdown);
+    let dec = decompose(&scored, &data.slowdown, fastest_transfer_rise(ctx, data, w));
     d.decomposition = dec.0.clone();
     let culprit = dec.1;
     let mut ev = Evidence::new(ctx, data, w, slow_t);
@@ -299,7 +299,45 @@ fn root_domain(meta: &SeriesMeta) -> &'static str {
 }
 
 /// Splits the step-time rise into input wait, transfer and straggler wait.
-fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown) -> (Decomposition, Option<Culprit>) {
+/// The rise (s) of the pure transfer time: per grid slot the fastest rank's all-reduce time
+/// (the rank that entered last waits for nobody, so its time is the transfer), then the median
+/// after the slowdown minus the median of the baseline. Per slot, not per rank: when a
+/// different rank is late every step (bursty input waits), every rank's own median includes
+/// waiting, but the fastest rank of each step does not. None with fewer than 2 ranks.
+fn fastest_transfer_rise(ctx: &JobContext, data: &Loaded, w: Windows) -> Option<f64> {
+    let execs: Vec<&[f32]> = ctx
+        .series
+        .iter()
+        .zip(&data.series)
+        .filter(|(m, _)| m.metric() == EXEC_METRIC)
+        .map(|(_, s)| s.grid.as_slice())
+        .collect();
+    if execs.len() < 2 {
+        return None;
+    }
+    let quorum = (execs.len() / 2).max(2);
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for k in 0..data.grid.slots {
+        let t = data.grid.start + k as i64 * data.grid.step;
+        let bucket = if t >= w.from && t < w.base_end {
+            &mut before
+        } else if t >= w.slowdown && t < w.to {
+            &mut after
+        } else {
+            continue;
+        };
+        let present = execs.iter().filter_map(|g| g.get(k).copied()).filter(|v| v.is_finite());
+        let (n, min) = present.fold((0usize, f64::INFINITY), |(n, m), v| (n + 1, m.min(f64::from(v))));
+        if n >= quorum {
+            bucket.push(min);
+        }
+    }
+    let mut scratch = Vec::new();
+    let rise = (median(after, &mut scratch) - median(before, &mut scratch)) / 1e6;
+    rise.is_finite().then_some(rise)
+}
+
+fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown, fastest: Option<f64>) -> (Decomposition, Option<Culprit>) {
     let mut scratch = Vec::new();
     let waits: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == WAIT_METRIC).collect();
     let execs: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == EXEC_METRIC).collect();
@@ -316,7 +354,11 @@ fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown) -> (Decompositio
             host: s.meta.host.clone(),
             gpu: s.meta.label("gpu").map(str::to_string),
         });
-    let (transfer, straggler) = if min_rise.is_finite() { (min_rise, med_rise - min_rise) } else { (0.0, 0.0) };
+    // Transfer: the per-step fastest rank's rise (falls back to the smallest per-rank rise);
+    // straggler wait: what the typical rank waits beyond that.
+    let transfer = fastest.map_or(min_rise, |f| f.min(med_rise));
+    let (transfer, straggler) =
+        if transfer.is_finite() { (transfer, (med_rise - transfer).max(0.0)) } else { (0.0, 0.0) };
     let mut sorted = rises.clone();
     sorted.sort_by(f64::total_cmp);
     let isolation = match sorted.as_slice() {
@@ -400,6 +442,27 @@ fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Primary<'a> {
     let headline = "the collectives slowed because the fabric did: the fastest rank's all-reduce time rose".to_string();
     match best_entity(&candidates) {
         Some((score, entity, list)) => {
+            let mut evidence =
+                vec![format!("{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers")];
+            // Both ends of one host link changed: a bad cable or transceiver shows errors at
+            // either receiver and backs up the switch end. The link is the culprit; it is named at
+            // its host end, the end a job owns.
+            let (entity, list) = match ev.ctx.host_links.get(&entity) {
+                Some(nic) => {
+                    let nic_list: Vec<&Scored<'_>> = candidates.iter().copied().filter(|s| &s.meta.entity == nic).collect();
+                    if nic_list.iter().any(|s| is_fault_source(s.meta)) {
+                        evidence.push(format!(
+                            "{nic} and {entity} are the two ends of one host link and both changed: inspect that link (cable, transceivers)"
+                        ));
+                        let mut nic_list = nic_list;
+                        nic_list.sort_by(|a, b| b.score.total_cmp(&a.score));
+                        (nic.clone(), nic_list)
+                    } else {
+                        (entity, list)
+                    }
+                }
+                None => (entity, list),
+            };
             if let Some(l) = loss.filter(|l| l.meta.entity != entity) {
                 ev.series_link(l);
             }
@@ -408,7 +471,7 @@ fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Primary<'a> {
                 bottleneck: "network",
                 domain: "network",
                 confidence: (0.5 + 0.5 * score).min(1.0),
-                evidence: vec![format!("{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers")],
+                evidence,
                 entity,
                 headline,
                 series: list,

@@ -32,6 +32,8 @@ use datafusion::logical_expr::Accumulator;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 
+use lockstep_engine::metrics::{MetricCatalog, MetricInfo, MetricKind, SeriesPart};
+
 use super::constant_args::{
     check_arity, coerce_float, coerce_int, coerce_time, constant_i64, reject_distinct,
 };
@@ -43,6 +45,55 @@ pub(crate) enum CounterOutput {
     Increase,
     /// Increase per second between the first and the last sample.
     Rate,
+}
+
+/// How consecutive samples become steps.
+#[derive(Debug, Clone)]
+pub(crate) enum Steps {
+    /// `increase`/`rate`: resets, and wraps at `2^bits` when given.
+    Plain(Option<f64>),
+    /// `normalized_increase`/`normalized_rate`: the metric catalog's rules for the group's
+    /// metric (width, wrap or saturation, unit scale); unknown families fall back to resets.
+    Catalog {
+        /// The catalog the metric is looked up in.
+        catalog: Arc<MetricCatalog>,
+        /// The group's metric, once a sample was seen.
+        metric: Option<String>,
+        /// Its catalog entry (None: not a known counter family).
+        info: Option<MetricInfo>,
+    },
+}
+
+impl Steps {
+    /// The step from `prev` to `cur`; NaN when the catalog says it is unknown (a saturated
+    /// counter that stayed at its maximum).
+    #[inline]
+    fn step(&self, prev: f64, cur: f64) -> f64 {
+        match self {
+            Steps::Plain(wrap) => step(prev, cur, *wrap),
+            Steps::Catalog { info: Some(info), .. } => info.increase(prev, cur),
+            Steps::Catalog { info: None, .. } => step(prev, cur, None),
+        }
+    }
+
+    /// Records the metric of a sample; a group must hold one metric.
+    fn set_metric(&mut self, function: &str, m: &str) -> Result<()> {
+        let Steps::Catalog { catalog, metric, info } = self else { return Ok(()) };
+        match metric {
+            Some(known) if known == m => Ok(()),
+            Some(known) => plan_err!(
+                "{function}: one group holds two metrics ({known} and {m}); group by series_id or metric"
+            ),
+            None => {
+                *info = catalog
+                    .classify_metric(m)
+                    .filter(|c| c.part == SeriesPart::Value && c.info.kind == MetricKind::Counter)
+                    .map(|c| c.info.clone());
+                *metric = Some(m.to_string());
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Argument coercion shared by `increase` and `rate`: `(time, value [, wrap_bits])`.
@@ -62,6 +113,21 @@ pub(crate) fn coerce_args(function: &str, arg_types: &[DataType]) -> Result<Vec<
         out.push(coerce_int(function, "wrap_bits", t)?);
     }
     Ok(out)
+}
+
+/// Argument coercion of the normalised variants: `(time, value, metric)`.
+pub(crate) fn coerce_normalized_args(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+    check_arity(function, arg_types, 3, 3, "3 arguments (time, value, metric)")?;
+    let metric = match &arg_types[2] {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => DataType::Utf8,
+        DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8) => DataType::Utf8,
+        other => return plan_err!("{function}: metric must be a string, got {other}"),
+    };
+    Ok(vec![
+        coerce_time(function, "time", &arg_types[0])?,
+        coerce_float(function, "value", &arg_types[1])?,
+        metric,
+    ])
 }
 
 /// State fields shared by `increase` and `rate`: the samples as two lists.
@@ -98,15 +164,43 @@ pub(crate) fn accumulator(
             }
         },
     };
-    Ok(Box::new(CounterAccumulator {
+    Ok(Box::new(CounterAccumulator::new(function, output, Steps::Plain(wrap))))
+}
+
+/// Creates the accumulator of a normalised variant.
+pub(crate) fn normalized_accumulator(
+    function: &'static str,
+    output: CounterOutput,
+    args: &AccumulatorArgs,
+    catalog: Arc<MetricCatalog>,
+) -> Result<Box<dyn Accumulator>> {
+    reject_distinct(args, function)?;
+    Ok(Box::new(CounterAccumulator::new(
         function,
         output,
-        wrap,
+        Steps::Catalog { catalog, metric: None, info: None },
+    )))
+}
+
+/// State fields of the normalised variants: the samples and the group's metric.
+pub(crate) fn normalized_state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
+    let mut fields = state_fields(args);
+    fields.push(Arc::new(Field::new(format_state_name(args.name, "metric"), DataType::Utf8, true)));
+    fields
+}
+
+impl CounterAccumulator {
+    fn new(function: &'static str, output: CounterOutput, steps: Steps) -> Self {
+        CounterAccumulator {
+        function,
+        output,
+        steps,
         samples: VecDeque::new(),
         sorted: true,
         cached: Some(0.0),
         scratch: Vec::new(),
-    }))
+        }
+    }
 }
 
 /// Non-negative step from `prev` to `cur` (see the module documentation).
@@ -128,13 +222,13 @@ fn order(a: &(i64, f64), b: &(i64, f64)) -> Ordering {
     a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
 }
 
-/// Increase over samples already in order.
-fn increase_of(samples: impl Iterator<Item = (i64, f64)>, wrap: Option<f64>) -> f64 {
+/// Increase over samples already in order (NaN if a step is unknown).
+fn increase_of(samples: impl Iterator<Item = (i64, f64)>, steps: &Steps) -> f64 {
     let mut total = 0.0;
     let mut prev: Option<f64> = None;
     for (_, v) in samples {
         if let Some(p) = prev {
-            total += step(p, v, wrap);
+            total += steps.step(p, v);
         }
         prev = Some(v);
     }
@@ -146,7 +240,7 @@ fn increase_of(samples: impl Iterator<Item = (i64, f64)>, wrap: Option<f64>) -> 
 struct CounterAccumulator {
     function: &'static str,
     output: CounterOutput,
-    wrap: Option<f64>,
+    steps: Steps,
     /// Samples in arrival order.
     samples: VecDeque<(i64, f64)>,
     /// Whether arrival order is `(time, value)` order.
@@ -163,7 +257,7 @@ impl CounterAccumulator {
                 self.sorted = false;
                 self.cached = None;
             } else if let Some(c) = self.cached.as_mut() {
-                *c += step(last.1, sample.1, self.wrap);
+                *c += self.steps.step(last.1, sample.1);
             }
         }
         self.samples.push_back(sample);
@@ -194,14 +288,31 @@ impl CounterAccumulator {
                 .all(|(a, b)| order(a, b) != Ordering::Greater)
         {
             self.sorted = true;
-            let inc = increase_of(self.samples.iter().copied(), self.wrap);
+            let inc = increase_of(self.samples.iter().copied(), &self.steps);
             self.cached = Some(inc);
             return inc;
         }
         self.scratch.clear();
         self.scratch.extend(self.samples.iter().copied());
         self.scratch.sort_unstable_by(order);
-        increase_of(self.scratch.iter().copied(), self.wrap)
+        increase_of(self.scratch.iter().copied(), &self.steps)
+    }
+
+    /// Records the metric of every counted row (normalised variants).
+    fn note_metrics(&mut self, metrics: &ArrayRef, counted: impl Fn(usize) -> bool) -> Result<()> {
+        let metrics = metrics.as_string::<i32>();
+        let mut last: Option<&str> = None;
+        for i in 0..metrics.len() {
+            if metrics.is_null(i) || !counted(i) {
+                continue;
+            }
+            let m = metrics.value(i);
+            if last != Some(m) {
+                self.steps.set_metric(self.function, m)?;
+                last = Some(m);
+            }
+        }
+        Ok(())
     }
 
     fn span_ns(&self) -> Option<i64> {
@@ -215,6 +326,9 @@ impl Accumulator for CounterAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let times = values[0].as_primitive::<TimestampNanosecondType>();
         let vals = values[1].as_primitive::<Float64Type>();
+        if matches!(self.steps, Steps::Catalog { .. }) {
+            self.note_metrics(&values[2], |i| times.is_valid(i) && vals.is_valid(i) && vals.value(i).is_finite())?;
+        }
         self.push_arrays(times.values(), |i| times.is_valid(i), vals);
         Ok(())
     }
@@ -253,6 +367,9 @@ impl Accumulator for CounterAccumulator {
             return Ok(ScalarValue::Float64(None));
         }
         let inc = self.increase();
+        if inc.is_nan() {
+            return Ok(ScalarValue::Float64(None));
+        }
         Ok(ScalarValue::Float64(match self.output {
             CounterOutput::Increase => Some(inc),
             CounterOutput::Rate => match self.span_ns() {
@@ -278,15 +395,21 @@ impl Accumulator for CounterAccumulator {
                 None,
             )))
         };
-        Ok(vec![
-            list(Arc::new(times), DataType::Int64),
-            list(Arc::new(values), DataType::Float64),
-        ])
+        let mut state = vec![list(Arc::new(times), DataType::Int64), list(Arc::new(values), DataType::Float64)];
+        if let Steps::Catalog { metric, .. } = &self.steps {
+            state.push(ScalarValue::Utf8(metric.clone()));
+        }
+        Ok(state)
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let times = states[0].as_list::<i32>();
         let values = states[1].as_list::<i32>();
+        if matches!(self.steps, Steps::Catalog { .. })
+            && let Some(metrics) = states.get(2)
+        {
+            self.note_metrics(metrics, |_| true)?;
+        }
         for row in 0..times.len() {
             if times.is_null(row) || values.is_null(row) {
                 continue;
@@ -310,15 +433,7 @@ mod tests {
     use super::*;
 
     fn run(samples: &[(i64, f64)], wrap: Option<f64>, output: CounterOutput) -> Option<f64> {
-        let mut acc = CounterAccumulator {
-            function: "t",
-            output,
-            wrap,
-            samples: VecDeque::new(),
-            sorted: true,
-            cached: Some(0.0),
-            scratch: Vec::new(),
-        };
+        let mut acc = CounterAccumulator::new("t", output, Steps::Plain(wrap));
         samples.iter().for_each(|s| acc.push(*s));
         match acc.evaluate().unwrap() {
             ScalarValue::Float64(v) => v,
