@@ -64,34 +64,65 @@ pub fn infer_step(sorted_times: &[i64]) -> Option<i64> {
 /// Fails with [`Error::GridTooSparse`] when the grid would need more than
 /// `MAX_SLOTS_PER_ROW * rows + SLOT_SLACK` slots (timestamps too irregular or a huge gap).
 pub fn snap_pairs(times: &[i64], x: &[f64], y: &[f64]) -> Result<Option<SnappedPairs>> {
-    let mut rows: Vec<(i64, f64, f64)> = times
-        .iter()
-        .zip(x)
-        .zip(y)
-        .filter(|((_, a), b)| a.is_finite() && b.is_finite())
-        .map(|((t, a), b)| (*t, *a, *b))
-        .collect();
-    if rows.is_empty() {
+    let n = times.len().min(x.len()).min(y.len());
+    let (times, x, y) = (&times[..n], &x[..n], &y[..n]);
+    // Fast path: rows from the store arrive in time order without duplicates; then no copy
+    // and no sort is needed. Otherwise filter, and sort by (time, x, y) so that rows sharing
+    // a slot are summed in an order independent of how partial states were merged.
+    let owned: (Vec<i64>, Vec<f64>, Vec<f64>);
+    let (ts, xs, ys) = if times.windows(2).all(|w| w[0] < w[1])
+        && x.iter().chain(y).all(|v| v.is_finite())
+    {
+        (times, x, y)
+    } else {
+        let mut rows: Vec<(i64, f64, f64)> = times
+            .iter()
+            .zip(x)
+            .zip(y)
+            .filter(|((_, a), b)| a.is_finite() && b.is_finite())
+            .map(|((t, a), b)| (*t, *a, *b))
+            .collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.total_cmp(&b.2)));
+        owned = (
+            rows.iter().map(|r| r.0).collect(),
+            rows.iter().map(|r| r.1).collect(),
+            rows.iter().map(|r| r.2).collect(),
+        );
+        (&owned.0[..], &owned.1[..], &owned.2[..])
+    };
+    let (Some(&start), Some(&end)) = (ts.first(), ts.last()) else {
         return Ok(None);
-    }
-    rows.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.total_cmp(&b.2)));
-    let sorted: Vec<i64> = rows.iter().map(|r| r.0).collect();
-    let start = sorted[0];
-    let step = infer_step(&sorted).unwrap_or(1);
-    let span = (sorted[sorted.len() - 1] as i128 - start as i128) as u128;
+    };
+    let step = infer_step(ts).unwrap_or(1);
+    let span = (end as i128 - start as i128) as u128;
+    let step_u = step as u128;
     let half = (step / 2) as u128;
-    let last_slot = (span + half) / step as u128;
-    let limit = MAX_SLOTS_PER_ROW * rows.len() as u64 + SLOT_SLACK;
+    let last_slot = (span + half) / step_u;
+    let limit = MAX_SLOTS_PER_ROW * ts.len() as u64 + SLOT_SLACK;
     if last_slot >= limit as u128 {
-        return Err(Error::GridTooSparse { rows: rows.len(), step, limit });
+        return Err(Error::GridTooSparse { rows: ts.len(), step, limit });
     }
     let slots = last_slot as usize + 1;
     let mut sx = vec![0.0; slots];
     let mut sy = vec![0.0; slots];
     let mut count = vec![0u32; slots];
-    for (t, a, b) in rows {
-        let offset = (t as i128 - start as i128) as u128;
-        let slot = ((offset + half) / step as u128) as usize;
+    // Rows are sorted, so the slot only moves forward: compare against the next slot's lower
+    // edge instead of dividing per row (a division only to jump over a long gap).
+    let mut slot = 0usize;
+    let mut edge = step_u; // (slot + 1) * step, compared with offset + half
+    for ((&t, &a), &b) in ts.iter().zip(xs).zip(ys) {
+        let pos = (t as i128 - start as i128) as u128 + half;
+        if pos >= edge {
+            if pos >= edge + 4 * step_u {
+                slot = (pos / step_u) as usize;
+                edge = (slot as u128 + 1) * step_u;
+            } else {
+                while pos >= edge {
+                    slot += 1;
+                    edge += step_u;
+                }
+            }
+        }
         sx[slot] += a;
         sy[slot] += b;
         count[slot] += 1;
@@ -156,5 +187,54 @@ mod tests {
         let v = [0.0; 5];
         let err = snap_pairs(&times, &v, &v).unwrap_err();
         assert!(matches!(err, Error::GridTooSparse { rows: 5, step: 1, .. }), "{err}");
+    }
+
+    proptest::proptest! {
+        /// The forward-walking slot assignment equals `round((t − start) / step)` by division,
+        /// and a shuffled copy of the rows (the sorting path) gives the same grid.
+        #[test]
+        fn slot_walk_equals_division_and_order_does_not_matter(
+            gaps in proptest::collection::vec((1i64..3_000, 0u8..20), 1..300),
+            seed in 0u64..1_000,
+        ) {
+            let mut t = -5_000i64;
+            let mut times = Vec::new();
+            for (d, g) in &gaps {
+                t += if *g == 0 { d * 20 } else { *d };
+                times.push(t);
+            }
+            let x: Vec<f64> = (0..times.len()).map(|i| i as f64).collect();
+            let (grid, sx, sy) = snap_pairs(&times, &x, &x).unwrap().unwrap();
+            let mut expect = vec![(0.0, 0u32); grid.slots];
+            for (&t, &v) in times.iter().zip(&x) {
+                let slot = ((t - grid.start + grid.step / 2) / grid.step) as usize;
+                expect[slot].0 += v;
+                expect[slot].1 += 1;
+            }
+            for (i, (sum, c)) in expect.iter().enumerate() {
+                if *c == 0 {
+                    proptest::prop_assert!(sx[i].is_nan());
+                } else {
+                    proptest::prop_assert_eq!(sx[i], sum / f64::from(*c));
+                }
+            }
+            let mut order: Vec<usize> = (0..times.len()).collect();
+            let mut r = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for i in (1..order.len()).rev() {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                order.swap(i, (r % (i as u64 + 1)) as usize);
+            }
+            let st: Vec<i64> = order.iter().map(|&i| times[i]).collect();
+            let sv: Vec<f64> = order.iter().map(|&i| x[i]).collect();
+            let (g2, sx2, sy2) = snap_pairs(&st, &sv, &sv).unwrap().unwrap();
+            proptest::prop_assert_eq!(grid, g2);
+            for ((a, b), c) in sx.iter().zip(&sx2).zip(&sy2) {
+                proptest::prop_assert!(a == b || (a.is_nan() && b.is_nan()));
+                proptest::prop_assert!(a == c || (a.is_nan() && c.is_nan()));
+            }
+            proptest::prop_assert_eq!(sx.len(), sy.len());
+        }
     }
 }
