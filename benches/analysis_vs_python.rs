@@ -73,8 +73,7 @@ fn python(args: &[String]) -> Result<serde_json::Value> {
 }
 
 fn sql_ctx(batches: Vec<RecordBatch>) -> Result<SessionContext> {
-    let ctx = SessionContext::new();
-    lockstep_query::functions::register_all(&ctx);
+    let ctx = lockstep_query::plan::context(datafusion::prelude::SessionConfig::new());
     let schema = batches[0].schema();
     // Two partitions (the machine's cores), pairs dealt round-robin.
     let mut parts = vec![Vec::new(), Vec::new()];

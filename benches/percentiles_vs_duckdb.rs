@@ -118,8 +118,13 @@ async fn run_lockstep(
     repeat: usize,
 ) -> (f64, usize, f64) {
     let config = SessionConfig::new().with_target_partitions(threads);
-    let ctx = SessionContext::new_with_config(config);
-    lockstep_query::functions::register_all(&ctx);
+    let ctx = if std::env::var("LOCKSTEP_BENCH_DF_PLAN").is_ok_and(|v| v == "1") {
+        let ctx = SessionContext::new_with_config(config);
+        lockstep_query::functions::register_all(&ctx);
+        ctx
+    } else {
+        lockstep_query::plan::context(config)
+    };
     // One memory partition per thread, each a contiguous range of series.
     let mut parts = vec![Vec::new(); threads];
     for (i, b) in batches.iter().enumerate() {

@@ -13,6 +13,7 @@ pub mod before;
 pub mod change_points;
 mod constant_args;
 mod counter;
+mod group_rows;
 pub mod ddsketch;
 pub mod ddsketch_merge;
 pub mod ddsketch_quantile;

@@ -7,6 +7,7 @@ pub mod diagnose;
 pub mod domain;
 pub mod error;
 pub mod functions;
+pub mod plan;
 pub mod samples;
 pub mod session;
 

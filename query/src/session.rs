@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::config::SessionConfig;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
 use lockstep_engine::Store;
@@ -38,7 +37,7 @@ impl QueryEngine {
     pub fn with_clock(store: Arc<Store>, clock: ClockVersion) -> Result<Self> {
         clock.resolve(&store)?;
         let config = SessionConfig::new().with_information_schema(true);
-        let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
+        let state = crate::plan::session_state(config);
         let ctx = SessionContext::new_with_state(state);
         let catalog = Arc::new(crate::catalog::store_catalog(store.dir())?);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;

@@ -1,5 +1,6 @@
-//! Runs every `query/tests/slt/*.slt` sqllogictest file against a fresh DataFusion
-//! `SessionContext` with all Lockstep SQL functions registered.
+//! Runs every `query/tests/slt/*.slt` sqllogictest file twice against a fresh DataFusion
+//! `SessionContext` with all Lockstep SQL functions registered: once with Lockstep's plan rule
+//! (`lockstep_query::plan`) and once with DataFusion's default partial/final aggregation.
 //!
 //! Value formatting: NULL as `NULL`, the empty string as `(empty)`, floats in Rust's shortest
 //! round-trip form (`Debug` without a trailing `.0`, so results compare exactly: `2`, `0.1`,
@@ -18,7 +19,7 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
 use datafusion::error::DataFusionError;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use sqllogictest::{
     AsyncDB, DBOutput, DefaultColumnType, Runner, default_column_validator, default_normalizer,
     default_validator,
@@ -127,30 +128,35 @@ async fn sqllogictest_files() {
     assert!(!files.is_empty(), "no .slt files in {}", dir.display());
     let complete = std::env::var("SLT_COMPLETE").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
-    for file in &files {
-        let mut runner = Runner::new(|| async {
-            let ctx = SessionContext::new();
-            lockstep_query::functions::register_all(&ctx);
-            Ok::<_, DataFusionError>(Lockstep { ctx })
-        });
-        if complete {
-            runner
-                .update_test_file(
-                    file,
-                    " ",
-                    default_validator,
-                    default_normalizer,
-                    default_column_validator,
-                )
-                .await
-                .unwrap();
-            continue;
-        }
-        match runner.run_file_async(file).await {
-            Ok(()) => println!("ok   {}", file.display()),
-            Err(e) => {
-                println!("FAIL {}\n{}", file.display(), e.display(true));
-                failures.push(file.display().to_string());
+    // Each file runs twice: on Lockstep's context (whole-series aggregates planned in one
+    // phase) and on DataFusion's default plan (partial states built and merged).
+    for (plan, lockstep_plan) in [("lockstep plan", true), ("datafusion plan", false)] {
+        for file in &files {
+            let mut runner = Runner::new(move || async move {
+                let ctx = if lockstep_plan {
+                    lockstep_query::plan::context(SessionConfig::new())
+                } else {
+                    let ctx = SessionContext::new();
+                    lockstep_query::functions::register_all(&ctx);
+                    ctx
+                };
+                Ok::<_, DataFusionError>(Lockstep { ctx })
+            });
+            if complete {
+                if lockstep_plan {
+                    runner
+                        .update_test_file(file, " ", default_validator, default_normalizer, default_column_validator)
+                        .await
+                        .unwrap();
+                }
+                continue;
+            }
+            match runner.run_file_async(file).await {
+                Ok(()) => println!("ok   {} ({plan})", file.display()),
+                Err(e) => {
+                    println!("FAIL {} ({plan})\n{}", file.display(), e.display(true));
+                    failures.push(format!("{} ({plan})", file.display()));
+                }
             }
         }
     }

@@ -17,11 +17,11 @@ use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 use lockstep_engine::analysis::change_points::{ChangeConfig, ChangeDetector};
 
 use super::constant_args::{check_arity, coerce_float, coerce_time, reject_distinct};
-use super::point_state::{self, Points};
+use super::point_state::{self, PointGroups, Points};
 
 const NAME: &str = "change_points";
 
@@ -93,6 +93,14 @@ impl AggregateUDFImpl for ChangePoints {
         reject_distinct(&args, NAME)?;
         Ok(Box::new(ChangePointsAccumulator { points: Points::default() }))
     }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
+    }
+
+    fn create_groups_accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(PointGroups::<1>::new(NAME, Box::new(evaluate))))
+    }
 }
 
 /// Accumulates `(time, value)` points; evaluates with the engine's detector.
@@ -127,20 +135,23 @@ impl Accumulator for ChangePointsAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        if self.points.len() == 0 {
-            return ScalarValue::try_from(DataType::List(item_field()));
-        }
-        let p = &self.points;
-        let cps = DETECTOR
-            .with(|d| d.borrow_mut().detect_timed(p.times(), p.col(0), &ChangeConfig::default()));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.time))),
-            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.before))),
-            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.after))),
-        ];
-        let items = StructArray::try_new(item_fields(), columns, None)?;
-        let offsets = OffsetBuffer::from_lengths([cps.len()]);
-        let list = ListArray::try_new(item_field(), offsets, Arc::new(items), None)?;
-        Ok(ScalarValue::List(Arc::new(list)))
+        evaluate(self.points.times(), [self.points.col(0)])
     }
+}
+
+/// `change_points` of one group's points.
+fn evaluate(times: &[i64], cols: [&[f64]; 1]) -> Result<ScalarValue> {
+    if times.is_empty() {
+        return ScalarValue::try_from(DataType::List(item_field()));
+    }
+    let cps = DETECTOR.with(|d| d.borrow_mut().detect_timed(times, cols[0], &ChangeConfig::default()));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.time))),
+        Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.before))),
+        Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.after))),
+    ];
+    let items = StructArray::try_new(item_fields(), columns, None)?;
+    let offsets = OffsetBuffer::from_lengths([cps.len()]);
+    let list = ListArray::try_new(item_field(), offsets, Arc::new(items), None)?;
+    Ok(ScalarValue::List(Arc::new(list)))
 }

@@ -18,12 +18,12 @@ use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 use lockstep_engine::analysis::grid::snap_pairs;
 use lockstep_engine::analysis::lag_corr::{LagCorrConfig, LagCorrelator};
 
 use super::constant_args::{check_arity, coerce_float, coerce_time, constant_interval_ns, reject_distinct};
-use super::point_state::{self, Points};
+use super::point_state::{self, PointGroups, Points};
 
 const NAME: &str = "lag_corr";
 
@@ -103,6 +103,18 @@ impl AggregateUDFImpl for LagCorr {
         };
         Ok(Box::new(LagCorrAccumulator { points: Points::default(), max_lag_ns }))
     }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let max_lag_ns = match args.exprs.get(3) {
+            Some(e) => Some(constant_interval_ns(e, NAME, "max_lag")?),
+            None => None,
+        };
+        Ok(Box::new(PointGroups::<2>::new(NAME, Box::new(move |t, c| evaluate(t, c, max_lag_ns)))))
+    }
 }
 
 /// Accumulates `(time, x, y)` points; evaluates with the engine's lag correlation.
@@ -138,32 +150,36 @@ impl Accumulator for LagCorrAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let p = &self.points;
-        let snapped = match snap_pairs(p.times(), p.col(0), p.col(1)) {
-            Ok(s) => s,
-            Err(e) => return exec_err!("{NAME}: {e}"),
-        };
-        let Some((grid, x, y)) = snapped else {
-            return ScalarValue::try_from(DataType::Struct(result_fields()));
-        };
-        let present = x.iter().zip(&y).filter(|(a, b)| a.is_finite() && b.is_finite()).count();
-        let cfg = LagCorrConfig {
-            max_lag: self.max_lag_ns.map(|ns| usize::try_from(ns / grid.step).unwrap_or(usize::MAX)),
-            ..LagCorrConfig::default()
-        };
-        let result = CORRELATOR.with(|c| c.borrow_mut().compute(&x, &y, &cfg));
-        let (lag_ns, coef, p_value) = match result {
-            Some(r) => (r.lag.checked_mul(grid.step), Some(r.coef), r.p_value),
-            None => (None, None, None),
-        };
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(vec![lag_ns])),
-            Arc::new(Float64Array::from(vec![coef])),
-            Arc::new(Float64Array::from(vec![p_value])),
-            Arc::new(Int64Array::from(vec![Some(present as i64)])),
-        ];
-        Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(result_fields(), columns, None)?)))
+        evaluate(self.points.times(), [self.points.col(0), self.points.col(1)], self.max_lag_ns)
     }
+}
+
+/// `lag_corr` of one group's points.
+fn evaluate(times: &[i64], cols: [&[f64]; 2], max_lag_ns: Option<i64>) -> Result<ScalarValue> {
+    let snapped = match snap_pairs(times, cols[0], cols[1]) {
+        Ok(s) => s,
+        Err(e) => return exec_err!("{NAME}: {e}"),
+    };
+    let Some((grid, x, y)) = snapped else {
+        return ScalarValue::try_from(DataType::Struct(result_fields()));
+    };
+    let present = x.iter().zip(&y).filter(|(a, b)| a.is_finite() && b.is_finite()).count();
+    let cfg = LagCorrConfig {
+        max_lag: max_lag_ns.map(|ns| usize::try_from(ns / grid.step).unwrap_or(usize::MAX)),
+        ..LagCorrConfig::default()
+    };
+    let result = CORRELATOR.with(|c| c.borrow_mut().compute(&x, &y, &cfg));
+    let (lag_ns, coef, p_value) = match result {
+        Some(r) => (r.lag.checked_mul(grid.step), Some(r.coef), r.p_value),
+        None => (None, None, None),
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(vec![lag_ns])),
+        Arc::new(Float64Array::from(vec![coef])),
+        Arc::new(Float64Array::from(vec![p_value])),
+        Arc::new(Int64Array::from(vec![Some(present as i64)])),
+    ];
+    Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(result_fields(), columns, None)?)))
 }
 
 #[cfg(test)]

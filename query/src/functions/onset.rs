@@ -15,12 +15,12 @@ use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 use lockstep_engine::analysis::change_points::ChangeConfig;
 
 use super::change_points::{DETECTOR, coerce_series_args};
 use super::constant_args::reject_distinct;
-use super::point_state::{self, Points};
+use super::point_state::{self, PointGroups, Points};
 
 const NAME: &str = "onset";
 
@@ -79,6 +79,14 @@ impl AggregateUDFImpl for Onset {
         reject_distinct(&args, NAME)?;
         Ok(Box::new(OnsetAccumulator { points: Points::default() }))
     }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
+    }
+
+    fn create_groups_accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(PointGroups::<1>::new(NAME, Box::new(evaluate))))
+    }
 }
 
 /// Accumulates `(time, value)` points; evaluates with the engine's onset rule.
@@ -113,18 +121,22 @@ impl Accumulator for OnsetAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let p = &self.points;
-        let onset = DETECTOR.with(|d| d.borrow_mut().onset_timed(p.times(), p.col(0), &ChangeConfig::default()));
-        let Some(o) = onset else {
-            return ScalarValue::try_from(DataType::Struct(result_fields()));
-        };
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(vec![o.time])),
-            Arc::new(Float64Array::from(vec![o.before])),
-            Arc::new(Float64Array::from(vec![o.after])),
-            Arc::new(Int64Array::from(vec![o.ci_lo])),
-            Arc::new(Int64Array::from(vec![o.ci_hi])),
-        ];
-        Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(result_fields(), columns, None)?)))
+        evaluate(self.points.times(), [self.points.col(0)])
     }
+}
+
+/// `onset` of one group's points.
+fn evaluate(times: &[i64], cols: [&[f64]; 1]) -> Result<ScalarValue> {
+    let onset = DETECTOR.with(|d| d.borrow_mut().onset_timed(times, cols[0], &ChangeConfig::default()));
+    let Some(o) = onset else {
+        return ScalarValue::try_from(DataType::Struct(result_fields()));
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(vec![o.time])),
+        Arc::new(Float64Array::from(vec![o.before])),
+        Arc::new(Float64Array::from(vec![o.after])),
+        Arc::new(Int64Array::from(vec![o.ci_lo])),
+        Arc::new(Int64Array::from(vec![o.ci_hi])),
+    ];
+    Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(result_fields(), columns, None)?)))
 }

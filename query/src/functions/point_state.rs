@@ -6,6 +6,8 @@
 //! on arrival (NaN and ±inf are kept; each function documents what it does with them).
 //! Sliding window frames retract rows from the front in arrival order.
 
+mod groups;
+
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray};
@@ -14,6 +16,8 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type, Timest
 use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::logical_expr::function::StateFieldsArgs;
 use datafusion::logical_expr::utils::format_state_name;
+
+pub(crate) use groups::PointGroups;
 
 /// Points of one group: times (ns) and `K` value columns, with a retraction offset.
 #[derive(Debug, Clone)]
@@ -39,11 +43,6 @@ impl<const K: usize> Points<K> {
     /// Live values of column `i`.
     pub(crate) fn col(&self, i: usize) -> &[f64] {
         &self.cols[i][self.head..]
-    }
-
-    /// Number of live points.
-    pub(crate) fn len(&self) -> usize {
-        self.times.len() - self.head
     }
 
     /// Appends the rows of `values` = `[time, v₁ .. v_K, ..]` that have no NULL.
@@ -198,6 +197,6 @@ mod tests {
         assert!(q.col(0)[3].is_nan());
         q.retract(&batch(&[Some(3), None], &[Some(0.3), Some(1.0)])).unwrap();
         assert_eq!(q.times(), &[2, 3, 2]);
-        assert_eq!(q.len(), 3);
+        assert_eq!(q.times().len(), 3);
     }
 }

@@ -14,6 +14,7 @@ use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
 use super::quantile_of;
+use crate::functions::group_rows::emit_offsets;
 
 /// Exact-quantile state of all groups.
 #[derive(Debug)]
@@ -44,20 +45,8 @@ impl QuantileGroups {
 
     /// Removes the groups selected by `emit_to` and returns their values grouped:
     /// `offsets[g]..offsets[g + 1]` are the values of emitted group `g`.
-    fn take_grouped(&mut self, emit_to: EmitTo) -> (Vec<i32>, Vec<f64>) {
-        let emit = match emit_to {
-            EmitTo::All => self.num_groups,
-            EmitTo::First(n) => n.min(self.num_groups),
-        };
-        let mut offsets = vec![0i32; emit + 1];
-        for &g in &self.groups {
-            if (g as usize) < emit {
-                offsets[g as usize + 1] += 1;
-            }
-        }
-        for g in 0..emit {
-            offsets[g + 1] += offsets[g];
-        }
+    fn take_grouped(&mut self, emit_to: EmitTo) -> Result<(Vec<i32>, Vec<f64>)> {
+        let (emit, offsets) = emit_offsets(&self.groups, self.num_groups, emit_to, "quantile_cont")?;
         let mut cursor: Vec<i32> = offsets[..emit].to_vec();
         let mut out = vec![0.0f64; offsets[emit] as usize];
         if emit == self.num_groups {
@@ -88,7 +77,7 @@ impl QuantileGroups {
             self.values.truncate(w);
         }
         self.num_groups -= emit;
-        (offsets, out)
+        Ok((offsets, out))
     }
 }
 
@@ -122,7 +111,7 @@ impl GroupsAccumulator for QuantileGroups {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let (offsets, mut values) = self.take_grouped(emit_to);
+        let (offsets, mut values) = self.take_grouped(emit_to)?;
         let mut out = Vec::with_capacity(offsets.len() - 1);
         for w in offsets.windows(2) {
             out.push(quantile_of(
@@ -134,7 +123,7 @@ impl GroupsAccumulator for QuantileGroups {
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let (offsets, values) = self.take_grouped(emit_to);
+        let (offsets, values) = self.take_grouped(emit_to)?;
         let list = ListArray::new(
             Arc::new(Field::new_list_field(DataType::Float64, true)),
             OffsetBuffer::new(ScalarBuffer::from(offsets)),
