@@ -364,18 +364,8 @@ impl Store {
         let mut ok = Vec::with_capacity(batch.series.len());
         let mut rejected = Vec::new();
         for (key, samples) in &batch.series {
-            if samples.timestamps.len() != samples.values.len() {
-                rejected.push(Rejection {
-                    series: key.to_string(),
-                    samples: samples.timestamps.len().max(samples.values.len()),
-                    error: Error::InvalidBatch {
-                        reason: format!(
-                            "series {key} has {} timestamps but {} values",
-                            samples.timestamps.len(),
-                            samples.values.len()
-                        ),
-                    },
-                });
+            if let Some(r) = length_mismatch(key, samples) {
+                rejected.push(r);
                 continue;
             }
             if let Err(error) = key.validate() {
@@ -459,6 +449,78 @@ impl Store {
             }
         };
         let (ticket, rows) = ticket;
+        self.finish_write(gate, ticket, rows, rejected)
+    }
+
+    /// The id of a series already in the catalog (collectors cache it and write with
+    /// [`Store::write_resolved`]); `None` for a series never written.
+    pub fn series_id(&self, key: &SeriesKey) -> Result<Option<SeriesId>> {
+        Ok(self.catalog.read().map_err(lock_poisoned)?.get(key))
+    }
+
+    /// Writes samples of series resolved with [`Store::series_id`], durably, like
+    /// [`Store::write`] but without hashing and comparing series keys: the path of a long
+    /// ingest stream that names the same series in every batch. An id not in the catalog
+    /// rejects that series' samples.
+    pub fn write_resolved(&self, batch: &[(SeriesId, crate::SeriesSamples)]) -> Result<WriteOutcome> {
+        let now = self.clock.now_ns();
+        let total = batch.iter().map(|(_, s)| s.timestamps.len().min(s.values.len())).sum();
+        let mut rows = Rows::with_capacity(total);
+        let mut rejected = Vec::new();
+        {
+            let catalog = self.catalog.read().map_err(lock_poisoned)?;
+            for (id, samples) in batch {
+                let Some(key) = catalog.key(*id) else {
+                    rejected.push(Rejection {
+                        series: format!("series id {id}"),
+                        samples: samples.timestamps.len(),
+                        error: Error::InvalidBatch { reason: format!("series id {id} is not in the catalog") },
+                    });
+                    continue;
+                };
+                if let Some(r) = length_mismatch(key, samples) {
+                    rejected.push(r);
+                    continue;
+                }
+                if samples.timestamps.iter().zip(&samples.values).all(|(&t, &v)| self.sample_ok(t, v, now)) {
+                    rows.series.extend(std::iter::repeat_n(*id, samples.timestamps.len()));
+                    rows.time.extend_from_slice(&samples.timestamps);
+                    rows.value.extend_from_slice(&samples.values);
+                    continue;
+                }
+                let (mut bad, mut first) = (0, None);
+                for (&t, &v) in samples.timestamps.iter().zip(&samples.values) {
+                    match self.check_sample(key, t, v, now) {
+                        Ok(()) => rows.push(*id, t, v),
+                        Err(e) => {
+                            bad += 1;
+                            first.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(error) = first {
+                    rejected.push(Rejection { series: key.to_string(), samples: bad, error });
+                }
+            }
+        }
+        let rejected_count: usize = rejected.iter().map(|r| r.samples).sum();
+        self.metrics.samples_rejected.fetch_add(rejected_count as u64, Ordering::Relaxed);
+        if rows.is_empty() {
+            return Ok(WriteOutcome { accepted: 0, rejected });
+        }
+        let gate = self.gate.read().map_err(lock_poisoned)?;
+        let ticket = self.wal.submit(record::encode(&[], &rows))?;
+        self.finish_write(gate, ticket, rows, rejected)
+    }
+
+    /// Waits for the WAL record, makes its rows visible, and flushes when the buffer is full.
+    fn finish_write(
+        &self,
+        gate: std::sync::RwLockReadGuard<'_, ()>,
+        ticket: crate::wal::WalTicket,
+        rows: Rows,
+        rejected: Vec<Rejection>,
+    ) -> Result<WriteOutcome> {
         ticket.wait()?;
         let accepted = rows.len();
         self.state.write().map_err(lock_poisoned)?.active.push(rows);
@@ -530,6 +592,16 @@ fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std:
 }
 
 /// Concatenates per-series rows, stamping the resolved ids.
+/// The rejection of a series whose timestamps and values differ in count.
+fn length_mismatch(key: &SeriesKey, samples: &crate::SeriesSamples) -> Option<Rejection> {
+    let (t, v) = (samples.timestamps.len(), samples.values.len());
+    (t != v).then(|| Rejection {
+        series: key.to_string(),
+        samples: t.max(v),
+        error: Error::InvalidBatch { reason: format!("series {key} has {t} timestamps but {v} values") },
+    })
+}
+
 fn assemble(valid: &[(&SeriesKey, Rows)], ids: &[SeriesId]) -> Rows {
     let total = valid.iter().map(|(_, r)| r.len()).sum();
     let mut rows = Rows::with_capacity(total);

@@ -164,9 +164,13 @@ async fn run_client(
             }
             m
         };
+        // A failed send means the server already ended this stream (e.g. overload); its
+        // status arrives on the inbound side and decides about the retry.
         while next < batches.len() && next - acked < window.max(1) {
-            if let Some(tx) = &tx {
-                tx.send(send(next, next == acked)).await.context("stream closed")?;
+            let Some(t) = &tx else { break };
+            if t.send(send(next, next == acked)).await.is_err() {
+                tx = None;
+                break;
             }
             sent.push_back(Instant::now());
             next += 1;
@@ -190,11 +194,14 @@ async fn run_client(
                     result.acked_batches += 1;
                     result.acked_samples += ack.accepted;
                     if next < batches.len() {
-                        if let Some(tx) = &tx {
-                            tx.send(send(next, false)).await.context("stream closed")?;
+                        if let Some(t) = &tx {
+                            if t.send(send(next, false)).await.is_ok() {
+                                sent.push_back(Instant::now());
+                                next += 1;
+                            } else {
+                                tx = None;
+                            }
                         }
-                        sent.push_back(Instant::now());
-                        next += 1;
                     } else if acked == batches.len() {
                         tx = None;
                     }

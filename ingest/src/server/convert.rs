@@ -5,23 +5,36 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lockstep_engine::model::{MAX_TIME_NS, MIN_TIME_NS};
-use lockstep_engine::{SeriesKey, SeriesSamples, Store, WriteBatch};
+use lockstep_engine::{SeriesId, SeriesKey, SeriesSamples, Store, WriteBatch};
 use lockstep_proto::ingest::v1::{SeriesRejection, WriteRequest};
 use tonic::Status;
 
 use super::config::Limits;
+use crate::import::clock::COLLECTIVE_END_METRIC;
 
-/// Series refs defined so far in one request or stream.
+/// Series refs defined so far in one request or stream, with the store's id once the series
+/// exists there: a stream's later batches skip hashing and comparing the series keys.
 #[derive(Debug, Default)]
 pub(crate) struct SeriesTable {
-    refs: HashMap<u32, Arc<SeriesKey>>,
+    refs: HashMap<u32, RefEntry>,
+}
+
+#[derive(Debug)]
+struct RefEntry {
+    key: Arc<SeriesKey>,
+    id: Option<SeriesId>,
+    barrier: bool,
 }
 
 /// A request turned into a batch of valid samples plus what was rejected.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
-    /// Valid samples only.
+    /// Valid samples of series not yet in the store (by key).
     pub batch: WriteBatch,
+    /// Valid samples of series the store knows (by id; the key for the keyed path).
+    pub resolved: Vec<(SeriesId, Arc<SeriesKey>, SeriesSamples)>,
+    /// Whether any series is a `collective_end` barrier series.
+    pub barriers: bool,
     /// Samples rejected before the store saw them.
     pub rejected: u64,
     /// Per-series reasons, bounded.
@@ -33,6 +46,32 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
+    /// Total valid samples.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.batch.len() + self.resolved.iter().map(|(_, _, s)| s.timestamps.len()).sum::<usize>()
+    }
+
+    fn push(&mut self, entry: &RefEntry, samples: SeriesSamples) {
+        self.barriers |= entry.barrier;
+        match entry.id {
+            Some(id) => self.resolved.push((id, entry.key.clone(), samples)),
+            None => self.batch.series.push(((*entry.key).clone(), samples)),
+        }
+    }
+
+    /// What to write: all by id when every series is known, else all by key (one WAL record
+    /// either way; the keyed path defines the new series).
+    pub(crate) fn take_write(&mut self) -> Write {
+        let resolved = std::mem::take(&mut self.resolved);
+        if self.batch.series.is_empty() {
+            return Write::Resolved(resolved.into_iter().map(|(id, _, s)| (id, s)).collect());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.series.extend(resolved.into_iter().map(|(_, key, s)| ((*key).clone(), s)));
+        Write::Keyed(batch)
+    }
+
     pub(crate) fn reject(&mut self, r: SeriesRejection, reason: &'static str, max: usize) {
         self.rejected += r.samples;
         match self.by_reason.iter_mut().find(|(k, _)| *k == reason) {
@@ -45,6 +84,15 @@ impl Prepared {
             self.truncated = true;
         }
     }
+}
+
+/// A prepared write for the store.
+#[derive(Debug)]
+pub(crate) enum Write {
+    /// Every series is in the store: [`Store::write_resolved`].
+    Resolved(Vec<(SeriesId, SeriesSamples)>),
+    /// Some series are new: [`Store::write`].
+    Keyed(WriteBatch),
 }
 
 /// Why a sample is invalid, as a stable reason code.
@@ -92,11 +140,11 @@ pub(crate) fn prepare(
             Status::invalid_argument(format!("definitions[{i}] (ref {}): {e}", def.r#ref))
         })?;
         match table.refs.get(&def.r#ref) {
-            Some(existing) if **existing == key => {}
+            Some(existing) if *existing.key == key => {}
             Some(existing) => {
                 return Err(Status::invalid_argument(format!(
-                    "definitions[{i}]: ref {} is already {existing}, cannot redefine it as {key}",
-                    def.r#ref
+                    "definitions[{i}]: ref {} is already {}, cannot redefine it as {key}",
+                    def.r#ref, existing.key
                 )));
             }
             None => {
@@ -106,19 +154,24 @@ pub(crate) fn prepare(
                         limits.max_stream_definitions
                     )));
                 }
-                table.refs.insert(def.r#ref, Arc::new(key));
+                let barrier = key.metric == COLLECTIVE_END_METRIC;
+                table.refs.insert(def.r#ref, RefEntry { key: Arc::new(key), id: None, barrier });
             }
         }
     }
     let mut out = Prepared::default();
-    out.batch.series.reserve(request.series.len());
     for (i, s) in request.series.into_iter().enumerate() {
-        let Some(key) = table.refs.get(&s.r#ref) else {
+        let Some(entry) = table.refs.get_mut(&s.r#ref) else {
             return Err(Status::invalid_argument(format!(
                 "series[{i}]: ref {} is not defined in this request or stream",
                 s.r#ref
             )));
         };
+        if entry.id.is_none() {
+            entry.id = store.series_id(&entry.key).map_err(|e| Status::internal(e.to_string()))?;
+        }
+        let entry = &*entry;
+        let key = &entry.key;
         if s.timestamp_deltas.len() != s.values.len() {
             return Err(Status::invalid_argument(format!(
                 "series[{i}] (ref {}, {key}): {} timestamp_deltas but {} values",
@@ -143,7 +196,7 @@ pub(crate) fn prepare(
             all_ok &= store.sample_ok(t, v, now);
         }
         if all_ok {
-            out.batch.series.push(((**key).clone(), SeriesSamples { timestamps, values: s.values }));
+            out.push(entry, SeriesSamples { timestamps, values: s.values });
             continue;
         }
         let mut kept = SeriesSamples::default();
@@ -177,7 +230,7 @@ pub(crate) fn prepare(
             );
         }
         if !kept.timestamps.is_empty() {
-            out.batch.series.push(((**key).clone(), kept));
+            out.push(entry, kept);
         }
     }
     Ok(out)
@@ -224,14 +277,14 @@ mod tests {
         };
         let p = prepare(&store, &mut table, req, &limits, now).unwrap();
         assert_eq!(p.batch.series[0].1.timestamps, vec![T, T + 10, T + 5]);
-        assert_eq!(p.batch.len(), 4);
+        assert_eq!(p.len(), 4);
         assert_eq!(p.rejected, 2);
         assert_eq!(p.rejections[0].reason, "non_finite_value");
         assert!(p.rejections[0].message.contains("not finite"), "{}", p.rejections[0].message);
 
         // The stream keeps refs; unknown refs and mismatched lengths are malformed.
         let req = WriteRequest { series: vec![samples(1, &[T], &[1.0])], ..Default::default() };
-        assert_eq!(prepare(&store, &mut table, req, &limits, now).unwrap().batch.len(), 1);
+        assert_eq!(prepare(&store, &mut table, req, &limits, now).unwrap().len(), 1);
         let req = WriteRequest { series: vec![samples(9, &[T], &[1.0])], ..Default::default() };
         let e = prepare(&store, &mut table, req, &limits, now).unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
@@ -253,5 +306,60 @@ mod tests {
         let small = Limits { max_samples_per_request: 2, ..Limits::default() };
         let req = WriteRequest { series: vec![samples(1, &[T, T + 1, T + 2], &[1.0; 3])], ..Default::default() };
         assert!(prepare(&store, &mut table, req, &small, now).unwrap_err().message().contains("limit is 2"));
+    }
+
+    /// A stream's series resolve to store ids once they exist, later batches write by id, a
+    /// batch with a new series goes by key as a whole, and both land in the store.
+    #[test]
+    fn known_series_are_written_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+        let limits = Limits::default();
+        let mut table = SeriesTable::default();
+        let req = WriteRequest {
+            definitions: vec![def(1, "a", Some("h1")), def(2, COLLECTIVE_END_METRIC, Some("h1"))],
+            series: vec![samples(1, &[T], &[1.0])],
+            sequence: 1,
+        };
+        let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
+        assert!(!p.barriers);
+        let Write::Keyed(batch) = p.take_write() else { panic!("a new series must go by key") };
+        assert_eq!(store.write(&batch).unwrap().accepted, 1);
+
+        // Ref 1 is now in the store, ref 2 is not: the batch goes by key, with the barrier flag.
+        let req = WriteRequest {
+            series: vec![samples(1, &[T + 1], &[2.0]), samples(2, &[T + 1], &[5.0])],
+            ..Default::default()
+        };
+        let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
+        assert!(p.barriers);
+        let Write::Keyed(batch) = p.take_write() else { panic!("mixed batch must go by key") };
+        assert_eq!(batch.series.len(), 2);
+        assert_eq!(store.write(&batch).unwrap().accepted, 2);
+
+        // Both known: by id, invalid samples still rejected by the store.
+        let req = WriteRequest {
+            series: vec![samples(1, &[T + 2, MAX_TIME_NS + 1], &[3.0, 4.0]), samples(2, &[T + 2], &[6.0])],
+            ..Default::default()
+        };
+        let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
+        assert_eq!(p.rejected, 1);
+        let Write::Resolved(series) = p.take_write() else { panic!("known series must go by id") };
+        assert_eq!(series.len(), 2);
+        let outcome = store.write_resolved(&series).unwrap();
+        assert_eq!(outcome.accepted, 2);
+        let mut bad = series.clone();
+        bad[0].1.values[0] = f64::NAN;
+        bad[1].0 = 999;
+        let outcome = store.write_resolved(&bad).unwrap();
+        assert_eq!(outcome.accepted, 0);
+        assert_eq!(outcome.rejected.len(), 2);
+        assert!(outcome.rejected.iter().any(|r| r.error.to_string().contains("not in the catalog")));
+        assert!(outcome.rejected.iter().any(|r| r.series.starts_with("a{")), "{:?}", outcome.rejected);
+        drop(store);
+
+        // Reopened (WAL replay): all five accepted samples are there.
+        let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+        assert_eq!(store.buffered_rows().unwrap(), 5);
     }
 }

@@ -13,8 +13,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::clock::Refitter;
 use super::config::Limits;
-use crate::import::clock::COLLECTIVE_END_METRIC;
-use super::convert::{Prepared, SeriesTable, prepare};
+use super::convert::{Prepared, SeriesTable, Write, prepare};
 use super::stats::Telemetry;
 use super::status::{engine_status, join_status, retryable};
 
@@ -101,20 +100,29 @@ impl Shared {
         if batch.series.is_empty() {
             return Ok(WriteOutcome::default());
         }
+        self.write_prepared(Write::Keyed(batch)).await
+    }
+
+    async fn write_prepared(&self, write: Write) -> Result<WriteOutcome, Status> {
+        if matches!(&write, Write::Resolved(r) if r.is_empty()) {
+            return Ok(WriteOutcome::default());
+        }
         let store = self.store.clone();
         let retry = self.limits.retry_after_ms;
-        let outcome = tokio::task::spawn_blocking(move || store.write(&batch))
-            .await
-            .map_err(join_status)?
-            .map_err(|e| engine_status(&e, retry))?;
+        let outcome = tokio::task::spawn_blocking(move || match write {
+            Write::Resolved(series) => store.write_resolved(&series),
+            Write::Keyed(batch) => store.write(&batch),
+        })
+        .await
+        .map_err(join_status)?
+        .map_err(|e| engine_status(&e, retry))?;
         Ok(outcome)
     }
 
     /// Writes a prepared request and builds its acknowledgement.
     pub(crate) async fn commit(&self, sequence: u64, mut prepared: Prepared) -> Result<WriteResponse, Status> {
-        let batch = std::mem::take(&mut prepared.batch);
-        let barriers = batch.series.iter().any(|(key, _)| key.metric == COLLECTIVE_END_METRIC);
-        let outcome = self.write_blocking(batch).await?;
+        let barriers = prepared.barriers;
+        let outcome = self.write_prepared(prepared.take_write()).await?;
         if barriers && outcome.accepted > 0 {
             // Collective ends are barrier constraints between the job's hosts' clocks.
             self.refitter.mark();
