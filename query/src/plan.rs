@@ -80,8 +80,12 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
         return Ok(None);
     };
     let whole_series = partial.aggr_expr().iter().any(|a| WHOLE_SERIES.contains(&a.fun().name()));
+    // An aggregate with ORDER BY gets its input sorted below the partial phase; a repartition
+    // in between would lose that order.
+    let ordered = partial.aggr_expr().iter().any(|a| !a.order_bys().is_empty());
     if *partial.mode() != AggregateMode::Partial
         || !whole_series
+        || ordered
         || !partial.group_expr().is_single()
         || partial.group_expr().is_empty()
         || partial.limit_options().is_some()
@@ -185,8 +189,13 @@ mod tests {
         assert!(plain_plan.contains("mode=Partial"), "{plain_plan}");
         assert_eq!(result, expected);
 
-        // Small states keep DataFusion's plan.
+        // Small states keep DataFusion's plan, and so does an ordered aggregate next to a
+        // whole-series one (its sorted input must not be repartitioned).
         let (plan, _) = run(&ours, "SELECT g, sum(v) FROM s GROUP BY g").await;
         assert!(plan.contains("mode=Partial"), "{plan}");
+        let q = "SELECT g, p50(v) AS m, array_agg(v ORDER BY t) AS a FROM s GROUP BY g ORDER BY g";
+        let (plan, result) = run(&ours, q).await;
+        assert!(!plan.contains("SinglePartitioned"), "{plan}");
+        assert_eq!(result, run(&plain, q).await.1);
     }
 }
