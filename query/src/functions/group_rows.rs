@@ -5,6 +5,15 @@
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::EmitTo;
 
+/// The group count after an update that reports `total` groups: the larger of the two. Fails
+/// when group indices would not fit the `u32` the accumulators store them as.
+pub(crate) fn grow_groups(current: usize, total: usize, name: &str) -> Result<usize> {
+    if total > u32::MAX as usize {
+        return exec_err!("{name}: more than {} groups", u32::MAX);
+    }
+    Ok(current.max(total))
+}
+
 /// The groups emitted by `emit_to` out of `num_groups`, and the exclusive prefix offsets of
 /// their row counts: rows of emitted group `g` go to `offsets[g]..offsets[g + 1]`. Fails when
 /// the emitted rows do not fit Arrow's `i32` list offsets.

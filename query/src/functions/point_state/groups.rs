@@ -14,11 +14,11 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
-use datafusion::common::{Result, ScalarValue, exec_err, internal_err};
+use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
 use super::{arrays, keep};
-use crate::functions::group_rows::emit_offsets;
+use crate::functions::group_rows::{emit_offsets, grow_groups};
 
 /// Evaluates one group from its points: times (ns) and the `K` value columns, in arrival order.
 pub(crate) type EvalFn<const K: usize> = Box<dyn Fn(&[i64], [&[f64]; K]) -> Result<ScalarValue> + Send>;
@@ -60,14 +60,6 @@ impl<const K: usize> PointGroups<K> {
             eval,
             name,
         }
-    }
-
-    fn set_num_groups(&mut self, total: usize) -> Result<()> {
-        if total > u32::MAX as usize {
-            return exec_err!("{}: more than {} groups", self.name, u32::MAX);
-        }
-        self.num_groups = self.num_groups.max(total);
-        Ok(())
     }
 
     /// Removes the groups selected by `emit_to` and returns their rows grouped.
@@ -141,7 +133,7 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
-        self.set_num_groups(total_num_groups)?;
+        self.num_groups = grow_groups(self.num_groups, total_num_groups, self.name)?;
         let (times, cols) = arrays::<K>(values)?;
         let clean = opt_filter.is_none() && times.null_count() == 0 && cols.iter().all(|c| c.null_count() == 0);
         if clean {
@@ -211,7 +203,7 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
         group_indices: &[usize],
         total_num_groups: usize,
     ) -> Result<()> {
-        self.set_num_groups(total_num_groups)?;
+        self.num_groups = grow_groups(self.num_groups, total_num_groups, self.name)?;
         if values.len() < K + 1 {
             return internal_err!("point state has {} columns, expected {}", values.len(), K + 1);
         }

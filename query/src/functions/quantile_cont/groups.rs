@@ -10,11 +10,11 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray};
 use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field, Float64Type};
-use datafusion::common::{Result, exec_err};
+use datafusion::common::Result;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
 use super::quantile_of;
-use crate::functions::group_rows::emit_offsets;
+use crate::functions::group_rows::{emit_offsets, grow_groups};
 
 /// Exact-quantile state of all groups.
 #[derive(Debug)]
@@ -33,14 +33,6 @@ impl QuantileGroups {
             values: Vec::new(),
             num_groups: 0,
         }
-    }
-
-    fn set_num_groups(&mut self, total: usize) -> Result<()> {
-        if total > u32::MAX as usize {
-            return exec_err!("quantile_cont: more than {} groups", u32::MAX);
-        }
-        self.num_groups = self.num_groups.max(total);
-        Ok(())
     }
 
     /// Removes the groups selected by `emit_to` and returns their values grouped:
@@ -89,7 +81,7 @@ impl GroupsAccumulator for QuantileGroups {
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
-        self.set_num_groups(total_num_groups)?;
+        self.num_groups = grow_groups(self.num_groups, total_num_groups, "quantile_cont")?;
         let array = values[0].as_primitive::<Float64Type>();
         let data = array.values();
         self.groups.reserve(group_indices.len());
@@ -139,7 +131,7 @@ impl GroupsAccumulator for QuantileGroups {
         group_indices: &[usize],
         total_num_groups: usize,
     ) -> Result<()> {
-        self.set_num_groups(total_num_groups)?;
+        self.num_groups = grow_groups(self.num_groups, total_num_groups, "quantile_cont")?;
         let lists = values[0].as_list::<i32>();
         let items = lists.values().as_primitive::<Float64Type>();
         let offsets = lists.value_offsets();
