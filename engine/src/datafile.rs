@@ -80,6 +80,18 @@ impl Rows {
     pub fn with_capacity(n: usize) -> Self {
         Rows { series: Vec::with_capacity(n), time: Vec::with_capacity(n), value: Vec::with_capacity(n) }
     }
+    /// The index ranges of the runs of consecutive rows with one series id, in order.
+    pub fn runs(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let ids = &self.series;
+        let mut start = 0;
+        std::iter::from_fn(move || {
+            let id = *ids.get(start)?;
+            let len = ids[start..].iter().position(|&x| x != id).unwrap_or(ids.len() - start);
+            let run = start..start + len;
+            start += len;
+            Some(run)
+        })
+    }
     /// Appends one row.
     pub fn push(&mut self, series: u32, time: i64, value: f64) {
         self.series.push(series);

@@ -9,50 +9,88 @@ use crate::datafile::Rows;
 
 /// Sorts `rows` by (series, time), keeping the last row of each duplicate (series, time).
 pub fn sort_dedup(rows: &Rows) -> Rows {
-    let n = rows.len();
-    if n == 0 {
-        return Rows::default();
-    }
     if is_sorted_unique(rows) {
         return rows.clone();
     }
-    let max_series = rows.series.iter().copied().max().unwrap_or(0) as usize;
-    // Counting sort by series (stable): start offset of each series.
+    sort_dedup_chunks(&[rows])
+}
+
+/// [`sort_dedup`] over the concatenation of `chunks` (oldest first), without concatenating
+/// them first: the write buffer's chunks go straight into the sorted output.
+///
+/// One pass counts rows per series, one scatters every row to its series' range (stable, so
+/// each range is in write order), and one pass per series checks the times; only a range that
+/// is out of order is sorted (stably), and only duplicates make rows move again.
+pub fn sort_dedup_chunks(chunks: &[&Rows]) -> Rows {
+    let n: usize = chunks.iter().map(|c| c.len()).sum();
+    if n == 0 {
+        return Rows::default();
+    }
+    let max_series = chunks.iter().flat_map(|c| c.series.iter().copied()).max().unwrap_or(0) as usize;
     let mut offsets = vec![0usize; max_series + 2];
-    for &s in &rows.series {
-        offsets[s as usize + 1] += 1;
+    for c in chunks {
+        for &s in &c.series {
+            offsets[s as usize + 1] += 1;
+        }
     }
     for i in 1..offsets.len() {
         offsets[i] += offsets[i - 1];
     }
-    let mut order = vec![0u32; n];
+    let mut out = Rows { series: vec![0; n], time: vec![0; n], value: vec![0.0; n] };
     let mut next = offsets.clone();
-    for (i, &s) in rows.series.iter().enumerate() {
-        order[next[s as usize]] = i as u32;
-        next[s as usize] += 1;
+    for c in chunks {
+        for ((&s, &t), &v) in c.series.iter().zip(&c.time).zip(&c.value) {
+            let at = &mut next[s as usize];
+            out.series[*at] = s;
+            out.time[*at] = t;
+            out.value[*at] = v;
+            *at += 1;
+        }
     }
-    let mut out = Rows::with_capacity(n);
+    // Per series: order by time (stable) and keep the last row of equal times, compacting
+    // into `w..` (which trails the read position once a duplicate was dropped).
+    let mut w = 0;
+    let mut pairs: Vec<(i64, f64)> = Vec::new();
     for s in 0..=max_series {
-        let run = &mut order[offsets[s]..offsets[s + 1]];
-        if run.is_empty() {
+        let (a, b) = (offsets[s], offsets[s + 1]);
+        if a == b {
             continue;
         }
-        if !run.windows(2).all(|w| rows.time[w[0] as usize] <= rows.time[w[1] as usize]) {
-            // Stable: equal times keep write order, so the last one is the newest.
-            run.sort_by_key(|&i| rows.time[i as usize]);
-        }
-        let mut k = 0;
-        while k < run.len() {
-            let t = rows.time[run[k] as usize];
-            let mut last = k;
-            while last + 1 < run.len() && rows.time[run[last + 1] as usize] == t {
-                last += 1;
+        let times = &out.time[a..b];
+        if !times.windows(2).all(|p| p[0] < p[1]) {
+            if !times.windows(2).all(|p| p[0] <= p[1]) {
+                pairs.clear();
+                pairs.extend(out.time[a..b].iter().copied().zip(out.value[a..b].iter().copied()));
+                pairs.sort_by_key(|&(t, _)| t);
+                for (k, &(t, v)) in pairs.iter().enumerate() {
+                    out.time[a + k] = t;
+                    out.value[a + k] = v;
+                }
             }
-            let i = run[last] as usize;
-            out.push(s as u32, t, rows.value[i]);
-            k = last + 1;
+            let mut k = a;
+            while k < b {
+                let t = out.time[k];
+                while k + 1 < b && out.time[k + 1] == t {
+                    k += 1;
+                }
+                out.series[w] = s as u32;
+                out.time[w] = t;
+                out.value[w] = out.value[k];
+                w += 1;
+                k += 1;
+            }
+        } else if w == a {
+            w = b;
+        } else {
+            out.series.copy_within(a..b, w);
+            out.time.copy_within(a..b, w);
+            out.value.copy_within(a..b, w);
+            w += b - a;
         }
     }
+    out.series.truncate(w);
+    out.time.truncate(w);
+    out.value.truncate(w);
     out
 }
 
@@ -145,6 +183,32 @@ mod tests {
                 model.insert((*s, *t), *v as f64);
             }
             let out = sort_dedup(&rows);
+            let got: Vec<((u32, i64), f64)> = (0..out.len()).map(|i| ((out.series[i], out.time[i]), out.value[i])).collect();
+            let want: Vec<((u32, i64), f64)> = model.into_iter().collect();
+            prop_assert_eq!(got, want);
+        }
+
+        /// Any split of the input into chunks sorts like the concatenation.
+        #[test]
+        fn chunks_match_model(input in proptest::collection::vec((0u32..8, 0i64..20, -5i32..5), 0..300),
+                              cuts in proptest::collection::vec(0usize..300, 0..6)) {
+            let mut rows = Rows::default();
+            let mut model = BTreeMap::new();
+            for (s, t, v) in &input {
+                rows.push(*s, *t, *v as f64);
+                model.insert((*s, *t), *v as f64);
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(rows.len())).collect();
+            cuts.push(0);
+            cuts.push(rows.len());
+            cuts.sort_unstable();
+            let chunks: Vec<Rows> = cuts.windows(2).map(|w| {
+                let mut c = Rows::default();
+                c.extend_range(&rows, w[0], w[1]);
+                c
+            }).collect();
+            let refs: Vec<&Rows> = chunks.iter().collect();
+            let out = sort_dedup_chunks(&refs);
             let got: Vec<((u32, i64), f64)> = (0..out.len()).map(|i| ((out.series[i], out.time[i]), out.value[i])).collect();
             let want: Vec<((u32, i64), f64)> = model.into_iter().collect();
             prop_assert_eq!(got, want);

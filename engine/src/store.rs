@@ -458,49 +458,91 @@ impl Store {
         Ok(self.catalog.read().map_err(lock_poisoned)?.get(key))
     }
 
+    /// The key of a series id (`None` for an id not in the catalog).
+    pub fn series_key(&self, id: SeriesId) -> Result<Option<Arc<SeriesKey>>> {
+        Ok(self.catalog.read().map_err(lock_poisoned)?.key(id).cloned())
+    }
+
     /// Writes samples of series resolved with [`Store::series_id`], durably, like
     /// [`Store::write`] but without hashing and comparing series keys: the path of a long
     /// ingest stream that names the same series in every batch. An id not in the catalog
     /// rejects that series' samples.
     pub fn write_resolved(&self, batch: &[(SeriesId, crate::SeriesSamples)]) -> Result<WriteOutcome> {
-        let now = self.clock.now_ns();
         let total = batch.iter().map(|(_, s)| s.timestamps.len().min(s.values.len())).sum();
         let mut rows = Rows::with_capacity(total);
         let mut rejected = Vec::new();
         {
             let catalog = self.catalog.read().map_err(lock_poisoned)?;
             for (id, samples) in batch {
-                let Some(key) = catalog.key(*id) else {
-                    rejected.push(Rejection {
-                        series: format!("series id {id}"),
-                        samples: samples.timestamps.len(),
-                        error: Error::InvalidBatch { reason: format!("series id {id} is not in the catalog") },
+                if samples.timestamps.len() != samples.values.len() {
+                    rejected.push(match catalog.key(*id) {
+                        Some(key) => length_mismatch(key, samples).unwrap_or_else(|| unknown_id(*id, 0)),
+                        None => unknown_id(*id, samples.timestamps.len().max(samples.values.len())),
                     });
                     continue;
-                };
-                if let Some(r) = length_mismatch(key, samples) {
-                    rejected.push(r);
-                    continue;
                 }
-                if samples.timestamps.iter().zip(&samples.values).all(|(&t, &v)| self.sample_ok(t, v, now)) {
-                    rows.series.extend(std::iter::repeat_n(*id, samples.timestamps.len()));
-                    rows.time.extend_from_slice(&samples.timestamps);
-                    rows.value.extend_from_slice(&samples.values);
-                    continue;
+                rows.series.extend(std::iter::repeat_n(*id, samples.timestamps.len()));
+                rows.time.extend_from_slice(&samples.timestamps);
+                rows.value.extend_from_slice(&samples.values);
+            }
+        }
+        self.write_rows_with(rows, rejected)
+    }
+
+    /// [`Store::write_resolved`] for samples already in columns: `rows.series` holds the
+    /// [`Store::series_id`] of each sample, and consecutive samples of one series form a run.
+    /// Rows are moved into the WAL record and the write buffer without a copy when all are
+    /// valid (the ingest server's path); invalid samples and unknown ids are rejected per run.
+    pub fn write_rows(&self, rows: Rows) -> Result<WriteOutcome> {
+        self.write_rows_with(rows, Vec::new())
+    }
+
+    fn write_rows_with(&self, mut rows: Rows, mut rejected: Vec<Rejection>) -> Result<WriteOutcome> {
+        let now = self.clock.now_ns();
+        if rows.series.len() != rows.time.len() || rows.time.len() != rows.value.len() {
+            return Err(Error::InvalidBatch {
+                reason: format!(
+                    "row columns differ in length: {} series ids, {} times, {} values",
+                    rows.series.len(),
+                    rows.time.len(),
+                    rows.value.len()
+                ),
+            });
+        }
+        {
+            let catalog = self.catalog.read().map_err(lock_poisoned)?;
+            let mut clean = true;
+            for run in rows.runs() {
+                let id = rows.series[run.start];
+                clean &= catalog.key(id).is_some()
+                    && rows.time[run.clone()].iter().zip(&rows.value[run]).all(|(&t, &v)| self.sample_ok(t, v, now));
+                if !clean {
+                    break;
                 }
-                let (mut bad, mut first) = (0, None);
-                for (&t, &v) in samples.timestamps.iter().zip(&samples.values) {
-                    match self.check_sample(key, t, v, now) {
-                        Ok(()) => rows.push(*id, t, v),
-                        Err(e) => {
-                            bad += 1;
-                            first.get_or_insert(e);
+            }
+            if !clean {
+                let mut kept = Rows::with_capacity(rows.len());
+                for run in rows.runs() {
+                    let id = rows.series[run.start];
+                    let Some(key) = catalog.key(id) else {
+                        rejected.push(unknown_id(id, run.len()));
+                        continue;
+                    };
+                    let (mut bad, mut first) = (0, None);
+                    for (&t, &v) in rows.time[run.clone()].iter().zip(&rows.value[run]) {
+                        match self.check_sample(key, t, v, now) {
+                            Ok(()) => kept.push(id, t, v),
+                            Err(e) => {
+                                bad += 1;
+                                first.get_or_insert(e);
+                            }
                         }
                     }
+                    if let Some(error) = first {
+                        rejected.push(Rejection { series: key.to_string(), samples: bad, error });
+                    }
                 }
-                if let Some(error) = first {
-                    rejected.push(Rejection { series: key.to_string(), samples: bad, error });
-                }
+                rows = kept;
             }
         }
         let rejected_count: usize = rejected.iter().map(|r| r.samples).sum();
@@ -600,6 +642,14 @@ fn length_mismatch(key: &SeriesKey, samples: &crate::SeriesSamples) -> Option<Re
         samples: t.max(v),
         error: Error::InvalidBatch { reason: format!("series {key} has {t} timestamps but {v} values") },
     })
+}
+
+fn unknown_id(id: SeriesId, samples: usize) -> Rejection {
+    Rejection {
+        series: format!("series id {id}"),
+        samples,
+        error: Error::InvalidBatch { reason: format!("series id {id} is not in the catalog") },
+    }
 }
 
 fn assemble(valid: &[(&SeriesKey, Rows)], ids: &[SeriesId]) -> Rows {

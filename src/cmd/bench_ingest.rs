@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use lockstep_proto::ingest::v1::write_client::WriteClient;
-use lockstep_proto::ingest::v1::{SeriesDefinition, SeriesSamples, WriteRequest};
+use lockstep_proto::ingest::v1::{SeriesColumns, SeriesDefinition, SeriesSamples, WriteRequest};
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
@@ -48,6 +48,41 @@ pub struct Args {
     /// Only build (and dump) the batches; do not connect.
     #[arg(long)]
     no_send: bool,
+    /// Request form: `columns` (`WriteRequest.columns`, four packed arrays per batch) or
+    /// `series` (one `SeriesSamples` per series).
+    #[arg(long, value_enum, default_value_t = Form::Columns)]
+    form: Form,
+}
+
+/// How a batch carries its samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Form {
+    /// `WriteRequest.columns`.
+    Columns,
+    /// `WriteRequest.series`.
+    Series,
+}
+
+/// The same batch in the columnar form (deltas run across the whole column).
+fn to_columns(mut batch: WriteRequest) -> WriteRequest {
+    let mut c = SeriesColumns::default();
+    let n = batch.series.iter().map(|s| s.values.len()).sum();
+    c.timestamp_deltas.reserve(n);
+    c.values.reserve(n);
+    let mut prev = 0i64;
+    for s in std::mem::take(&mut batch.series) {
+        c.refs.push(s.r#ref);
+        c.counts.push(s.values.len() as u32);
+        let mut abs = 0i64;
+        for d in s.timestamp_deltas {
+            abs += d;
+            c.timestamp_deltas.push(abs - prev);
+            prev = abs;
+        }
+        c.values.extend(s.values);
+    }
+    batch.columns = Some(c);
+    batch
 }
 
 /// Writes one client's batches as VictoriaMetrics JSON lines (timestamps floored to ms).
@@ -119,7 +154,7 @@ fn build(client: usize, series: usize, points: usize, batches: usize, start_ns: 
                     SeriesSamples { r#ref: i as u32, timestamp_deltas: deltas, values }
                 })
                 .collect();
-            WriteRequest { definitions: Vec::new(), series: series_data, sequence: b as u64 }
+            WriteRequest { definitions: Vec::new(), series: series_data, sequence: b as u64, columns: None }
         })
         .collect();
     (defs, out)
@@ -256,6 +291,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.no_send {
         return Ok(());
     }
+    let prepared: Vec<_> = match args.form {
+        Form::Series => prepared,
+        Form::Columns => prepared.into_iter().map(|(d, b)| (d, b.into_iter().map(to_columns).collect())).collect(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let mut channels = Vec::new();

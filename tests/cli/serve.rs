@@ -146,15 +146,16 @@ fn serve_write_stream_clock_stats_then_sql() {
             definitions: vec![def(1, "test_util", Some("node-1")), def(2, "test_util", Some("node-2"))],
             series: vec![samples(1, &[T, T + 1_000, T + 2_000], &[1.0, 2.0, 3.0]), samples(2, &[T], &[10.0])],
             sequence: 42,
+            columns: None,
         };
         let ack = write(&url, Some(WRITE_TOKEN), r).await.unwrap();
         assert_eq!((ack.sequence, ack.accepted, ack.rejected), (42, 4, 0));
 
         // Stream: definitions once, then refs only; one ack per batch, in order.
         let batches = vec![
-            WriteRequest { definitions: vec![def(7, "test_stream", Some("node-3"))], series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])], sequence: 1 },
-            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])], sequence: 2 },
-            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 5], &[f64::NAN])], sequence: 3 },
+            WriteRequest { definitions: vec![def(7, "test_stream", Some("node-3"))], series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])], sequence: 1, columns: None },
+            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])], sequence: 2, columns: None },
+            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 5], &[f64::NAN])], sequence: 3, columns: None },
         ];
         let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
         let mut got = Vec::new();
@@ -201,6 +202,7 @@ fn serve_write_stream_clock_stats_then_sql() {
             definitions: vec![end_def(20, "node-2"), end_def(21, "node-4")],
             series: vec![samples(20, &ends, &numbers), samples(21, &ends4, &numbers)],
             sequence: 43,
+            columns: None,
         };
         assert_eq!(write(&url, Some(WRITE_TOKEN), r).await.unwrap().accepted, 10);
     });
@@ -246,7 +248,7 @@ fn serve_rejects_with_clear_statuses() {
     let tokens = token_file(tmp.path());
     let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--max-message-bytes", "100000"]);
     let url = server.url();
-    let good = || WriteRequest { definitions: vec![def(1, "m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0 };
+    let good = || WriteRequest { definitions: vec![def(1, "m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0, columns: None };
     rt().block_on(async {
         let e = write(&url, None, good()).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
@@ -266,6 +268,7 @@ fn serve_rejects_with_clear_statuses() {
             definitions: vec![def(1, "m", Some("h"))],
             series: vec![samples(1, &(0..n).map(|i| T + i).collect::<Vec<_>>(), &vec![1.0; n as usize])],
             sequence: 0,
+            columns: None,
         };
         let e = write(&url, Some(WRITE_TOKEN), big).await.unwrap_err();
         assert_eq!(e.code(), Code::OutOfRange);
@@ -298,6 +301,7 @@ fn serve_rejects_with_clear_statuses() {
             definitions: vec![def(1, "m", Some("h")), def(2, "m", Some("h2"))],
             series: vec![samples(1, &[T, T + 1], &[1.0, f64::NAN]), samples(2, &[future, T], &[1.0, 2.0])],
             sequence: 5,
+            columns: None,
         };
         let ack = write(&url, Some(WRITE_TOKEN), mixed).await.unwrap();
         assert_eq!((ack.accepted, ack.rejected), (2, 2));
@@ -327,7 +331,7 @@ fn serve_killed_after_ack_keeps_data() {
         let mut acked = 0;
         for b in 0..20i64 {
             let ts: Vec<i64> = (0..500).map(|i| T + b * 500 + i).collect();
-            let r = WriteRequest { definitions: vec![def(1, "killed", Some("h"))], series: vec![samples(1, &ts, &vec![1.0; 500])], sequence: b as u64 };
+            let r = WriteRequest { definitions: vec![def(1, "killed", Some("h"))], series: vec![samples(1, &ts, &vec![1.0; 500])], sequence: b as u64, columns: None };
             acked += write(&url, None, r).await.unwrap().accepted;
         }
         acked
@@ -397,10 +401,10 @@ fn serve_tls_round_trip() {
     rt().block_on(async {
         let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(std::fs::read(&cert).unwrap())).domain_name("localhost");
         let channel = Channel::from_shared(format!("https://{addr}")).unwrap().tls_config(tls).unwrap().connect().await.unwrap();
-        let r = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T, T + 1], &[1.0, 2.0])], sequence: 0 };
+        let r = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T, T + 1], &[1.0, 2.0])], sequence: 0, columns: None };
         let ack = WriteClient::new(channel).write(req(r, Some(WRITE_TOKEN))).await.unwrap().into_inner();
         assert_eq!(ack.accepted, 2);
-        let plain = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0 };
+        let plain = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0, columns: None };
         let plain_result = match Channel::from_shared(format!("http://{addr}")).unwrap().connect().await {
             Ok(ch) => WriteClient::new(ch).write(req(plain, Some(WRITE_TOKEN))).await.map(|_| ()),
             Err(e) => Err(Status::unavailable(e.to_string())),

@@ -3,14 +3,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, MutexGuard};
 
-use super::{LiveFile, Store, lock_poisoned, split_by_partition};
+use super::{LiveFile, Store, lock_poisoned, split_by_partition_owned};
 use crate::buffer::WriteBuffer;
 use std::path::PathBuf;
 
 use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::merge::{merge_streams, sort_dedup};
+use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks};
 
 /// What a compaction pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -55,11 +55,20 @@ impl Store {
     }
 
     fn write_frozen(&self, frozen: &WriteBuffer, sealed: u64) -> Result<()> {
-        let rows = frozen.collect(&RowFilter::default());
         let partition_ns = self.partition_ns();
         let mut new_files = Vec::new();
         let mut next_id = self.manifest()?.next_file_id;
-        for (partition, part_rows) in split_by_partition(&rows, partition_ns) {
+        if let Some((lo, hi)) = frozen.time_range()
+            && lo.div_euclid(partition_ns) == hi.div_euclid(partition_ns)
+        {
+            // One partition (the usual case): sort straight from the chunks, no concatenation.
+            let chunks: Vec<&Rows> = frozen.chunks().collect();
+            let sorted = sort_dedup_chunks(&chunks);
+            let file = self.write_data_file(lo.div_euclid(partition_ns), next_id, &sorted, 0, self.config.file_options)?;
+            return self.commit(vec![file], &[], Some(sealed), next_id + 1);
+        }
+        let rows = frozen.collect(&RowFilter::default());
+        for (partition, part_rows) in split_by_partition_owned(rows, partition_ns) {
             let sorted = sort_dedup(&part_rows);
             new_files.push(self.write_data_file(partition, next_id, &sorted, 0, self.config.file_options)?);
             next_id += 1;

@@ -1,12 +1,14 @@
-//! Native `WriteRequest` → engine [`WriteBatch`]: series refs, delta-decoded timestamps,
-//! limits, and per-series sample validation with reason codes.
+//! Native `WriteRequest` → engine rows: series refs, delta-decoded timestamps, limits, and
+//! per-series sample validation with reason codes. Series the store knows become columnar
+//! [`Rows`] by store id; a batch with a new series goes by key ([`WriteBatch`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use lockstep_engine::model::{MAX_TIME_NS, MIN_TIME_NS};
+use lockstep_engine::datafile::Rows;
 use lockstep_engine::{SeriesId, SeriesKey, SeriesSamples, Store, WriteBatch};
-use lockstep_proto::ingest::v1::{SeriesRejection, WriteRequest};
+use lockstep_proto::ingest::v1::{SeriesColumns, SeriesRejection, WriteRequest};
 use tonic::Status;
 
 use super::config::Limits;
@@ -16,7 +18,7 @@ use crate::import::clock::COLLECTIVE_END_METRIC;
 /// exists there: a stream's later batches skip hashing and comparing the series keys.
 #[derive(Debug, Default)]
 pub(crate) struct SeriesTable {
-    refs: HashMap<u32, RefEntry>,
+    refs: HashMap<u32, RefEntry, foldhash::fast::RandomState>,
 }
 
 #[derive(Debug)]
@@ -26,13 +28,30 @@ struct RefEntry {
     barrier: bool,
 }
 
-/// A request turned into a batch of valid samples plus what was rejected.
+impl SeriesTable {
+    /// The entry of `r` with its store id looked up if the series exists by now; `what`
+    /// names the place in the request for the error.
+    fn entry(&mut self, store: &Store, r: u32, what: impl FnOnce() -> String) -> Result<&RefEntry, Status> {
+        let Some(entry) = self.refs.get_mut(&r) else {
+            return Err(Status::invalid_argument(format!(
+                "{}: ref {r} is not defined in this request or stream",
+                what()
+            )));
+        };
+        if entry.id.is_none() {
+            entry.id = store.series_id(&entry.key).map_err(|e| Status::internal(e.to_string()))?;
+        }
+        Ok(entry)
+    }
+}
+
+/// A request turned into valid samples plus what was rejected.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
+    /// Valid samples of series the store knows, by store id (one run per series entry).
+    pub rows: Rows,
     /// Valid samples of series not yet in the store (by key).
     pub batch: WriteBatch,
-    /// Valid samples of series the store knows (by id; the key for the keyed path).
-    pub resolved: Vec<(SeriesId, Arc<SeriesKey>, SeriesSamples)>,
     /// Whether any series is a `collective_end` barrier series.
     pub barriers: bool,
     /// Samples rejected before the store saw them.
@@ -49,27 +68,89 @@ impl Prepared {
     /// Total valid samples.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.batch.len() + self.resolved.iter().map(|(_, _, s)| s.timestamps.len()).sum::<usize>()
+        self.batch.len() + self.rows.len()
     }
 
-    fn push(&mut self, entry: &RefEntry, samples: SeriesSamples) {
+    fn push(&mut self, entry: &RefEntry, times: &[i64], values: &[f64]) {
         self.barriers |= entry.barrier;
         match entry.id {
-            Some(id) => self.resolved.push((id, entry.key.clone(), samples)),
-            None => self.batch.series.push(((*entry.key).clone(), samples)),
+            Some(id) => {
+                self.rows.series.extend(std::iter::repeat_n(id, times.len()));
+                self.rows.time.extend_from_slice(times);
+                self.rows.value.extend_from_slice(values);
+            }
+            None => self.batch.series.push((
+                (*entry.key).clone(),
+                SeriesSamples { timestamps: times.to_vec(), values: values.to_vec() },
+            )),
         }
     }
 
-    /// What to write: all by id when every series is known, else all by key (one WAL record
-    /// either way; the keyed path defines the new series).
-    pub(crate) fn take_write(&mut self) -> Write {
-        let resolved = std::mem::take(&mut self.resolved);
+    /// Validates one run of samples of `entry` and keeps the valid ones.
+    #[allow(clippy::too_many_arguments)]
+    fn add_run(
+        &mut self,
+        store: &Store,
+        entry: &RefEntry,
+        r#ref: u32,
+        times: &[i64],
+        values: &[f64],
+        now: i64,
+        limits: &Limits,
+    ) {
+        if times.iter().zip(values).all(|(&t, &v)| store.sample_ok(t, v, now)) {
+            self.push(entry, times, values);
+            return;
+        }
+        let (mut kept_t, mut kept_v) = (Vec::new(), Vec::new());
+        let mut first: Option<(i64, f64)> = None;
+        for (&t, &v) in times.iter().zip(values) {
+            if store.sample_ok(t, v, now) {
+                kept_t.push(t);
+                kept_v.push(v);
+            } else {
+                first.get_or_insert((t, v));
+            }
+        }
+        if let Some((t, v)) = first {
+            let reason = reason_code(store, t, v, now);
+            let message = match store.check_sample(&entry.key, t, v, now) {
+                Err(e) => e.to_string(),
+                Ok(()) => format!("sample at {t} rejected"),
+            };
+            let series = SeriesRejection {
+                r#ref,
+                series: entry.key.to_string(),
+                samples: (times.len() - kept_t.len()) as u64,
+                reason: reason.to_string(),
+                message,
+            };
+            self.reject(series, reason, limits.max_rejections);
+        }
+        if !kept_t.is_empty() {
+            self.push(entry, &kept_t, &kept_v);
+        }
+    }
+
+    /// What to write: all by id when every series is known (the samples move into the
+    /// store without a copy), else all by key (one WAL record either way; the keyed path
+    /// defines the new series).
+    pub(crate) fn take_write(&mut self, store: &Store) -> Result<Write, Status> {
+        let rows = std::mem::take(&mut self.rows);
         if self.batch.series.is_empty() {
-            return Write::Resolved(resolved.into_iter().map(|(id, _, s)| (id, s)).collect());
+            return Ok(Write::Rows(rows));
         }
         let mut batch = std::mem::take(&mut self.batch);
-        batch.series.extend(resolved.into_iter().map(|(_, key, s)| ((*key).clone(), s)));
-        Write::Keyed(batch)
+        for run in rows.runs() {
+            let id = rows.series[run.start];
+            let key = store
+                .series_key(id)
+                .map_err(|e| Status::internal(e.to_string()))?
+                .ok_or_else(|| Status::internal(format!("series id {id} vanished from the catalog")))?;
+            let samples = SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
+            batch.series.push(((*key).clone(), samples));
+        }
+        Ok(Write::Keyed(batch))
     }
 
     pub(crate) fn reject(&mut self, r: SeriesRejection, reason: &'static str, max: usize) {
@@ -89,8 +170,8 @@ impl Prepared {
 /// A prepared write for the store.
 #[derive(Debug)]
 pub(crate) enum Write {
-    /// Every series is in the store: [`Store::write_resolved`].
-    Resolved(Vec<(SeriesId, SeriesSamples)>),
+    /// Every series is in the store: [`Store::write_rows`].
+    Rows(Rows),
     /// Some series are new: [`Store::write`].
     Keyed(WriteBatch),
 }
@@ -108,6 +189,26 @@ pub(crate) fn reason_code(store: &Store, time: i64, value: f64, now: i64) -> &'s
     }
 }
 
+/// Series entries (`series` plus column runs) and samples of a request, for limits.
+pub(crate) fn request_size(r: &WriteRequest) -> (usize, usize) {
+    let cols = r.columns.as_ref();
+    let series = r.series.len() + cols.map_or(0, |c| c.refs.len());
+    let samples = r.series.iter().map(|s| s.timestamp_deltas.len()).sum::<usize>()
+        + cols.map_or(0, |c| c.timestamp_deltas.len());
+    (series, samples)
+}
+
+/// Turns delta-encoded timestamps into absolute ones in place; `None` on i64 overflow (the
+/// index of the offending delta).
+fn undelta(deltas: &mut [i64]) -> Result<(), usize> {
+    let mut acc: i64 = 0;
+    for (k, t) in deltas.iter_mut().enumerate() {
+        acc = acc.checked_add(*t).ok_or(k)?;
+        *t = acc;
+    }
+    Ok(())
+}
+
 /// Validates and converts one request. Structural problems (limits, unknown refs, length
 /// mismatches, bad series definitions, timestamp overflow) fail the whole request with
 /// `INVALID_ARGUMENT`; invalid samples are rejected per series.
@@ -118,16 +219,15 @@ pub(crate) fn prepare(
     limits: &Limits,
     now: i64,
 ) -> Result<Prepared, Status> {
-    let entries = request.definitions.len().max(request.series.len());
+    let (series, samples) = request_size(&request);
+    let entries = request.definitions.len().max(series);
     if entries > limits.max_series_per_request {
         return Err(Status::invalid_argument(format!(
-            "request has {} definitions and {} series; the limit is {} per request, split the batch",
+            "request has {} definitions and {series} series entries; the limit is {} per request, split the batch",
             request.definitions.len(),
-            request.series.len(),
             limits.max_series_per_request
         )));
     }
-    let samples: usize = request.series.iter().map(|s| s.timestamp_deltas.len()).sum();
     if samples > limits.max_samples_per_request {
         return Err(Status::invalid_argument(format!(
             "request has {samples} samples; the limit is {} per request, split the batch",
@@ -161,79 +261,95 @@ pub(crate) fn prepare(
     }
     let mut out = Prepared::default();
     for (i, s) in request.series.into_iter().enumerate() {
-        let Some(entry) = table.refs.get_mut(&s.r#ref) else {
-            return Err(Status::invalid_argument(format!(
-                "series[{i}]: ref {} is not defined in this request or stream",
-                s.r#ref
-            )));
-        };
-        if entry.id.is_none() {
-            entry.id = store.series_id(&entry.key).map_err(|e| Status::internal(e.to_string()))?;
-        }
-        let entry = &*entry;
-        let key = &entry.key;
+        let entry = table.entry(store, s.r#ref, || format!("series[{i}]"))?;
         if s.timestamp_deltas.len() != s.values.len() {
             return Err(Status::invalid_argument(format!(
-                "series[{i}] (ref {}, {key}): {} timestamp_deltas but {} values",
+                "series[{i}] (ref {}, {}): {} timestamp_deltas but {} values",
                 s.r#ref,
+                entry.key,
                 s.timestamp_deltas.len(),
                 s.values.len()
             )));
         }
         let mut timestamps = s.timestamp_deltas;
-        let mut acc: i64 = 0;
-        let mut all_ok = true;
-        for t in timestamps.iter_mut() {
-            acc = acc.checked_add(*t).ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "series[{i}] (ref {}, {key}): timestamp_deltas overflow i64",
-                    s.r#ref
-                ))
-            })?;
-            *t = acc;
-        }
-        for (&t, &v) in timestamps.iter().zip(&s.values) {
-            all_ok &= store.sample_ok(t, v, now);
-        }
-        if all_ok {
-            out.push(entry, SeriesSamples { timestamps, values: s.values });
-            continue;
-        }
-        let mut kept = SeriesSamples::default();
-        let mut bad = 0u64;
-        let mut first: Option<(i64, f64)> = None;
-        for (&t, &v) in timestamps.iter().zip(&s.values) {
-            if store.sample_ok(t, v, now) {
-                kept.timestamps.push(t);
-                kept.values.push(v);
-            } else {
-                bad += 1;
-                first.get_or_insert((t, v));
-            }
-        }
-        if let Some((t, v)) = first {
-            let reason = reason_code(store, t, v, now);
-            let message = match store.check_sample(key, t, v, now) {
-                Err(e) => e.to_string(),
-                Ok(()) => format!("sample at {t} rejected"),
-            };
-            out.reject(
-                SeriesRejection {
-                    r#ref: s.r#ref,
-                    series: key.to_string(),
-                    samples: bad,
-                    reason: reason.to_string(),
-                    message,
-                },
-                reason,
-                limits.max_rejections,
-            );
-        }
-        if !kept.timestamps.is_empty() {
-            out.push(entry, kept);
-        }
+        undelta(&mut timestamps).map_err(|_| {
+            Status::invalid_argument(format!(
+                "series[{i}] (ref {}, {}): timestamp_deltas overflow i64",
+                s.r#ref, entry.key
+            ))
+        })?;
+        out.add_run(store, entry, s.r#ref, &timestamps, &s.values, now, limits);
+    }
+    if let Some(columns) = request.columns {
+        prepare_columns(store, table, columns, limits, now, &mut out)?;
     }
     Ok(out)
+}
+
+/// The `columns` part of a request. When every run's series is in the store and every sample
+/// is valid (a steady stream), the decoded columns become the store's rows as they are.
+fn prepare_columns(
+    store: &Store,
+    table: &mut SeriesTable,
+    columns: SeriesColumns,
+    limits: &Limits,
+    now: i64,
+    out: &mut Prepared,
+) -> Result<(), Status> {
+    let SeriesColumns { refs, counts, timestamp_deltas: mut times, values } = columns;
+    if refs.len() != counts.len() {
+        return Err(Status::invalid_argument(format!(
+            "columns: {} refs but {} counts (one of each per run)",
+            refs.len(),
+            counts.len()
+        )));
+    }
+    if times.len() != values.len() {
+        return Err(Status::invalid_argument(format!(
+            "columns: {} timestamp_deltas but {} values",
+            times.len(),
+            values.len()
+        )));
+    }
+    let total: u64 = counts.iter().map(|&n| u64::from(n)).sum();
+    if total != times.len() as u64 {
+        return Err(Status::invalid_argument(format!(
+            "columns: counts sum to {total} but there are {} samples",
+            times.len()
+        )));
+    }
+    undelta(&mut times).map_err(|k| {
+        Status::invalid_argument(format!("columns: timestamp_deltas[{k}] overflows i64"))
+    })?;
+    // Resolve every run first; the whole-column fast path needs all of them known and valid.
+    let mut ids = Vec::with_capacity(refs.len());
+    let mut fast = out.rows.is_empty() && out.batch.series.is_empty();
+    let mut at = 0;
+    for (j, (&r, &n)) in refs.iter().zip(&counts).enumerate() {
+        let entry = table.entry(store, r, || format!("columns.refs[{j}]"))?;
+        let end = at + n as usize;
+        out.barriers |= entry.barrier;
+        fast &= entry.id.is_some()
+            && times[at..end].iter().zip(&values[at..end]).all(|(&t, &v)| store.sample_ok(t, v, now));
+        ids.push(entry.id.unwrap_or(0));
+        at = end;
+    }
+    if fast {
+        let mut series = Vec::with_capacity(times.len());
+        for (&id, &n) in ids.iter().zip(&counts) {
+            series.extend(std::iter::repeat_n(id, n as usize));
+        }
+        out.rows = Rows { series, time: times, value: values };
+        return Ok(());
+    }
+    let mut at = 0;
+    for (j, (&r, &n)) in refs.iter().zip(&counts).enumerate() {
+        let entry = table.entry(store, r, || format!("columns.refs[{j}]"))?;
+        let end = at + n as usize;
+        out.add_run(store, entry, r, &times[at..end], &values[at..end], now, limits);
+        at = end;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -274,9 +390,11 @@ mod tests {
                 samples(2, &[T, T + 1, T + 400 * 86_400_000_000_000], &[f64::NAN, 1.0, 2.0]),
             ],
             sequence: 7,
+            columns: None,
         };
         let p = prepare(&store, &mut table, req, &limits, now).unwrap();
         assert_eq!(p.batch.series[0].1.timestamps, vec![T, T + 10, T + 5]);
+        assert_eq!(p.batch.series[1].1.timestamps, vec![T + 1]);
         assert_eq!(p.len(), 4);
         assert_eq!(p.rejected, 2);
         assert_eq!(p.rejections[0].reason, "non_finite_value");
@@ -320,10 +438,11 @@ mod tests {
             definitions: vec![def(1, "a", Some("h1")), def(2, COLLECTIVE_END_METRIC, Some("h1"))],
             series: vec![samples(1, &[T], &[1.0])],
             sequence: 1,
+            columns: None,
         };
         let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
         assert!(!p.barriers);
-        let Write::Keyed(batch) = p.take_write() else { panic!("a new series must go by key") };
+        let Write::Keyed(batch) = p.take_write(&store).unwrap() else { panic!("a new series must go by key") };
         assert_eq!(store.write(&batch).unwrap().accepted, 1);
 
         // Ref 1 is now in the store, ref 2 is not: the batch goes by key, with the barrier flag.
@@ -333,7 +452,7 @@ mod tests {
         };
         let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
         assert!(p.barriers);
-        let Write::Keyed(batch) = p.take_write() else { panic!("mixed batch must go by key") };
+        let Write::Keyed(batch) = p.take_write(&store).unwrap() else { panic!("mixed batch must go by key") };
         assert_eq!(batch.series.len(), 2);
         assert_eq!(store.write(&batch).unwrap().accepted, 2);
 
@@ -344,22 +463,127 @@ mod tests {
         };
         let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
         assert_eq!(p.rejected, 1);
-        let Write::Resolved(series) = p.take_write() else { panic!("known series must go by id") };
-        assert_eq!(series.len(), 2);
-        let outcome = store.write_resolved(&series).unwrap();
+        let Write::Rows(rows) = p.take_write(&store).unwrap() else { panic!("known series must go by id") };
+        assert_eq!(rows.runs().count(), 2);
+        let outcome = store.write_rows(rows.clone()).unwrap();
         assert_eq!(outcome.accepted, 2);
-        let mut bad = series.clone();
-        bad[0].1.values[0] = f64::NAN;
-        bad[1].0 = 999;
-        let outcome = store.write_resolved(&bad).unwrap();
+        let mut bad = rows.clone();
+        bad.value[0] = f64::NAN;
+        *bad.series.last_mut().unwrap() = 999;
+        let outcome = store.write_rows(bad).unwrap();
         assert_eq!(outcome.accepted, 0);
         assert_eq!(outcome.rejected.len(), 2);
         assert!(outcome.rejected.iter().any(|r| r.error.to_string().contains("not in the catalog")));
         assert!(outcome.rejected.iter().any(|r| r.series.starts_with("a{")), "{:?}", outcome.rejected);
+        // The per-series form of the same API: unknown ids and ragged series are rejected.
+        let ragged = SeriesSamples { timestamps: vec![T + 3, T + 4], values: vec![1.0] };
+        let outcome = store.write_resolved(&[(999, ragged.clone()), (rows.series[0], ragged)]).unwrap();
+        assert_eq!(outcome.accepted, 0);
+        assert!(outcome.rejected[0].error.to_string().contains("not in the catalog"));
+        assert!(outcome.rejected[1].error.to_string().contains("2 timestamps but 1 values"), "{:?}", outcome.rejected);
         drop(store);
 
         // Reopened (WAL replay): all five accepted samples are there.
         let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
         assert_eq!(store.buffered_rows().unwrap(), 5);
+    }
+
+    /// Columns with deltas running across runs.
+    fn columns(runs: &[(u32, &[i64], &[f64])]) -> SeriesColumns {
+        let mut c = SeriesColumns::default();
+        let mut prev = 0;
+        for (r, ts, vs) in runs {
+            c.refs.push(*r);
+            c.counts.push(ts.len() as u32);
+            for &t in *ts {
+                c.timestamp_deltas.push(t - prev);
+                prev = t;
+            }
+            c.values.extend_from_slice(vs);
+        }
+        c
+    }
+
+    /// The columnar form yields exactly the rows of the per-series form, moves the columns
+    /// as they are on a steady stream, rejects invalid samples per run, and checks its shape.
+    #[test]
+    fn columns_match_the_series_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+        let limits = Limits::default();
+        let mut table = SeriesTable::default();
+        let runs: [(u32, &[i64], &[f64]); 3] =
+            [(1, &[T, T + 5, T + 9], &[1.0, 2.0, 3.0]), (2, &[T - 4, T], &[7.0, 8.0]), (1, &[T + 20], &[4.0])];
+        // First batch: new series go by key; the columns and the series form agree.
+        let req = WriteRequest {
+            definitions: vec![def(1, "a", Some("h1")), def(2, COLLECTIVE_END_METRIC, Some("h2"))],
+            columns: Some(columns(&runs)),
+            ..Default::default()
+        };
+        let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
+        assert!(p.barriers);
+        let Write::Keyed(batch) = p.take_write(&store).unwrap() else { panic!("new series go by key") };
+        let got: Vec<_> = batch.series.iter().map(|(k, s)| (k.metric.clone(), s.timestamps.clone(), s.values.clone())).collect();
+        let want: Vec<_> = runs
+            .iter()
+            .map(|(r, ts, vs)| (if *r == 1 { "a".to_string() } else { COLLECTIVE_END_METRIC.to_string() }, ts.to_vec(), vs.to_vec()))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(store.write(&batch).unwrap().accepted, 6);
+
+        // Steady state: the same data by id, once per form, gives identical rows.
+        let mut p = prepare(&store, &mut table, WriteRequest { columns: Some(columns(&runs)), ..Default::default() }, &limits, T).unwrap();
+        let series_form = WriteRequest { series: runs.iter().map(|(r, ts, vs)| samples(*r, ts, vs)).collect(), ..Default::default() };
+        let mut q = prepare(&store, &mut table, series_form, &limits, T).unwrap();
+        let (Write::Rows(a), Write::Rows(b)) = (p.take_write(&store).unwrap(), q.take_write(&store).unwrap()) else {
+            panic!("known series go by id")
+        };
+        assert_eq!(a, b);
+        assert_eq!(a.time, vec![T, T + 5, T + 9, T - 4, T, T + 20]);
+        assert_eq!(a.runs().count(), 3);
+        // Both forms in one request: `series` first, then the columns.
+        let both = WriteRequest {
+            series: vec![samples(2, &[T + 1], &[9.0])],
+            columns: Some(columns(&runs[..1])),
+            ..Default::default()
+        };
+        let p = prepare(&store, &mut table, both, &limits, T).unwrap();
+        assert_eq!(p.rows.time, vec![T + 1, T, T + 5, T + 9]);
+
+        // An invalid sample rejects only itself, with the ref of its run.
+        let bad: [(u32, &[i64], &[f64]); 2] = [(1, &[T + 30, T + 31], &[1.0, f64::NAN]), (2, &[T + 30], &[1.0])];
+        let p = prepare(&store, &mut table, WriteRequest { columns: Some(columns(&bad)), ..Default::default() }, &limits, T).unwrap();
+        assert_eq!((p.len(), p.rejected), (2, 1));
+        assert_eq!((p.rejections[0].r#ref, p.rejections[0].reason.as_str()), (1, "non_finite_value"));
+        assert_eq!(p.rows.time, vec![T + 30, T + 30]);
+
+        // Shape errors are INVALID_ARGUMENT with the place named.
+        let check = |c: SeriesColumns, want: &str| {
+            let mut table = SeriesTable::default();
+            let req = WriteRequest { definitions: vec![def(1, "a", Some("h1"))], columns: Some(c), ..Default::default() };
+            let e = prepare(&store, &mut table, req, &limits, T).unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument);
+            assert!(e.message().contains(want), "{} should contain {want}", e.message());
+        };
+        let mut c = columns(&runs[..1]);
+        c.counts.push(1);
+        check(c, "1 refs but 2 counts");
+        let mut c = columns(&runs[..1]);
+        c.counts[0] = 2;
+        check(c, "counts sum to 2 but there are 3 samples");
+        let mut c = columns(&runs[..1]);
+        c.values.pop();
+        check(c, "3 timestamp_deltas but 2 values");
+        let mut c = columns(&runs[..1]);
+        c.timestamp_deltas[1] = i64::MAX;
+        check(c, "timestamp_deltas[1] overflows");
+        check(columns(&[(5, &[T], &[1.0])]), "columns.refs[0]: ref 5 is not defined");
+        let mut c = columns(&runs[..1]);
+        c.counts[0] = u32::MAX;
+        check(c, "counts sum to 4294967295");
+        let small = Limits { max_samples_per_request: 2, ..Limits::default() };
+        let req = WriteRequest { columns: Some(columns(&runs[..1])), ..Default::default() };
+        let e = prepare(&store, &mut table, req, &small, T).unwrap_err();
+        assert!(e.message().contains("limit is 2"), "{}", e.message());
     }
 }

@@ -13,7 +13,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::clock::Refitter;
 use super::config::Limits;
-use super::convert::{Prepared, SeriesTable, Write, prepare};
+use super::convert::{Prepared, SeriesTable, Write, prepare, request_size};
 use super::stats::Telemetry;
 use super::status::{engine_status, join_status, retryable};
 
@@ -104,13 +104,13 @@ impl Shared {
     }
 
     async fn write_prepared(&self, write: Write) -> Result<WriteOutcome, Status> {
-        if matches!(&write, Write::Resolved(r) if r.is_empty()) {
+        if matches!(&write, Write::Rows(r) if r.is_empty()) {
             return Ok(WriteOutcome::default());
         }
         let store = self.store.clone();
         let retry = self.limits.retry_after_ms;
         let outcome = tokio::task::spawn_blocking(move || match write {
-            Write::Resolved(series) => store.write_resolved(&series),
+            Write::Rows(rows) => store.write_rows(rows),
             Write::Keyed(batch) => store.write(&batch),
         })
         .await
@@ -122,7 +122,8 @@ impl Shared {
     /// Writes a prepared request and builds its acknowledgement.
     pub(crate) async fn commit(&self, sequence: u64, mut prepared: Prepared) -> Result<WriteResponse, Status> {
         let barriers = prepared.barriers;
-        let outcome = self.write_prepared(prepared.take_write()).await?;
+        let write = prepared.take_write(&self.store)?;
+        let outcome = self.write_prepared(write).await?;
         if barriers && outcome.accepted > 0 {
             // Collective ends are barrier constraints between the job's hosts' clocks.
             self.refitter.mark();
@@ -155,7 +156,7 @@ impl Shared {
 }
 
 fn request_samples(r: &WriteRequest) -> u64 {
-    r.series.iter().map(|s| s.timestamp_deltas.len() as u64).sum()
+    request_size(r).1 as u64
 }
 
 /// The `lockstep.ingest.v1.Write` service.
