@@ -9,7 +9,7 @@ Usage (after `cargo build --release --bin lockstep`; Debian `victoria-metrics` i
 Throughput run: `lockstep bench-ingest` (hidden subcommand of the release binary) starts N
 clients, each with its own connection and 40 hosts x 60 series = 2,400 series, and streams
 pre-built batches of 2,400 series x 5 consecutive 1 s scrapes = 12,000 samples
-(`WriteStream`, 4 batches in flight per client) until the fixed sample count is acknowledged.
+(`WriteStream`, 4 batches in flight per client, `WriteRequest.columns`) until the fixed sample count is acknowledged.
 Every acknowledgement is sent only after the batch's WAL record is fsynced. Reported:
 acknowledged samples/s, p50/p99 ack latency (send of a batch to its ack), the server's peak
 RSS (sampled from /proc every 50 ms), and afterwards the stored count (`lockstep sql`) must
@@ -21,9 +21,13 @@ N concurrent HTTP connections, bodies in memory before the clock starts, then
 `/internal/force_flush`. VM acknowledges a body once it is parsed into its in-memory buffers, not
 after an fsync, so its acks are not durable; this is the comparison the issue asks for.
 
-Overload run: many clients with a deep window against a server limited to a few writes in
-flight and a memory limit; reports rejects (RESOURCE_EXHAUSTED, retried after the server's
-hint), peak RSS against the limit, and checks that every acknowledged sample is stored.
+Overload runs (one per `--overload-memory-mb` limit): 32 clients with 16 batches in flight each
+against a server limited to 2 writes in flight and a memory limit; reports rejects
+(RESOURCE_EXHAUSTED, retried after the server's hint), peak RSS against the limit, and checks
+that every acknowledged sample is stored.
+
+The client sends `WriteRequest.columns` (four packed arrays per batch); `--form series` on
+`bench-ingest` sends one `SeriesSamples` per series instead.
 """
 
 from __future__ import annotations
@@ -197,8 +201,9 @@ def main() -> None:
     ap.add_argument("--victoria-metrics", default=shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics")
     ap.add_argument("--no-vm", action="store_true")
     ap.add_argument("--no-overload", action="store_true")
-    ap.add_argument("--overload-clients", type=int, default=16)
-    ap.add_argument("--overload-memory-mb", type=int, default=512)
+    ap.add_argument("--overload-clients", type=int, default=32)
+    ap.add_argument("--overload-memory-mb", default="512,256",
+                    help="comma-separated memory limits, one overload run each")
     args = ap.parse_args()
     if not args.binary.exists():
         raise SystemExit(f"{args.binary} missing: cargo build --release --bin lockstep")
@@ -211,12 +216,14 @@ def main() -> None:
         if not args.no_vm:
             rows.append(("victoria-metrics /api/v1/import (acks not fsynced)", run_vm(args.victoria_metrics, args.binary, work, args)))
         if not args.no_overload:
-            r = run_lockstep(
-                args.binary, work, args, "overload",
-                ["--max-in-flight", "2", "--memory-limit-mb", str(args.overload_memory_mb)],
-                ["--clients", str(args.overload_clients), "--window", "16", "--points", str(args.points)],
-            )
-            rows.append((f"lockstep overload ({args.overload_clients} clients x 16 in flight, 2 slots, {args.overload_memory_mb} MiB limit)", r))
+            for mb in [int(x) for x in str(args.overload_memory_mb).split(",") if x.strip()]:
+                r = run_lockstep(
+                    args.binary, work, args, f"overload-{mb}",
+                    ["--max-in-flight", "2", "--memory-limit-mb", str(mb)],
+                    ["--clients", str(args.overload_clients), "--window", "16", "--points", str(args.points)],
+                )
+                r["limit_mb"] = mb
+                rows.append((f"lockstep overload ({args.overload_clients} clients x 16 in flight, 2 slots, {mb} MiB limit)", r))
     print(f"\nsamples: {args.samples:,}, clients: {args.clients}, machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}\n")
     print("| run | acked samples | samples/s | p50 ack ms | p99 ack ms | peak RSS MiB | overload rejects | stored = acked |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -225,6 +232,10 @@ def main() -> None:
         check = "" if stored is None else ("yes" if stored == r["acked_samples"] else f"NO ({stored:,})")
         print(f"| {name} | {r['acked_samples']:,} | {r['samples_per_s']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
               f"| {r['peak_rss'] / 2**20:.0f} | {r['overload_rejects']:,} | {check} |")
+    for name, r in rows:
+        if "limit_mb" in r:
+            peak = r["peak_rss"] / 2**20
+            print(f"{name}: peak RSS {peak:.0f} MiB {'under' if peak < r['limit_mb'] else 'OVER'} the limit")
     lock = rows[0][1]
     vm = next((r for n, r in rows if n.startswith("victoria")), None)
     if vm:

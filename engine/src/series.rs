@@ -27,10 +27,17 @@ pub struct SeriesCatalog {
     label_order: Vec<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Snapshot {
     version: u32,
     series: Vec<SeriesKey>,
+}
+
+/// What [`SeriesCatalog::save`] writes: [`Snapshot`]'s layout, borrowing the keys.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    version: u32,
+    series: Vec<&'a SeriesKey>,
 }
 
 /// A filter on series: each present condition must hold (conjunction).
@@ -160,10 +167,7 @@ impl SeriesCatalog {
 
     /// Writes the catalog atomically to `path`.
     pub fn save(&self, storage: &dyn Storage, path: &Path) -> Result<()> {
-        let snapshot = Snapshot {
-            version: 1,
-            series: self.keys.iter().map(|k| SeriesKey::clone(k)).collect(),
-        };
+        let snapshot = SnapshotRef { version: 1, series: self.keys.iter().map(|k| k.as_ref()).collect() };
         let bytes = serde_json::to_vec(&snapshot).map_err(|e| Error::CatalogCorrupt {
             path: path.to_path_buf(),
             reason: e.to_string(),

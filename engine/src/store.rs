@@ -159,6 +159,8 @@ pub struct Store {
     config: StoreConfig,
     wal: Wal,
     catalog: RwLock<SeriesCatalog>,
+    /// Series in `series.json` as last saved by this process (0: not saved yet).
+    catalog_saved: std::sync::atomic::AtomicUsize,
     state: RwLock<State>,
     /// Writers hold it shared from WAL submit to buffer insert; a flush takes it exclusively
     /// to rotate the WAL and freeze the buffer at one consistent point.
@@ -258,6 +260,7 @@ impl Store {
             config,
             wal,
             catalog: RwLock::new(catalog),
+            catalog_saved: std::sync::atomic::AtomicUsize::new(0),
             state: RwLock::new(State {
                 manifest: Arc::new(manifest),
                 files: Arc::new(files),

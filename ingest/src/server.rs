@@ -11,6 +11,7 @@ pub mod auth;
 mod clock;
 mod config;
 mod convert;
+pub mod memory;
 mod otlp;
 mod run;
 mod stats;

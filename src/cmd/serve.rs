@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockstep_engine::{Store, StoreConfig};
-use lockstep_ingest::server::{ServeOptions, Server, ServerConfig, TlsPem, TokenSet, check_exposure};
+use lockstep_ingest::server::{memory, ServeOptions, Server, ServerConfig, TlsPem, TokenSet, check_exposure};
 
 /// Arguments of `lockstep serve`.
 #[derive(Debug, clap::Args)]
@@ -114,7 +114,6 @@ fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
 
 /// Starts the server and blocks until SIGTERM or SIGINT, then drains and closes the store.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    keep_freed_memory();
     let file: FileConfig = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
@@ -176,9 +175,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("warning: bearer tokens travel in cleartext without --tls-cert/--tls-key");
     }
 
+    memory::tune_allocator(config.limits.memory_limit_bytes);
     let mut store_config = StoreConfig::default();
     if let Some(rows) = args.flush_rows.or(file.store.flush_rows) {
         store_config.flush_rows = rows;
+    } else if let Some(limit) = config.limits.memory_limit_bytes {
+        store_config.flush_rows = memory::flush_rows_for_limit(limit);
     }
     if let Some(s) = file.store.max_future_secs {
         store_config.max_future_ns = Some(s.saturating_mul(1_000_000_000));
@@ -233,25 +235,3 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     })
 }
 
-/// Tells glibc malloc to keep freed memory instead of returning it to the kernel.
-///
-/// Every write request allocates buffers of 100 KB–1 MB (decoded series, the WAL record, the
-/// rows for the write buffer) and frees them after the acknowledgement. With glibc's default
-/// thresholds those go to fresh `mmap`s or are trimmed off the heap top, so the next request
-/// faults them in again and the kernel zeroes every page: a quarter of the server's CPU at
-/// full load (`clear_page_erms` in `perf`). Keeping them costs about 60 MiB of RSS and gave
-/// 15–25 % more acknowledged samples/s in `benches/ingest_load.py`. (mimalloc as the global
-/// allocator was tried too: slower here, and a larger RSS.)
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_memory() {
-    // SAFETY: mallopt only sets allocator tunables; it is called before any server thread
-    // exists and has no memory-safety preconditions.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 16 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_memory() {}

@@ -117,7 +117,14 @@ impl Store {
         for d in dirs {
             self.storage.sync_dir(&d).map_err(|e| Error::io(&d, e))?;
         }
-        self.catalog.read().map_err(lock_poisoned)?.save(self.storage.as_ref(), &self.dir.join("series.json"))?;
+        {
+            // The catalog only grows: unchanged since the last save means nothing to write.
+            let catalog = self.catalog.read().map_err(lock_poisoned)?;
+            if catalog.len() != self.catalog_saved.load(Ordering::Acquire) {
+                catalog.save(self.storage.as_ref(), &self.dir.join("series.json"))?;
+                self.catalog_saved.store(catalog.len(), Ordering::Release);
+            }
+        }
         let (old_manifest, old_files) = {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.manifest.clone(), s.files.clone())

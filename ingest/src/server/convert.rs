@@ -39,7 +39,13 @@ impl SeriesTable {
             )));
         };
         if entry.id.is_none() {
-            entry.id = store.series_id(&entry.key).map_err(|e| Status::internal(e.to_string()))?;
+            let internal = |e: lockstep_engine::Error| Status::internal(e.to_string());
+            entry.id = store.series_id(&entry.key).map_err(internal)?;
+            // Share the catalog's copy of the key: a stream's table then costs a pointer per
+            // series instead of a second copy of every key.
+            if let Some(key) = entry.id.map(|id| store.series_key(id)).transpose().map_err(internal)?.flatten() {
+                entry.key = key;
+            }
         }
         Ok(entry)
     }
@@ -339,6 +345,11 @@ fn prepare_columns(
         for (&id, &n) in ids.iter().zip(&counts) {
             series.extend(std::iter::repeat_n(id, n as usize));
         }
+        // The decoder grew the columns by doubling; give the slack back before they sit in
+        // the write buffer (shrinking in place, no copy, with glibc malloc).
+        times.shrink_to_fit();
+        let mut values = values;
+        values.shrink_to_fit();
         out.rows = Rows { series, time: times, value: values };
         return Ok(());
     }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tonic::{Request, Status};
 use super::auth::{Role, TokenSet};
 use super::clock::{ClockService, Refitter};
 use super::config::ServerConfig;
+use super::memory;
 use super::otlp::{DeltaState, OtlpService};
 use super::stats::{StatsService, Telemetry};
 use super::write::{Shared, WriteService};
@@ -178,7 +180,7 @@ impl Server {
             .add_service(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService")))
             .add_service(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats")));
 
-        // Background: RSS sampling (and memory-pressure flushes), self-telemetry, clock refits.
+        // Background: RSS sampling (memory-pressure flushes and trims), self-telemetry, clock refits.
         let background = {
             let store = store.clone();
             let telemetry = telemetry.clone();
@@ -189,6 +191,7 @@ impl Server {
                 let mut tick = tokio::time::interval(Duration::from_millis(100));
                 let mut last_telemetry = tokio::time::Instant::now();
                 let mut flushing: Option<tokio::task::JoinHandle<()>> = None;
+                let mut last_flushes = 0;
                 loop {
                     tick.tick().await;
                     let rss = telemetry.sample_rss();
@@ -196,16 +199,26 @@ impl Server {
                         flushing = None;
                     }
                     if let Some(limit) = memory_limit
-                        && rss > limit
                         && flushing.is_none()
-                        && store.buffered_rows().unwrap_or(0) > 0
                     {
-                        let s = store.clone();
-                        flushing = Some(tokio::task::spawn_blocking(move || {
-                            if let Err(e) = s.flush() {
-                                tracing::warn!(error = %e, "memory-pressure flush failed");
-                            }
-                        }));
+                        // Near the limit, flush a buffer worth flushing; after any flush (this
+                        // one or a writer's), hand the freed pages back so that RSS shows it.
+                        let high = limit - limit / 8;
+                        let flushes = store.metrics().flushes.load(Ordering::Relaxed);
+                        if rss > high || flushes != last_flushes {
+                            last_flushes = flushes;
+                            let s = store.clone();
+                            let min_rows = s.config().flush_rows / 16;
+                            flushing = Some(tokio::task::spawn_blocking(move || {
+                                if rss > high
+                                    && s.buffered_rows().unwrap_or(0) >= min_rows.max(1)
+                                    && let Err(e) = s.flush()
+                                {
+                                    tracing::warn!(error = %e, "memory-pressure flush failed");
+                                }
+                                memory::release_free_memory();
+                            }));
+                        }
                     }
                     if last_telemetry.elapsed() >= interval {
                         last_telemetry = tokio::time::Instant::now();
