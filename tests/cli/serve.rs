@@ -10,7 +10,7 @@ use lockstep_proto::ingest::v1::clock_sync_client::ClockSyncClient;
 use lockstep_proto::ingest::v1::stats_client::StatsClient;
 use lockstep_proto::ingest::v1::write_client::WriteClient;
 use lockstep_proto::ingest::v1::{
-    ClockUpload, ExchangeRequest, OffsetRecord, SeriesDefinition, SeriesSamples, StatsRequest, SyncRecord, WriteRequest,
+    ClockUpload, ExchangeRequest, OffsetRecord, SeriesColumns, SeriesDefinition, SeriesSamples, StatsRequest, SyncRecord, WriteRequest,
     WriteResponse,
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
@@ -156,13 +156,20 @@ fn serve_write_stream_clock_stats_then_sql() {
             WriteRequest { definitions: vec![def(7, "test_stream", Some("node-3"))], series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])], sequence: 1, columns: None },
             WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])], sequence: 2, columns: None },
             WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 5], &[f64::NAN])], sequence: 3, columns: None },
+            // The columnar form, deltas running across runs: two runs of ref 7.
+            WriteRequest {
+                definitions: vec![],
+                series: vec![],
+                sequence: 4,
+                columns: Some(SeriesColumns { refs: vec![7, 7], counts: vec![1, 1], timestamp_deltas: vec![T + 6, 1], values: vec![2.0, 2.0] }),
+            },
         ];
         let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
         let mut got = Vec::new();
         while let Some(a) = acks.message().await.unwrap() {
             got.push((a.sequence, a.accepted, a.rejected));
         }
-        assert_eq!(got, vec![(1, 2, 0), (2, 3, 0), (3, 0, 1)]);
+        assert_eq!(got, vec![(1, 2, 0), (2, 3, 0), (3, 0, 1), (4, 2, 0)]);
 
         let channel = Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
         let mut clock = ClockSyncClient::new(channel.clone());
@@ -185,7 +192,7 @@ fn serve_write_stream_clock_stats_then_sql() {
         assert_eq!(clock.upload(req(bad, Some(WRITE_TOKEN))).await.unwrap_err().code(), Code::InvalidArgument);
 
         let stats = StatsClient::new(channel).get(req(StatsRequest {}, Some(READ_TOKEN))).await.unwrap().into_inner();
-        assert_eq!(stats.samples_accepted, 9);
+        assert_eq!(stats.samples_accepted, 11);
         assert_eq!(stats.rejected_by_reason.get("non_finite_value"), Some(&1));
 
         // `collective_end` samples (value = the collective's number within its job) are
@@ -207,7 +214,7 @@ fn serve_write_stream_clock_stats_then_sql() {
         assert_eq!(write(&url, Some(WRITE_TOKEN), r).await.unwrap().accepted, 10);
     });
     let err = server.stop();
-    assert!(err.contains("stopped: 19 samples accepted"), "{err}");
+    assert!(err.contains("stopped: 21 samples accepted"), "{err}");
 
     // The uploaded offset of node-2 (local − reference = 5 µs ± 100 ns) corrects its samples.
     let rows = sql_json(&db, "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'test_util' AND host = 'node-2'");
@@ -227,12 +234,12 @@ fn serve_write_stream_clock_stats_then_sql() {
     let rows = sql_json(&db, "SELECT metric, host, count(*) AS n, sum(value) AS s FROM samples WHERE metric LIKE 'test_%' GROUP BY metric, host ORDER BY metric, host");
     let rows: Vec<String> = rows.iter().map(|r| format!("{} {} {} {}", r["metric"], r["host"], r["n"], r["s"])).collect();
     assert_eq!(rows, vec![
-        r#""test_stream" "node-3" 5 5.0"#,
+        r#""test_stream" "node-3" 7 9.0"#,
         r#""test_util" "node-1" 3 6.0"#,
         r#""test_util" "node-2" 1 10.0"#,
     ]);
     let rows = sql_json(&db, "SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_accepted_total'");
-    assert_eq!(rows[0]["v"], 19.0);
+    assert_eq!(rows[0]["v"], 21.0);
     let rows = sql_json(&db, "SELECT reason, max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_rejected_by_reason_total' GROUP BY reason");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["reason"], "non_finite_value");
