@@ -367,8 +367,9 @@ impl Store {
         let mut ok = Vec::with_capacity(batch.series.len());
         let mut rejected = Vec::new();
         for (key, samples) in &batch.series {
-            if let Some(r) = length_mismatch(key, samples) {
-                rejected.push(r);
+            let (t, v) = (samples.timestamps.len(), samples.values.len());
+            if t != v {
+                rejected.push(length_mismatch(key, t, v));
                 continue;
             }
             if let Err(error) = key.validate() {
@@ -477,10 +478,12 @@ impl Store {
         {
             let catalog = self.catalog.read().map_err(lock_poisoned)?;
             for (id, samples) in batch {
-                if samples.timestamps.len() != samples.values.len() {
+                let (t, v) = (samples.timestamps.len(), samples.values.len());
+                if t != v {
+                    // Unknown ids are rejected by `write_rows_with`, but only whole runs.
                     rejected.push(match catalog.key(*id) {
-                        Some(key) => length_mismatch(key, samples).unwrap_or_else(|| unknown_id(*id, 0)),
-                        None => unknown_id(*id, samples.timestamps.len().max(samples.values.len())),
+                        Some(key) => length_mismatch(key, t, v),
+                        None => unknown_id(*id, t.max(v)),
                     });
                     continue;
                 }
@@ -638,13 +641,12 @@ fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std:
 
 /// Concatenates per-series rows, stamping the resolved ids.
 /// The rejection of a series whose timestamps and values differ in count.
-fn length_mismatch(key: &SeriesKey, samples: &crate::SeriesSamples) -> Option<Rejection> {
-    let (t, v) = (samples.timestamps.len(), samples.values.len());
-    (t != v).then(|| Rejection {
+fn length_mismatch(key: &SeriesKey, t: usize, v: usize) -> Rejection {
+    Rejection {
         series: key.to_string(),
         samples: t.max(v),
         error: Error::InvalidBatch { reason: format!("series {key} has {t} timestamps but {v} values") },
-    })
+    }
 }
 
 fn unknown_id(id: SeriesId, samples: usize) -> Rejection {
