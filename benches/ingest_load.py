@@ -22,9 +22,11 @@ N concurrent HTTP connections, bodies in memory before the clock starts, then
 after an fsync, so its acks are not durable; this is the comparison the issue asks for.
 
 Overload runs (one per `--overload-memory-mb` limit): 32 clients with 16 batches in flight each
-against a server limited to 2 writes in flight and a memory limit; reports rejects
-(RESOURCE_EXHAUSTED, retried after the server's hint), peak RSS against the limit, and checks
-that every acknowledged sample is stored.
+against a server limited to 2 writes in flight, a memory limit and a 100 ms admission wait (a
+stream batch that finds no write slot within it ends the stream with RESOURCE_EXHAUSTED); reports
+rejects (retried after the server's hint), peak RSS against the limit, and checks that every
+acknowledged sample is stored. Under a memory limit the server also shrinks its HTTP/2 windows,
+so much of the overload is held back by flow control on the clients' side rather than refused.
 
 The client sends `WriteRequest.columns` (four packed arrays per batch); `--form series` on
 `bench-ingest` sends one `SeriesSamples` per series instead.
@@ -44,10 +46,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# `bench-ingest`'s default first timestamp, 2026-01-01T00:00:00Z, in seconds.
+BENCH_START_S = 1_767_225_600
 
 
 class RssSampler(threading.Thread):
@@ -123,7 +128,81 @@ def run_lockstep(binary: Path, work: Path, args, name: str, server_extra: list[s
     return res
 
 
-def run_vm(vm: str, binary: Path, work: Path, args) -> dict:
+def start_vm(vm: str, work: Path, name: str) -> tuple[subprocess.Popen, int, Path]:
+    port = free_port()
+    path = work / f"vm-data-{name}"
+    log = open(work / f"vm-{name}.log", "w")
+    proc = subprocess.Popen(
+        [vm, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={path}", "-retentionPeriod=100y"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    log.close()
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                if r.read().strip() == b"OK":
+                    return proc, port, path
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("victoria-metrics did not become healthy")
+
+
+def stop_vm(proc: subprocess.Popen, path: Path) -> None:
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def post_all(port: int, bodies_per_client: list[list[bytes]], url: str) -> tuple[float, list[float]]:
+    """One HTTP connection per client posting its bodies in order; then a force flush."""
+    errors: list[str] = []
+    lat: list[float] = []
+
+    def post(bodies: list[bytes]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        for body in bodies:
+            t = time.perf_counter()
+            conn.request("POST", url, body=body)
+            r = conn.getresponse()
+            r.read()
+            lat.append(time.perf_counter() - t)
+            if r.status != 204:
+                errors.append(f"{url} returned {r.status}")
+        conn.close()
+
+    start = time.perf_counter()
+    workers = [threading.Thread(target=post, args=(b,)) for b in bodies_per_client]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/internal/force_flush", timeout=600) as r:
+        r.read()
+    secs = time.perf_counter() - start
+    if errors:
+        raise SystemExit(f"victoria-metrics import failed: {errors[:3]}")
+    return secs, sorted(lat)
+
+
+def vm_sample_count(port: int) -> int:
+    """Samples stored in a VictoriaMetrics instance (the benchmark's data spans < 1 day)."""
+    at = BENCH_START_S + 86_400 - 1
+    q = urllib.parse.quote('sum(count_over_time({__name__!=""}[1d]))')
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?query={q}&time={at}", timeout=600) as r:
+        res = json.loads(r.read())["data"]["result"]
+    return int(float(res[0]["value"][1])) if res else 0
+
+
+def vm_row(total: int, secs: float, lat: list[float], peak: int) -> dict:
+    pick = lambda q: lat[min(len(lat) - 1, round((len(lat) - 1) * q))] * 1e3 if lat else 0.0
+    return {"acked_samples": total, "seconds": secs, "samples_per_s": total / secs, "p50_ms": pick(0.5),
+            "p99_ms": pick(0.99), "peak_rss": peak, "overload_rejects": 0}
+
+
+def run_vm(vm: str, binary: Path, work: Path, args) -> tuple[dict, dict | None]:
+    """JSON-lines import of the benchmark's batches; with `args.vm_native`, also the native
+    import of the same samples, exported from the first instance (one body per client)."""
     dump = work / "vm-bodies"
     subprocess.run(
         [str(binary), "bench-ingest", "--addr", "http://unused", "--samples", str(args.samples),
@@ -132,63 +211,39 @@ def run_vm(vm: str, binary: Path, work: Path, args) -> dict:
     )
     bodies_per_client = [[b.encode() + b"\n" for b in p.read_text().split("\n\n") if b.strip()] for p in sorted(dump.iterdir())]
     shutil.rmtree(dump)
-    n = sum(b.count(b"\n") for bodies in bodies_per_client for b in bodies)
-    port = free_port()
-    path = work / "vm-data"
-    log = open(work / "vm.log", "w")
-    proc = subprocess.Popen(
-        [vm, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={path}", "-retentionPeriod=100y"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
+    total = sum(b.count(b"\n") for bodies in bodies_per_client for b in bodies) * args.points
+    proc, port, path = start_vm(vm, work, "json")
     rss = RssSampler(proc.pid)
+    natives = None
     try:
-        for _ in range(200):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.read().strip() == b"OK":
-                        break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise SystemExit("victoria-metrics did not become healthy")
         rss.start()
-        errors: list[str] = []
-        lat: list[float] = []
-
-        def post(bodies: list[bytes]) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-            for body in bodies:
-                t = time.perf_counter()
-                conn.request("POST", "/api/v1/import", body=body)
-                r = conn.getresponse()
-                r.read()
-                lat.append(time.perf_counter() - t)
-                if r.status != 204:
-                    errors.append(f"import returned {r.status}")
-            conn.close()
-
-        start = time.perf_counter()
-        workers = [threading.Thread(target=post, args=(b,)) for b in bodies_per_client]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/internal/force_flush", timeout=600) as r:
-            r.read()
-        secs = time.perf_counter() - start
-        if errors:
-            raise SystemExit(f"victoria-metrics import failed: {errors[:3]}")
+        secs, lat = post_all(port, bodies_per_client, "/api/v1/import")
+        rss.stop.set()
+        json_row = vm_row(total, secs, lat, rss.peak)
+        if args.vm_native:
+            natives = []
+            for c in range(len(bodies_per_client)):
+                q = urllib.parse.quote(f'{{host=~"c{c}-.*"}}')
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/export/native?match[]={q}", timeout=600) as r:
+                    natives.append([r.read()])
     finally:
         rss.stop.set()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-        log.close()
-        shutil.rmtree(path, ignore_errors=True)
-    total = n * args.points  # every line holds one series' `points` scrapes
-    lat.sort()
-    pick = lambda q: lat[min(len(lat) - 1, round((len(lat) - 1) * q))] * 1e3 if lat else 0.0
-    return {"acked_samples": total, "seconds": secs, "samples_per_s": total / secs, "p50_ms": pick(0.5),
-            "p99_ms": pick(0.99), "peak_rss": rss.peak, "overload_rejects": 0}
+        stop_vm(proc, path)
+    if natives is None:
+        return json_row, None
+    proc, port, path = start_vm(vm, work, "native")
+    rss = RssSampler(proc.pid)
+    try:
+        rss.start()
+        secs, lat = post_all(port, natives, "/api/v1/import/native")
+        rss.stop.set()
+        stored = vm_sample_count(port)
+    finally:
+        rss.stop.set()
+        stop_vm(proc, path)
+    if stored != total:
+        raise SystemExit(f"victoria-metrics native import stored {stored:,} of {total:,} samples")
+    return json_row, vm_row(total, secs, lat, rss.peak)
 
 
 def main() -> None:
@@ -200,6 +255,8 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=5, help="1 s scrapes per series in one batch")
     ap.add_argument("--victoria-metrics", default=shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics")
     ap.add_argument("--no-vm", action="store_true")
+    ap.add_argument("--vm-native", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time VictoriaMetrics' native import of the same samples (reference row)")
     ap.add_argument("--repeat", type=int, default=3, help="Lockstep/VictoriaMetrics throughput pairs (median ratio)")
     ap.add_argument("--no-overload", action="store_true")
     ap.add_argument("--overload-clients", type=int, default=32)
@@ -218,18 +275,23 @@ def main() -> None:
                              ["--clients", str(args.clients), "--window", str(args.window), "--points", str(args.points)])
             rows.append((f"lockstep serve (WriteStream, fsynced acks){tag}", r))
             if not args.no_vm:
-                vm = run_vm(args.victoria_metrics, args.binary, work, args)
+                vm, native = run_vm(args.victoria_metrics, args.binary, work, args)
                 vm["pair_ratio"] = r["samples_per_s"] / vm["samples_per_s"]
                 rows.append((f"victoria-metrics /api/v1/import (acks not fsynced){tag}", vm))
+                if native is not None:
+                    native["native_ratio"] = r["samples_per_s"] / native["samples_per_s"]
+                    rows.append((f"victoria-metrics /api/v1/import/native, re-import of its own export (reference){tag}", native))
         if not args.no_overload:
+            overload_config = work / "overload.toml"
+            overload_config.write_text("[limits]\nadmission_wait_ms = 100\n")
             for mb in [int(x) for x in str(args.overload_memory_mb).split(",") if x.strip()]:
                 r = run_lockstep(
                     args.binary, work, args, f"overload-{mb}",
-                    ["--max-in-flight", "2", "--memory-limit-mb", str(mb)],
+                    ["--max-in-flight", "2", "--memory-limit-mb", str(mb), "--config", str(overload_config)],
                     ["--clients", str(args.overload_clients), "--window", "16", "--points", str(args.points)],
                 )
                 r["limit_mb"] = mb
-                rows.append((f"lockstep overload ({args.overload_clients} clients x 16 in flight, 2 slots, {mb} MiB limit)", r))
+                rows.append((f"lockstep overload ({args.overload_clients} clients x 16 in flight, 2 slots, 100 ms wait, {mb} MiB limit)", r))
     print(f"\nsamples: {args.samples:,}, clients: {args.clients}, machine: {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}\n")
     print("| run | acked samples | samples/s | p50 ack ms | p99 ack ms | peak RSS MiB | overload rejects | stored = acked |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -247,6 +309,10 @@ def main() -> None:
         median = ratios[len(ratios) // 2]
         print(f"\nLockstep / VictoriaMetrics samples/s per pair: {', '.join(f'{x:.2f}x' for x in ratios)}; "
               f"median {median:.2f}x (target >= 2x: {'MET' if median >= 2 else 'MISSED'})")
+    native = sorted(r["native_ratio"] for _, r in rows if "native_ratio" in r)
+    if native:
+        print(f"Lockstep / VictoriaMetrics native re-import (reference, not the target's path): "
+              f"{', '.join(f'{x:.2f}x' for x in native)}; median {native[len(native) // 2]:.2f}x")
     bad = [n for n, r in rows if r.get("stored") is not None and r["stored"] != r["acked_samples"]]
     if bad:
         raise SystemExit(f"acknowledged samples missing in: {bad}")

@@ -22,9 +22,19 @@ pub fn sort_dedup(rows: &Rows) -> Rows {
 /// each range is in write order), and one pass per series checks the times; only a range that
 /// is out of order is sorted (stably), and only duplicates make rows move again.
 pub fn sort_dedup_chunks(chunks: &[&Rows]) -> Rows {
+    let mut out = Rows::default();
+    sort_dedup_chunks_into(chunks, &mut out);
+    out
+}
+
+/// [`sort_dedup_chunks`] into `out` (its rows are replaced), reusing its allocation: a flush
+/// that sorts millions of rows into a kept buffer writes into pages already mapped instead of
+/// having the kernel fault in and zero fresh ones (large allocations are `mmap`s).
+pub fn sort_dedup_chunks_into(chunks: &[&Rows], out: &mut Rows) {
+    out.clear();
     let n: usize = chunks.iter().map(|c| c.len()).sum();
     if n == 0 {
-        return Rows::default();
+        return;
     }
     let max_series = chunks.iter().flat_map(|c| c.series.iter().copied()).max().unwrap_or(0) as usize;
     let mut offsets = vec![0usize; max_series + 2];
@@ -36,7 +46,9 @@ pub fn sort_dedup_chunks(chunks: &[&Rows]) -> Rows {
     for i in 1..offsets.len() {
         offsets[i] += offsets[i - 1];
     }
-    let mut out = Rows { series: vec![0; n], time: vec![0; n], value: vec![0.0; n] };
+    out.series.resize(n, 0);
+    out.time.resize(n, 0);
+    out.value.resize(n, 0.0);
     let mut next = offsets.clone();
     for c in chunks {
         for ((&s, &t), &v) in c.series.iter().zip(&c.time).zip(&c.value) {
@@ -91,7 +103,6 @@ pub fn sort_dedup_chunks(chunks: &[&Rows]) -> Rows {
     out.series.truncate(w);
     out.time.truncate(w);
     out.value.truncate(w);
-    out
 }
 
 /// Like [`sort_dedup`], without a copy when `rows` are already sorted and unique.

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 
@@ -29,7 +30,146 @@ pub struct SeriesKey {
     /// Metric name, e.g. `DCGM_FI_DEV_GPU_UTIL`.
     pub metric: String,
     /// Label key → value. Empty values are not stored (absent = empty).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
+}
+
+/// The labels of a series: key → value pairs, sorted by key, keys unique.
+///
+/// A sorted vector rather than a `BTreeMap`: a series has a handful of labels and the catalog
+/// keeps one set per series for the life of the store; a `BTreeMap` allocates a 544-byte node
+/// however few entries it holds, this allocates exactly what the pairs need. Iteration order,
+/// equality and ordering are those of the `BTreeMap` it replaces, and it serialises as the
+/// same map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Vec<(String, String)>);
+
+impl Labels {
+    /// No labels.
+    pub const fn new() -> Self {
+        Labels(Vec::new())
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&String> {
+        self.position(key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_ok()
+    }
+
+    /// Sets `key` to `value`; returns the value it replaced.
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) -> Option<String> {
+        let key = key.into();
+        match self.position(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value.into())),
+            Err(i) => {
+                self.0.insert(i, (key, value.into()));
+                None
+            }
+        }
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        self.position(key).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `(key, value)` pairs in key order.
+    pub fn iter(&self) -> LabelIter<'_> {
+        self.into_iter()
+    }
+
+    /// Keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    /// Frees spare capacity (call before keeping the labels for long).
+    pub fn shrink_to_fit(&mut self) {
+        self.0.shrink_to_fit();
+    }
+}
+
+/// Iterator over [`Labels`] as `(&key, &value)`.
+pub type LabelIter<'a> = std::iter::Map<std::slice::Iter<'a, (String, String)>, fn(&(String, String)) -> (&String, &String)>;
+
+impl<'a> IntoIterator for &'a Labels {
+    type Item = (&'a String, &'a String);
+    type IntoIter = LabelIter<'a>;
+
+    fn into_iter(self) -> LabelIter<'a> {
+        fn pair((k, v): &(String, String)) -> (&String, &String) {
+            (k, v)
+        }
+        self.0.iter().map(pair as fn(&(String, String)) -> (&String, &String))
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
+    /// Collects pairs; for a key given more than once the last value wins (as in a map).
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut pairs: Vec<(String, String)> = iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        // Stable sort keeps equal keys in input order; keep the last of each run.
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+        for pair in pairs {
+            match out.last_mut() {
+                Some(last) if last.0 == pair.0 => *last = pair,
+                _ => out.push(pair),
+            }
+        }
+        Labels(out)
+    }
+}
+
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        Labels(map.into_iter().collect())
+    }
+}
+
+impl std::ops::Index<&str> for Labels {
+    type Output = String;
+
+    /// The value of `key`; panics if it is absent (use [`Labels::get`] unless it cannot be).
+    fn index(&self, key: &str) -> &String {
+        match self.get(key) {
+            Some(v) => v,
+            None => panic!("no label {key:?}"),
+        }
+    }
+}
+
+impl Serialize for Labels {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        BTreeMap::<String, String>::deserialize(deserializer).map(Labels::from)
+    }
 }
 
 impl SeriesKey {
@@ -42,7 +182,7 @@ impl SeriesKey {
         let labels = labels
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v)| !v.is_empty())
+            .filter(|(_, v): &(String, String)| !v.is_empty())
             .collect();
         SeriesKey { metric: metric.into(), labels }
     }
@@ -138,4 +278,44 @@ pub fn validate_time(series: &SeriesKey, time: i64) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `Labels` behaves like the `BTreeMap` it replaced: same pairs, order, comparison and JSON.
+        #[test]
+        fn labels_match_a_btreemap(pairs in proptest::collection::vec(("[a-d]{1,2}", "[x-z]{0,2}"), 0..12),
+                                   other in proptest::collection::vec(("[a-d]{1,2}", "[x-z]{0,2}"), 0..12)) {
+            let map: BTreeMap<String, String> = pairs.iter().cloned().collect();
+            let labels: Labels = pairs.iter().cloned().collect();
+            prop_assert_eq!(labels.iter().collect::<Vec<_>>(), map.iter().collect::<Vec<_>>());
+            prop_assert_eq!(labels.len(), map.len());
+            for (k, _) in &pairs {
+                prop_assert_eq!(labels.get(k), map.get(k));
+            }
+            prop_assert_eq!(labels.get("q"), None);
+            let json = serde_json::to_string(&labels).unwrap();
+            prop_assert_eq!(&json, &serde_json::to_string(&map).unwrap());
+            prop_assert_eq!(serde_json::from_str::<Labels>(&json).unwrap(), labels.clone());
+
+            let other_map: BTreeMap<String, String> = other.iter().cloned().collect();
+            let other_labels = Labels::from(other_map.clone());
+            prop_assert_eq!(labels.cmp(&other_labels), map.cmp(&other_map));
+
+            let mut inserted = Labels::new();
+            let mut m2 = BTreeMap::new();
+            for (k, v) in &pairs {
+                prop_assert_eq!(inserted.insert(k.clone(), v.clone()), m2.insert(k.clone(), v.clone()));
+            }
+            prop_assert_eq!(&inserted, &labels);
+            if let Some((k, _)) = pairs.first() {
+                prop_assert_eq!(inserted.remove(k), m2.remove(k));
+                prop_assert!(!inserted.contains_key(k));
+            }
+        }
+    }
 }

@@ -161,6 +161,9 @@ pub struct Store {
     catalog: RwLock<SeriesCatalog>,
     /// Series in `series.json` as last saved by this process (0: not saved yet).
     catalog_saved: std::sync::atomic::AtomicUsize,
+    /// The sorted copy of the write buffer a flush builds, kept between flushes (its size is
+    /// bounded by the flush threshold) so that each flush reuses mapped pages.
+    flush_scratch: Mutex<Rows>,
     state: RwLock<State>,
     /// Writers hold it shared from WAL submit to buffer insert; a flush takes it exclusively
     /// to rotate the WAL and freeze the buffer at one consistent point.
@@ -261,6 +264,7 @@ impl Store {
             wal,
             catalog: RwLock::new(catalog),
             catalog_saved: std::sync::atomic::AtomicUsize::new(0),
+            flush_scratch: Mutex::new(Rows::default()),
             state: RwLock::new(State {
                 manifest: Arc::new(manifest),
                 files: Arc::new(files),

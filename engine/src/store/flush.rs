@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks};
+use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks_into};
 
 /// What a compaction pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -62,10 +62,14 @@ impl Store {
             && lo.div_euclid(partition_ns) == hi.div_euclid(partition_ns)
         {
             // One partition (the usual case): sort straight from the chunks, no concatenation.
+            // Flushes run one at a time (under the flush lock), so one kept buffer serves all.
             let chunks: Vec<&Rows> = frozen.chunks().collect();
-            let sorted = sort_dedup_chunks(&chunks);
-            let file = self.write_data_file(lo.div_euclid(partition_ns), next_id, &sorted, 0, self.config.file_options)?;
-            return self.commit(vec![file], &[], Some(sealed), next_id + 1);
+            let mut sorted = self.flush_scratch.lock().map_err(lock_poisoned)?;
+            sort_dedup_chunks_into(&chunks, &mut sorted);
+            let file = self.write_data_file(lo.div_euclid(partition_ns), next_id, &sorted, 0, self.config.file_options);
+            sorted.clear();
+            drop(sorted);
+            return self.commit(vec![file?], &[], Some(sealed), next_id + 1);
         }
         let rows = frozen.collect(&RowFilter::default());
         for (partition, part_rows) in split_by_partition_owned(rows, partition_ns) {

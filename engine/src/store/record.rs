@@ -1,19 +1,27 @@
 //! The payload of a WAL record: new series definitions plus samples by series id.
 //!
-//! Little-endian layout (`docs/format-storage.md`):
+//! Little-endian layout (`docs/format-storage.md`, "WAL write records"). Written as tag 2:
 //! ```text
-//! u8 tag = 1
+//! u8 tag = 2
 //! u32 n_defs, then per def:  u32 id, str metric, u16 n_labels, (str key, str value)*
-//! u32 n_runs, then per run:  u32 id, u32 n, i64 time * n, f64 value * n
-//! str = u32 len + UTF-8 bytes
+//! u32 n_runs, then per run:
+//!   zigzag id - previous run's id, varint n,
+//!   zigzag t0 - previous run's t0, (n - 1) × zigzag delta-of-delta of the times,
+//!   f64 value * n
+//! str = u32 len + UTF-8 bytes; varint = unsigned LEB128; zigzag = signed LEB128 of (x<<1)^(x>>63)
 //! ```
-
-use std::collections::BTreeMap;
+//! The delta-of-delta of a run's first interval is taken against the previous run's last
+//! interval, so series scraped together at a fixed period cost one byte per timestamp.
+//! Differences wrap (two's complement), so every `i64` round-trips. Tag 1 (u32 id, u32 n,
+//! i64 time * n, f64 value * n per run) is still read.
 
 use crate::datafile::Rows;
-use crate::model::{SeriesId, SeriesKey};
+use crate::model::{Labels, SeriesId, SeriesKey};
 
-const TAG_WRITE: u8 = 1;
+/// The fixed-width record of the first releases (read only).
+const TAG_WRITE_V1: u8 = 1;
+/// The delta-coded record written now.
+const TAG_WRITE: u8 = 2;
 
 /// A decoded write record.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -29,9 +37,23 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+fn put_varint(out: &mut Vec<u8>, mut x: u64) {
+    while x >= 0x80 {
+        out.push((x as u8) | 0x80);
+        x >>= 7;
+    }
+    out.push(x as u8);
+}
+
+fn put_zigzag(out: &mut Vec<u8>, x: i64) {
+    put_varint(out, ((x << 1) ^ (x >> 63)) as u64);
+}
+
 /// Encodes a record. `rows` may interleave series; consecutive rows of one series form a run.
 pub fn encode(defs: &[(SeriesId, &SeriesKey)], rows: &Rows) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + rows.len() * 16 + defs.len() * 64);
+    // Times take ~1–2 bytes for periodic series, values 8; 10 per row covers most records
+    // without a reallocation.
+    let mut out = Vec::with_capacity(16 + rows.len() * 10 + defs.len() * 64);
     out.push(TAG_WRITE);
     out.extend_from_slice(&(defs.len() as u32).to_le_bytes());
     for (id, key) in defs {
@@ -46,23 +68,27 @@ pub fn encode(defs: &[(SeriesId, &SeriesKey)], rows: &Rows) -> Vec<u8> {
     let runs_at = out.len();
     out.extend_from_slice(&0u32.to_le_bytes());
     let mut n_runs = 0u32;
-    let mut start = 0;
-    while start < rows.len() {
-        let id = rows.series[start];
-        let mut end = start + 1;
-        while end < rows.len() && rows.series[end] == id {
-            end += 1;
+    let (mut prev_id, mut prev_t0, mut prev_delta) = (0i64, 0i64, 0i64);
+    for range in rows.runs() {
+        n_runs += 1;
+        let id = rows.series[range.start];
+        let times = &rows.time[range.clone()];
+        put_zigzag(&mut out, i64::from(id).wrapping_sub(prev_id));
+        put_varint(&mut out, times.len() as u64);
+        prev_id = i64::from(id);
+        let mut prev = times[0];
+        put_zigzag(&mut out, prev.wrapping_sub(prev_t0));
+        prev_t0 = prev;
+        for &t in &times[1..] {
+            let delta = t.wrapping_sub(prev);
+            put_zigzag(&mut out, delta.wrapping_sub(prev_delta));
+            prev_delta = delta;
+            prev = t;
         }
-        out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&((end - start) as u32).to_le_bytes());
-        for t in &rows.time[start..end] {
-            out.extend_from_slice(&t.to_le_bytes());
-        }
-        for v in &rows.value[start..end] {
+        out.reserve(times.len() * 8);
+        for v in &rows.value[range] {
             out.extend_from_slice(&v.to_bits().to_le_bytes());
         }
-        n_runs += 1;
-        start = end;
     }
     out[runs_at..runs_at + 4].copy_from_slice(&n_runs.to_le_bytes());
     out
@@ -99,6 +125,34 @@ impl<'a> Cursor<'a> {
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut x = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(format!("varint overflows 64 bits at {}", self.pos - 1));
+            }
+            x |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(x);
+            }
+        }
+        Err(format!("varint longer than 10 bytes at {}", self.pos))
+    }
+    fn zigzag(&mut self) -> Result<i64, String> {
+        let u = self.varint()?;
+        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+    fn values(&mut self, n: usize, out: &mut Vec<f64>) -> Result<(), String> {
+        let b = self.take(n * 8)?;
+        out.extend(b.chunks_exact(8).map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            f64::from_bits(u64::from_le_bytes(a))
+        }));
+        Ok(())
+    }
     fn str(&mut self) -> Result<String, String> {
         let n = self.u32()? as usize;
         let b = self.take(n)?;
@@ -110,7 +164,7 @@ impl<'a> Cursor<'a> {
 pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
     let mut c = Cursor { buf, pos: 0 };
     let tag = c.u8()?;
-    if tag != TAG_WRITE {
+    if tag != TAG_WRITE && tag != TAG_WRITE_V1 {
         return Err(format!("unknown record tag {tag}"));
     }
     let n_defs = c.u32()? as usize;
@@ -119,7 +173,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
         let id = c.u32()?;
         let metric = c.str()?;
         let n_labels = c.u16()?;
-        let mut labels = BTreeMap::new();
+        let mut labels = Labels::new();
         for _ in 0..n_labels {
             let k = c.str()?;
             let v = c.str()?;
@@ -129,19 +183,43 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
     }
     let n_runs = c.u32()? as usize;
     let mut rows = Rows::default();
-    for _ in 0..n_runs {
-        let id = c.u32()?;
-        let n = c.u32()? as usize;
-        if n.checked_mul(16).is_none_or(|need| need > buf.len() - c.pos) {
-            return Err(format!("run of {n} samples exceeds the record"));
+    if tag == TAG_WRITE_V1 {
+        for _ in 0..n_runs {
+            let id = c.u32()?;
+            let n = c.u32()? as usize;
+            if n.checked_mul(16).is_none_or(|need| need > buf.len() - c.pos) {
+                return Err(format!("run of {n} samples exceeds the record"));
+            }
+            let start = rows.len();
+            rows.series.resize(start + n, id);
+            for _ in 0..n {
+                rows.time.push(c.u64()? as i64);
+            }
+            c.values(n, &mut rows.value)?;
         }
-        let start = rows.len();
-        rows.series.resize(start + n, id);
-        for _ in 0..n {
-            rows.time.push(c.u64()? as i64);
-        }
-        for _ in 0..n {
-            rows.value.push(f64::from_bits(c.u64()?));
+    } else {
+        let (mut prev_id, mut prev_t0, mut prev_delta) = (0i64, 0i64, 0i64);
+        for _ in 0..n_runs {
+            let id = prev_id.wrapping_add(c.zigzag()?);
+            let id = SeriesId::try_from(id).map_err(|_| format!("series id {id} out of range at {}", c.pos))?;
+            prev_id = i64::from(id);
+            let n = c.varint()?;
+            // Every sample takes at least one time byte and eight value bytes.
+            if n == 0 || n.checked_mul(9).is_none_or(|need| need > (buf.len() - c.pos) as u64) {
+                return Err(format!("run of {n} samples does not fit the record"));
+            }
+            let n = n as usize;
+            let start = rows.len();
+            rows.series.resize(start + n, id);
+            let mut t = prev_t0.wrapping_add(c.zigzag()?);
+            prev_t0 = t;
+            rows.time.push(t);
+            for _ in 1..n {
+                prev_delta = prev_delta.wrapping_add(c.zigzag()?);
+                t = t.wrapping_add(prev_delta);
+                rows.time.push(t);
+            }
+            c.values(n, &mut rows.value)?;
         }
     }
     if c.pos != buf.len() {
@@ -176,13 +254,99 @@ mod tests {
         }
     }
 
+    /// The tag-1 layout, as the first releases wrote it (kept to test that it is still read).
+    fn encode_v1(rows: &Rows) -> Vec<u8> {
+        let mut out = vec![TAG_WRITE_V1];
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let runs: Vec<_> = rows.runs().collect();
+        out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+        for r in runs {
+            out.extend_from_slice(&rows.series[r.start].to_le_bytes());
+            out.extend_from_slice(&(r.len() as u32).to_le_bytes());
+            for t in &rows.time[r.clone()] {
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            for v in &rows.value[r] {
+                out.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn tag_1_records_are_still_read(samples in proptest::collection::vec((0u32..5, any::<i64>(), any::<f64>()), 0..60)) {
+            let mut rows = Rows::default();
+            for (s, t, v) in &samples { rows.push(*s, *t, *v); }
+            let rec = decode(&encode_v1(&rows)).unwrap();
+            prop_assert_eq!(&rec.rows.series, &rows.series);
+            prop_assert_eq!(&rec.rows.time, &rows.time);
+            prop_assert!(rec.rows.value.iter().zip(&rows.value).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+
+        #[test]
+        fn extreme_ids_and_times_round_trip(ids in proptest::collection::vec(prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()], 1..20),
+                                            times in proptest::collection::vec(prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0i64), any::<i64>()], 1..20)) {
+            let mut rows = Rows::default();
+            for (i, id) in ids.iter().enumerate() {
+                for (j, t) in times.iter().enumerate() {
+                    if (i + j) % 3 != 0 { rows.push(*id, *t, j as f64); }
+                }
+            }
+            let rec = decode(&encode(&[], &rows)).unwrap();
+            prop_assert_eq!(&rec.rows.series, &rows.series);
+            prop_assert_eq!(&rec.rows.time, &rows.time);
+        }
+    }
+
+    #[test]
+    fn periodic_series_cost_about_one_byte_per_timestamp() {
+        // 1,000 series scraped together every second, 5 scrapes per record.
+        let mut rows = Rows::default();
+        for s in 0..1000u32 {
+            for p in 0..5i64 {
+                rows.push(s, 1_767_225_600_000_000_000 + p * 1_000_000_000, p as f64);
+            }
+        }
+        let bytes = encode(&[], &rows);
+        let per_row = bytes.len() as f64 / rows.len() as f64;
+        assert!(per_row < 9.6, "{per_row:.2} bytes per row");
+        assert!(encode_v1(&rows).len() as f64 / rows.len() as f64 > 16.0);
+        let rec = decode(&bytes).unwrap();
+        assert_eq!(rec.rows.time, rows.time);
+    }
+
     #[test]
     fn huge_counts_are_rejected_without_allocating() {
-        let mut b = vec![TAG_WRITE];
+        let mut b = vec![TAG_WRITE_V1];
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(&1u32.to_le_bytes());
         b.extend_from_slice(&1u32.to_le_bytes());
         b.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&b).unwrap_err().contains("exceeds"));
+
+        let mut b = vec![TAG_WRITE];
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.push(0); // id delta 0
+        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // n = u64::MAX
+        assert!(decode(&b).unwrap_err().contains("does not fit"));
+    }
+
+    #[test]
+    fn malformed_tag_2_fields_are_named() {
+        let head = |extra: &[u8]| {
+            let mut b = vec![TAG_WRITE];
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&1u32.to_le_bytes());
+            b.extend_from_slice(extra);
+            b
+        };
+        // id delta -1 from 0
+        assert!(decode(&head(&[0x01, 0x01])).unwrap_err().contains("out of range"));
+        // empty run
+        assert!(decode(&head(&[0x00, 0x00])).unwrap_err().contains("does not fit"));
+        // an 11-byte varint
+        assert!(decode(&head(&[0x80; 11])).unwrap_err().contains("varint"));
     }
 }

@@ -23,6 +23,14 @@ pub fn flush_rows_for_limit(limit_bytes: u64) -> usize {
     (limit_bytes / 10 / ROW_BYTES).clamp(100_000, 4_000_000) as usize
 }
 
+/// The HTTP/2 flow-control window (per connection and per stream) under a memory limit: a
+/// connection buffers at most this much received data its streams have not read yet, so a
+/// thousandth of the limit (64 KiB–1 MiB; without a limit hyper's default of 1 MiB applies).
+/// A larger message still arrives, in window-sized steps.
+pub fn h2_window_for_limit(limit_bytes: u64) -> u32 {
+    (limit_bytes / 1024).clamp(64 << 10, 1 << 20) as u32
+}
+
 /// Sets the malloc tunables for a long-running server; call once, before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune_allocator(memory_limit_bytes: Option<u64>) {
@@ -63,5 +71,8 @@ mod tests {
         assert_eq!(flush_rows_for_limit(512 << 20), 2_236_962);
         assert_eq!(flush_rows_for_limit(1 << 20), 100_000);
         assert_eq!(flush_rows_for_limit(64 << 30), 4_000_000);
+        assert_eq!(h2_window_for_limit(256 << 20), 256 << 10);
+        assert_eq!(h2_window_for_limit(16 << 20), 64 << 10);
+        assert_eq!(h2_window_for_limit(8 << 30), 1 << 20);
     }
 }

@@ -13,11 +13,11 @@
 //! * exponential histograms → the same series, with `le` bounds computed from scale and offset;
 //! * summaries → `<name>{quantile}`, `<name>_sum`, `<name>_count`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use lockstep_engine::model::RESERVED_LABELS;
-use lockstep_engine::{SeriesKey, Store, WriteBatch};
+use lockstep_engine::{Labels, SeriesKey, Store, WriteBatch};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse, metrics_service_server,
 };
@@ -144,7 +144,7 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn labels(base: &BTreeMap<String, String>, attrs: &[KeyValue]) -> BTreeMap<String, String> {
+fn labels(base: &Labels, attrs: &[KeyValue]) -> Labels {
     let mut l = base.clone();
     for kv in attrs {
         let key = label_key(&kv.key);
@@ -156,13 +156,13 @@ fn labels(base: &BTreeMap<String, String>, attrs: &[KeyValue]) -> BTreeMap<Strin
     l
 }
 
-fn with(labels: &BTreeMap<String, String>, k: &str, v: String) -> BTreeMap<String, String> {
+fn with(labels: &Labels, k: &str, v: String) -> Labels {
     let mut l = labels.clone();
     l.insert(k.to_string(), v);
     l
 }
 
-fn key(metric: String, labels: BTreeMap<String, String>) -> SeriesKey {
+fn key(metric: String, labels: Labels) -> SeriesKey {
     SeriesKey { metric, labels }
 }
 
@@ -171,7 +171,7 @@ fn le(bound: f64) -> String {
     if bound == f64::INFINITY { "+Inf".to_string() } else { bound.to_string() }
 }
 
-fn histogram(name: &str, l: &BTreeMap<String, String>, p: &HistogramDataPoint) -> Result<Vec<(SeriesKey, f64)>, String> {
+fn histogram(name: &str, l: &Labels, p: &HistogramDataPoint) -> Result<Vec<(SeriesKey, f64)>, String> {
     let bounds = &p.explicit_bounds;
     if !p.bucket_counts.is_empty() && p.bucket_counts.len() != bounds.len() + 1 {
         return Err(format!(
@@ -203,7 +203,7 @@ fn histogram(name: &str, l: &BTreeMap<String, String>, p: &HistogramDataPoint) -
 
 fn summary_parts(
     name: &str,
-    l: &BTreeMap<String, String>,
+    l: &Labels,
     count: u64,
     sum: Option<f64>,
     min: Option<f64>,
@@ -226,7 +226,7 @@ fn exp_bound(index: i64, scale: i32) -> f64 {
 
 fn exp_histogram(
     name: &str,
-    l: &BTreeMap<String, String>,
+    l: &Labels,
     p: &ExponentialHistogramDataPoint,
 ) -> Result<Vec<(SeriesKey, f64)>, String> {
     if !(-10..=20).contains(&p.scale) {
@@ -302,7 +302,7 @@ pub(crate) fn convert(
             });
             continue;
         };
-        let mut base = BTreeMap::new();
+        let mut base = Labels::new();
         base.insert("host".to_string(), host);
         if let Some(service) = attr(&rattrs, "service.name") {
             base.insert("service".to_string(), service);
