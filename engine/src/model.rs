@@ -18,6 +18,10 @@ pub const HOST_LABEL: &str = "host";
 pub const RESERVED_LABELS: &[&str] =
     &["time", "local_time", "time_uncertainty", "metric", "value", "series_id", "domain", "entity"];
 
+/// Most labels one series may carry (including `host`). Collectors rarely exceed a dozen;
+/// the bound keeps one hostile series definition from costing unbounded catalog memory.
+pub const MAX_LABELS: usize = 128;
+
 /// Timestamps must lie in `[MIN_TIME_NS, MAX_TIME_NS]`: 1970-01-01 to 2262-04-11 minus a day,
 /// so that clock corrections of up to a day never overflow `i64`.
 pub const MIN_TIME_NS: i64 = 0;
@@ -200,6 +204,11 @@ impl SeriesKey {
         if self.host().is_none() {
             return Err(Error::MissingHost { metric: self.metric.clone() });
         }
+        if self.labels.len() > MAX_LABELS {
+            return Err(Error::InvalidSeries {
+                reason: format!("series {} has {} labels (at most {MAX_LABELS})", self.metric, self.labels.len()),
+            });
+        }
         for key in self.labels.keys() {
             if key.is_empty() {
                 return Err(Error::InvalidSeries {
@@ -317,5 +326,23 @@ mod tests {
                 prop_assert!(!inserted.contains_key(k));
             }
         }
+    }
+
+    #[test]
+    fn too_many_labels_are_refused_by_name() {
+        let mut labels: Vec<(String, String)> = (0..MAX_LABELS).map(|i| (format!("k{i:03}"), "v".to_string())).collect();
+        labels[0] = ("host".into(), "h".into());
+        assert!(SeriesKey::new("m", labels.clone()).validate().is_ok());
+        labels.push(("zz".into(), "v".into()));
+        let err = SeriesKey::new("m", labels).validate().unwrap_err().to_string();
+        assert!(err.contains("129 labels (at most 128)"), "{err}");
+    }
+
+    #[test]
+    fn reverse_ordered_labels_collect_in_one_sort() {
+        // 200,000 pairs in descending key order: quadratic insertion would take minutes.
+        let labels: Labels = (0..200_000).rev().map(|i| (format!("k{i:06}"), "v")).collect();
+        assert_eq!(labels.len(), 200_000);
+        assert_eq!(labels.keys().next().map(String::as_str), Some("k000000"));
     }
 }

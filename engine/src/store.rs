@@ -107,6 +107,12 @@ pub struct WriteOutcome {
     pub rejected: Vec<Rejection>,
 }
 
+/// A write that finds the buffer at this many times `flush_rows` while a flush runs waits for
+/// that flush. When clients write faster than flushes drain, at most about twice this factor
+/// times `flush_rows` are buffered (the active buffer and the one being flushed), plus one
+/// write per writer thread.
+pub const BACKPRESSURE_FACTOR: usize = 2;
+
 /// Counters about the store, for self-telemetry.
 #[derive(Debug, Default)]
 pub struct StoreMetrics {
@@ -116,6 +122,9 @@ pub struct StoreMetrics {
     pub samples_rejected: AtomicU64,
     /// Flushes completed.
     pub flushes: AtomicU64,
+    /// Writes that waited for a running flush because the buffer had reached
+    /// `BACKPRESSURE_FACTOR` × `flush_rows` (writes outrunning the flush).
+    pub flush_waits: AtomicU64,
     /// Compactions completed.
     pub compactions: AtomicU64,
 }
@@ -161,8 +170,8 @@ pub struct Store {
     catalog: RwLock<SeriesCatalog>,
     /// Series in `series.json` as last saved by this process (0: not saved yet).
     catalog_saved: std::sync::atomic::AtomicUsize,
-    /// The sorted copy of the write buffer a flush builds, kept between flushes (its size is
-    /// bounded by the flush threshold) so that each flush reuses mapped pages.
+    /// The sorted copy of the write buffer a flush builds, kept between flushes so that each
+    /// flush reuses mapped pages (released when a flush needed more than twice `flush_rows`).
     flush_scratch: Mutex<Rows>,
     state: RwLock<State>,
     /// Writers hold it shared from WAL submit to buffer insert; a flush takes it exclusively
@@ -578,10 +587,20 @@ impl Store {
         self.state.write().map_err(lock_poisoned)?.active.push(rows);
         drop(gate);
         self.metrics.samples_written.fetch_add(accepted as u64, Ordering::Relaxed);
-        if self.buffered_rows()? >= self.config.flush_rows
-            && let Ok(guard) = self.manifest_lock.try_lock()
-        {
-            self.flush_locked(&guard)?;
+        let buffered = self.buffered_rows()?;
+        if buffered >= self.config.flush_rows {
+            if let Ok(guard) = self.manifest_lock.try_lock() {
+                self.flush_locked(&guard)?;
+            } else if buffered >= self.config.flush_rows.saturating_mul(BACKPRESSURE_FACTOR) {
+                // Writes outrun the flush: wait for it (and flush again if still behind), so
+                // that the buffer stays bounded however fast clients write. The write itself is
+                // already durable and visible; only its return is delayed.
+                let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+                self.metrics.flush_waits.fetch_add(1, Ordering::Relaxed);
+                if self.buffered_rows()? >= self.config.flush_rows {
+                    self.flush_locked(&guard)?;
+                }
+            }
         }
         Ok(WriteOutcome { accepted, rejected })
     }

@@ -64,10 +64,16 @@ impl Store {
             // One partition (the usual case): sort straight from the chunks, no concatenation.
             // Flushes run one at a time (under the flush lock), so one kept buffer serves all.
             let chunks: Vec<&Rows> = frozen.chunks().collect();
-            let mut sorted = self.flush_scratch.lock().map_err(lock_poisoned)?;
+            // It is cleared after every use, so a panic that poisoned it left nothing to distrust.
+            let mut sorted = self.flush_scratch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             sort_dedup_chunks_into(&chunks, &mut sorted);
             let file = self.write_data_file(lo.div_euclid(partition_ns), next_id, &sorted, 0, self.config.file_options);
             sorted.clear();
+            // Keep it for the usual flush size; one that was much larger (a buffer that grew
+            // during a slow flush, a long WAL replay) gives its memory back.
+            if sorted.series.capacity() > self.config.flush_rows.max(1).saturating_mul(2) {
+                *sorted = Rows::default();
+            }
             drop(sorted);
             return self.commit(vec![file?], &[], Some(sealed), next_id + 1);
         }

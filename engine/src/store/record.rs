@@ -173,12 +173,15 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
         let id = c.u32()?;
         let metric = c.str()?;
         let n_labels = c.u16()?;
-        let mut labels = Labels::new();
+        let mut pairs = Vec::with_capacity(usize::from(n_labels).min((buf.len() - c.pos) / 8));
         for _ in 0..n_labels {
             let k = c.str()?;
             let v = c.str()?;
-            labels.insert(k, v);
+            pairs.push((k, v));
         }
+        // One sort whatever the order (the encoder writes keys sorted; a damaged record must
+        // not cost quadratic time).
+        let labels: Labels = pairs.into_iter().collect();
         defs.push((id, SeriesKey { metric, labels }));
     }
     let n_runs = c.u32()? as usize;
@@ -204,8 +207,11 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
             let id = SeriesId::try_from(id).map_err(|_| format!("series id {id} out of range at {}", c.pos))?;
             prev_id = i64::from(id);
             let n = c.varint()?;
+            if n == 0 {
+                return Err(format!("empty run at {}", c.pos));
+            }
             // Every sample takes at least one time byte and eight value bytes.
-            if n == 0 || n.checked_mul(9).is_none_or(|need| need > (buf.len() - c.pos) as u64) {
+            if n.checked_mul(9).is_none_or(|need| need > (buf.len() - c.pos) as u64) {
                 return Err(format!("run of {n} samples does not fit the record"));
             }
             let n = n as usize;
@@ -345,7 +351,7 @@ mod tests {
         // id delta -1 from 0
         assert!(decode(&head(&[0x01, 0x01])).unwrap_err().contains("out of range"));
         // empty run
-        assert!(decode(&head(&[0x00, 0x00])).unwrap_err().contains("does not fit"));
+        assert!(decode(&head(&[0x00, 0x00])).unwrap_err().contains("empty run"));
         // an 11-byte varint
         assert!(decode(&head(&[0x80; 11])).unwrap_err().contains("varint"));
     }

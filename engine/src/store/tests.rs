@@ -304,3 +304,92 @@ fn retention_drops_whole_expired_partitions_only() {
     let parquet: usize = files.iter().map(|d| OsStorage.list_dir(d).unwrap().len()).sum();
     assert_eq!(parquet, 2, "the expired file is deleted from disk");
 }
+
+/// Storage whose data-file creation takes `delay`: a flush slower than the writers.
+#[derive(Debug)]
+struct SlowFlushStorage {
+    inner: OsStorage,
+    delay: std::time::Duration,
+}
+
+impl Storage for SlowFlushStorage {
+    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn create(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+        if path.extension().is_some_and(|e| e == "parquet") {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.create(path)
+    }
+    fn open_append(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+        self.inner.open_append(path)
+    }
+    fn read(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
+        self.inner.read(path)
+    }
+    fn len(&self, path: &std::path::Path) -> std::io::Result<u64> {
+        self.inner.len(path)
+    }
+    fn truncate(&self, path: &std::path::Path, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(path, len)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn list_dir(&self, path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        self.inner.list_dir(path)
+    }
+    fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn exists(&self, path: &std::path::Path) -> bool {
+        self.inner.exists(path)
+    }
+}
+
+#[test]
+fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let flush_rows = 1_000;
+    let config = StoreConfig { flush_rows, ..cfg() };
+    let storage = Arc::new(SlowFlushStorage { inner: OsStorage, delay: std::time::Duration::from_millis(300) });
+    let store = Arc::new(Store::open_with(dir.path(), config, storage, Arc::new(crate::wallclock::SystemClock)).unwrap());
+    const ROWS_PER_WRITE: u32 = 100;
+    let rows_per_write = ROWS_PER_WRITE;
+    fn write(store: &Store, n: u32) {
+        let samples: Vec<(u32, i64, f64)> =
+            (0..ROWS_PER_WRITE).map(|i| (i % 7, T0 + i64::from(n) * 1_000 + i64::from(i), 1.0)).collect();
+        store.write(&batch(&samples)).unwrap();
+    }
+    // Four writers; the first to cross flush_rows flushes (300 ms), the others keep writing.
+    let mut max_buffered = 0;
+    let writers: Vec<_> = (0..4u32)
+        .map(|w| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut max = 0;
+                for n in 0..60 {
+                    write(&store, w * 1_000 + n);
+                    max = max.max(store.buffered_rows().unwrap());
+                }
+                max
+            })
+        })
+        .collect();
+    for w in writers {
+        max_buffered = max_buffered.max(w.join().unwrap());
+    }
+    // Bound: the buffer being flushed (< factor × flush_rows + one write per writer) plus the
+    // active one (the same), whatever the flush's speed. Without the wait, the writers would
+    // pile up most of the 24,000 rows during the slow flushes.
+    let bound = 2 * (BACKPRESSURE_FACTOR * flush_rows + 4 * rows_per_write as usize);
+    assert!(max_buffered <= bound, "buffered {max_buffered} rows, bound {bound}");
+    assert!(store.metrics().flush_waits.load(Ordering::Relaxed) > 0);
+    // Every acknowledged sample is there.
+    store.flush().unwrap();
+    assert_eq!(dump(&store).len(), 4 * 60 * rows_per_write as usize);
+}

@@ -23,12 +23,19 @@ pub fn flush_rows_for_limit(limit_bytes: u64) -> usize {
     (limit_bytes / 10 / ROW_BYTES).clamp(100_000, 4_000_000) as usize
 }
 
-/// The HTTP/2 flow-control window (per connection and per stream) under a memory limit: a
-/// connection buffers at most this much received data its streams have not read yet, so a
-/// thousandth of the limit (64 KiB–1 MiB; without a limit hyper's default of 1 MiB applies).
-/// A larger message still arrives, in window-sized steps.
+/// The HTTP/2 flow-control window of one stream under a memory limit: a stream buffers at
+/// most this much received data it has not read, so a thousandth of the limit (64 KiB–1 MiB;
+/// without a limit hyper's default of 1 MiB applies). A larger message still arrives, in
+/// window-sized steps.
 pub fn h2_window_for_limit(limit_bytes: u64) -> u32 {
     (limit_bytes / 1024).clamp(64 << 10, 1 << 20) as u32
+}
+
+/// The connection window under a memory limit: four stream windows, so that one stream
+/// stalled waiting for a write slot cannot block the other calls on its connection (a
+/// `Stats` or `ClockSync` call next to a `WriteStream`).
+pub fn h2_connection_window_for_limit(limit_bytes: u64) -> u32 {
+    h2_window_for_limit(limit_bytes).saturating_mul(4)
 }
 
 /// Sets the malloc tunables for a long-running server; call once, before any thread starts.
@@ -74,5 +81,6 @@ mod tests {
         assert_eq!(h2_window_for_limit(256 << 20), 256 << 10);
         assert_eq!(h2_window_for_limit(16 << 20), 64 << 10);
         assert_eq!(h2_window_for_limit(8 << 30), 1 << 20);
+        assert_eq!(h2_connection_window_for_limit(256 << 20), 1 << 20);
     }
 }

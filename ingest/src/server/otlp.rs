@@ -144,16 +144,16 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The resource labels plus a data point's attributes (an attribute overrides a resource label
+/// of the same key). Collected in one sort, so that any number of attributes in any order
+/// costs O(n log n); `SeriesKey::validate` then refuses more than `MAX_LABELS`.
 fn labels(base: &Labels, attrs: &[KeyValue]) -> Labels {
-    let mut l = base.clone();
-    for kv in attrs {
+    let point = attrs.iter().filter_map(|kv| {
         let key = label_key(&kv.key);
         let value = kv.value.as_ref().map(any_to_string).unwrap_or_default();
-        if !key.is_empty() && !value.is_empty() {
-            l.insert(key, value);
-        }
-    }
-    l
+        (!key.is_empty() && !value.is_empty()).then_some((key, value))
+    });
+    base.iter().map(|(k, v)| (k.clone(), v.clone())).chain(point).collect()
 }
 
 fn with(labels: &Labels, k: &str, v: String) -> Labels {

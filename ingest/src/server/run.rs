@@ -170,9 +170,10 @@ impl Server {
             .max_concurrent_streams(Some(1024))
             .http2_keepalive_interval(Some(Duration::from_secs(30)));
         if let Some(limit) = limits.memory_limit_bytes {
-            // HTTP/2 buffers up to a window of received, unread data per connection.
-            let window = memory::h2_window_for_limit(limit);
-            builder = builder.initial_connection_window_size(window).initial_stream_window_size(window);
+            // HTTP/2 buffers up to a window of received, unread data per stream and connection.
+            builder = builder
+                .initial_stream_window_size(memory::h2_window_for_limit(limit))
+                .initial_connection_window_size(memory::h2_connection_window_for_limit(limit));
         }
         if let Some(tls) = &options.tls {
             builder = builder

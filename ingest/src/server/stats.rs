@@ -143,6 +143,9 @@ impl Telemetry {
         put("lockstep_ingest_wal_fsyncs_total", None, wal.fsyncs as f64);
         put("lockstep_ingest_wal_fsync_seconds_total", None, wal.fsync_nanos_total as f64 / 1e9);
         put("lockstep_ingest_wal_fsync_max_seconds", None, wal.fsync_nanos_max as f64 / 1e9);
+        let m = store.metrics();
+        put("lockstep_ingest_flushes_total", None, m.flushes.load(std::sync::atomic::Ordering::Relaxed) as f64);
+        put("lockstep_ingest_flush_waits_total", None, m.flush_waits.load(std::sync::atomic::Ordering::Relaxed) as f64);
         put("lockstep_ingest_in_flight", None, s.in_flight as f64);
         put("lockstep_ingest_rss_bytes", None, s.rss_bytes as f64);
         put("lockstep_ingest_uptime_seconds", None, s.uptime_seconds as f64);
