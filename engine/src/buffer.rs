@@ -36,7 +36,14 @@ impl WriteBuffer {
             self.min_time = self.min_time.min(lo);
             self.max_time = self.max_time.max(hi);
         }
-        self.series.extend(chunk.series.iter().copied());
+        // Chunks hold runs of one series: one bitmap insert per run, not per row.
+        let mut prev = None;
+        for &s in &chunk.series {
+            if prev != Some(s) {
+                self.series.insert(s);
+                prev = Some(s);
+            }
+        }
         self.rows += chunk.len();
         self.chunks.push(Arc::new(chunk));
     }

@@ -18,7 +18,7 @@ pub fn sort_dedup(rows: &Rows) -> Rows {
 /// [`sort_dedup`] over the concatenation of `chunks` (oldest first), without concatenating
 /// them first: the write buffer's chunks go straight into the sorted output.
 ///
-/// One pass counts rows per series, one scatters every row to its series' range (stable, so
+/// One pass counts rows per series, one scatters every run of rows to its series' range (stable, so
 /// each range is in write order), and one pass per series checks the times; only a range that
 /// is out of order is sorted (stably), and only duplicates make rows move again.
 pub fn sort_dedup_chunks(chunks: &[&Rows]) -> Rows {
@@ -38,9 +38,11 @@ pub fn sort_dedup_chunks_into(chunks: &[&Rows], out: &mut Rows) {
     }
     let max_series = chunks.iter().flat_map(|c| c.series.iter().copied()).max().unwrap_or(0) as usize;
     let mut offsets = vec![0usize; max_series + 2];
+    // Chunks come from write batches, which hold runs of one series: counting and scattering
+    // work a run at a time (one offset lookup and three slice copies per run).
     for c in chunks {
-        for &s in &c.series {
-            offsets[s as usize + 1] += 1;
+        for r in c.runs() {
+            offsets[c.series[r.start] as usize + 1] += r.len();
         }
     }
     for i in 1..offsets.len() {
@@ -51,12 +53,14 @@ pub fn sort_dedup_chunks_into(chunks: &[&Rows], out: &mut Rows) {
     out.value.resize(n, 0.0);
     let mut next = offsets.clone();
     for c in chunks {
-        for ((&s, &t), &v) in c.series.iter().zip(&c.time).zip(&c.value) {
-            let at = &mut next[s as usize];
-            out.series[*at] = s;
-            out.time[*at] = t;
-            out.value[*at] = v;
-            *at += 1;
+        for r in c.runs() {
+            let s = c.series[r.start];
+            let at = next[s as usize];
+            let end = at + r.len();
+            out.series[at..end].fill(s);
+            out.time[at..end].copy_from_slice(&c.time[r.clone()]);
+            out.value[at..end].copy_from_slice(&c.value[r.clone()]);
+            next[s as usize] = end;
         }
     }
     // Per series: order by time (stable) and keep the last row of equal times, compacting
