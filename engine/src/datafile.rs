@@ -25,7 +25,7 @@ use roaring::RoaringBitmap;
 
 pub use codec::{decode_values, encode_values};
 pub use read::{RowGroups, read_file};
-pub use write::{DataFileWriter, write_file};
+pub use write::{DataFileWriter, write_file, write_file_range};
 
 /// Rows per Parquet row group; row groups are the unit of pruning by series and time.
 pub const ROW_GROUP_ROWS: usize = 256 * 1024;

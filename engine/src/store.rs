@@ -52,6 +52,9 @@ pub struct StoreConfig {
     pub partition_ns: i64,
     /// Flush the write buffer to Parquet once it holds this many rows.
     pub flush_rows: usize,
+    /// A flush of at least this many rows (in one partition) is written as two data files,
+    /// split at a series boundary and encoded on two threads; smaller flushes write one file.
+    pub parallel_flush_rows: usize,
     /// Compact a partition once it has at least this many files.
     pub compaction_min_files: usize,
     /// Drop partitions whose end is older than now minus this (None = keep forever).
@@ -75,6 +78,7 @@ impl Default for StoreConfig {
         StoreConfig {
             partition_ns: DEFAULT_PARTITION_NS,
             flush_rows: 4_000_000,
+            parallel_flush_rows: 1_000_000,
             compaction_min_files: 4,
             retention_ns: None,
             max_future_ns: Some(86_400_000_000_000),

@@ -84,29 +84,35 @@ impl DataFileWriter {
 
     /// Appends rows that continue the file's (series, time) order.
     pub fn append(&mut self, rows: &Rows) -> Result<()> {
-        let Some((&first, &last)) = rows.series.first().zip(rows.series.last()) else { return Ok(()) };
+        self.append_range(rows, 0, rows.len())
+    }
+
+    /// Appends rows `start..end` of `rows` (which continue the file's (series, time) order).
+    pub fn append_range(&mut self, rows: &Rows, start: usize, end: usize) -> Result<()> {
+        let end = end.min(rows.len());
+        if start >= end {
+            return Ok(());
+        }
         let s = &mut self.stats;
-        s.rows += rows.len() as u64;
-        s.min_series = s.min_series.min(first);
-        s.max_series = s.max_series.max(last);
-        for &t in &rows.time {
+        s.rows += (end - start) as u64;
+        s.min_series = s.min_series.min(rows.series[start]);
+        s.max_series = s.max_series.max(rows.series[end - 1]);
+        for &t in &rows.time[start..end] {
             s.min_time = s.min_time.min(t);
             s.max_time = s.max_time.max(t);
         }
-        if self.pending.is_empty() && rows.len() >= ROW_GROUP_ROWS {
+        let mut at = start;
+        if self.pending.is_empty() {
             // Large appends go straight to row groups without a copy into `pending`.
-            let full = rows.len() / ROW_GROUP_ROWS * ROW_GROUP_ROWS;
-            for start in (0..full).step_by(ROW_GROUP_ROWS) {
-                self.write_group(rows, start, start + ROW_GROUP_ROWS)?;
+            while end - at >= ROW_GROUP_ROWS {
+                self.write_group(rows, at, at + ROW_GROUP_ROWS)?;
+                at += ROW_GROUP_ROWS;
             }
-            self.pending.extend_range(rows, full, rows.len());
-            return Ok(());
         }
-        let mut start = 0;
-        while start < rows.len() {
-            let take = (ROW_GROUP_ROWS - self.pending.len()).min(rows.len() - start);
-            self.pending.extend_range(rows, start, start + take);
-            start += take;
+        while at < end {
+            let take = (ROW_GROUP_ROWS - self.pending.len()).min(end - at);
+            self.pending.extend_range(rows, at, at + take);
+            at += take;
             if self.pending.len() == ROW_GROUP_ROWS {
                 let group = std::mem::take(&mut self.pending);
                 self.write_group(&group, 0, group.len())?;
@@ -157,8 +163,20 @@ impl DataFileWriter {
 
 /// Writes sorted, deduplicated rows to a new data file at `path` and syncs it.
 pub fn write_file(storage: &dyn Storage, path: &Path, rows: &Rows, opts: WriteOptions) -> Result<FileStats> {
+    write_file_range(storage, path, rows, 0, rows.len(), opts)
+}
+
+/// [`write_file`] of rows `start..end`.
+pub fn write_file_range(
+    storage: &dyn Storage,
+    path: &Path,
+    rows: &Rows,
+    start: usize,
+    end: usize,
+    opts: WriteOptions,
+) -> Result<FileStats> {
     let mut writer = DataFileWriter::create(storage, path, opts)?;
-    writer.append(rows)?;
+    writer.append_range(rows, start, end)?;
     writer.finish(storage)
 }
 

@@ -67,7 +67,7 @@ impl Store {
             // It is cleared after every use, so a panic that poisoned it left nothing to distrust.
             let mut sorted = self.flush_scratch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             sort_dedup_chunks_into(&chunks, &mut sorted);
-            let file = self.write_data_file(lo.div_euclid(partition_ns), next_id, &sorted, 0, self.config.file_options);
+            let files = self.write_sorted_files(lo.div_euclid(partition_ns), next_id, &sorted);
             sorted.clear();
             // Keep it for the usual flush size; one that was much larger (a buffer that grew
             // during a slow flush, a long WAL replay) gives its memory back.
@@ -75,7 +75,9 @@ impl Store {
                 *sorted = Rows::default();
             }
             drop(sorted);
-            return self.commit(vec![file?], &[], Some(sealed), next_id + 1);
+            let files = files?;
+            let next = next_id + files.len() as u64;
+            return self.commit(files, &[], Some(sealed), next);
         }
         let rows = frozen.collect(&RowFilter::default());
         for (partition, part_rows) in split_by_partition_owned(rows, partition_ns) {
@@ -84,6 +86,42 @@ impl Store {
             next_id += 1;
         }
         self.commit(new_files, &[], Some(sealed), next_id)
+    }
+
+    /// Writes sorted rows of one partition as data files `first_id..`: one file, or for a
+    /// large flush two (split at a series boundary) encoded on two threads, since Parquet
+    /// encoding is most of a flush's CPU and writers may be waiting for it.
+    fn write_sorted_files(&self, partition: i64, first_id: u64, rows: &Rows) -> Result<Vec<FileEntry>> {
+        let n = rows.len();
+        let mut mid = n / 2;
+        while mid > 0 && mid < n && rows.series[mid] == rows.series[mid - 1] {
+            mid += 1;
+        }
+        if n < self.config.parallel_flush_rows.max(2) || mid == 0 || mid >= n {
+            return Ok(vec![self.write_data_file(partition, first_id, rows, 0, self.config.file_options)?]);
+        }
+        let opts = self.config.file_options;
+        let (a, b) = std::thread::scope(|scope| {
+            let second = scope.spawn(|| self.write_data_file_range(partition, first_id + 1, rows, mid, n, opts));
+            let first = self.write_data_file_range(partition, first_id, rows, 0, mid, opts);
+            let second = second.join().unwrap_or_else(|_| Err(Error::Unavailable { reason: "a flush encoder thread panicked".into() }));
+            (first, second)
+        });
+        Ok(vec![a?, b?])
+    }
+
+    fn write_data_file_range(
+        &self,
+        partition: i64,
+        id: u64,
+        rows: &Rows,
+        start: usize,
+        end: usize,
+        options: WriteOptions,
+    ) -> Result<FileEntry> {
+        let (rel, path) = self.new_data_path(partition, id)?;
+        let stats = datafile::write_file_range(self.storage.as_ref(), &path, rows, start, end, options)?;
+        Ok(FileEntry::new(id, partition, rel, &stats, 0))
     }
 
     /// Writes one data file and returns its manifest entry.

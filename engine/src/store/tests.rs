@@ -79,6 +79,38 @@ fn write_flush_reopen_and_last_write_wins() {
 }
 
 #[test]
+fn a_large_flush_is_two_files_split_at_a_series_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig { parallel_flush_rows: 50, ..cfg() };
+    let mut model = BTreeMap::new();
+    {
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        // 9 series x 20 samples, written in time order across series (runs of one sample).
+        let a: Vec<_> = (0..180).map(|i| (i % 9, T0 + (i / 9) as i64 * 1_000_000_000, f64::from(i))).collect();
+        store.write(&batch(&a)).unwrap();
+        model_of(&a, &mut model);
+        store.flush().unwrap();
+        let files = store.manifest().unwrap().files.clone();
+        assert_eq!(files.len(), 2, "180 rows >= 50: two files");
+        assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), 180);
+        assert!(files[0].max_series < files[1].min_series, "a series is in one file only: {files:?}");
+        assert!(files.iter().all(|f| f.rows >= 60), "split near the middle: {files:?}");
+        assert_eq!(dump(&store), model);
+        // Below the threshold: one file.
+        let b = vec![(2, T0, -1.0), (7, T0 + 5_000_000_000, -2.0)];
+        store.write(&batch(&b)).unwrap();
+        model_of(&b, &mut model);
+        store.flush().unwrap();
+        assert_eq!(store.manifest().unwrap().files.len(), 3);
+        assert_eq!(dump(&store), model, "the newest file wins over both halves");
+    }
+    let store = Store::open(dir.path(), config).unwrap();
+    assert_eq!(dump(&store), model, "after reopen");
+    assert_eq!(store.compact(true).unwrap().files_in, 3);
+    assert_eq!(dump(&store), model, "after compaction");
+}
+
+#[test]
 fn scan_filters_by_time_and_series() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), cfg()).unwrap();
@@ -197,8 +229,9 @@ proptest! {
     #[test]
     fn model_based(ops in proptest::collection::vec(op(), 1..25)) {
         let dir = tempfile::tempdir().unwrap();
-        // Small partitions so that writes spread over several files and partitions.
-        let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, ..cfg() };
+        // Small partitions so that writes spread over several files and partitions; flushes of
+        // 8 rows or more are split into two files written on two threads.
+        let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, parallel_flush_rows: 8, ..cfg() };
         let mut store = Some(Store::open(dir.path(), config.clone()).unwrap());
         let mut model = BTreeMap::new();
         for op in ops {
