@@ -37,12 +37,8 @@ impl WriteBuffer {
             self.max_time = self.max_time.max(hi);
         }
         // Chunks hold runs of one series: one bitmap insert per run, not per row.
-        let mut prev = None;
-        for &s in &chunk.series {
-            if prev != Some(s) {
-                self.series.insert(s);
-                prev = Some(s);
-            }
+        for run in chunk.runs() {
+            self.series.insert(chunk.series[run.start]);
         }
         self.rows += chunk.len();
         self.chunks.push(Arc::new(chunk));

@@ -84,12 +84,12 @@ impl DataFileWriter {
 
     /// Appends rows that continue the file's (series, time) order.
     pub fn append(&mut self, rows: &Rows) -> Result<()> {
-        self.append_range(rows, 0, rows.len())
+        self.append_range(rows, 0..rows.len())
     }
 
-    /// Appends rows `start..end` of `rows` (which continue the file's (series, time) order).
-    pub fn append_range(&mut self, rows: &Rows, start: usize, end: usize) -> Result<()> {
-        let end = end.min(rows.len());
+    /// Appends rows `range` of `rows` (which continue the file's (series, time) order).
+    pub fn append_range(&mut self, rows: &Rows, range: std::ops::Range<usize>) -> Result<()> {
+        let (start, end) = (range.start, range.end.min(rows.len()));
         if start >= end {
             return Ok(());
         }
@@ -163,20 +163,19 @@ impl DataFileWriter {
 
 /// Writes sorted, deduplicated rows to a new data file at `path` and syncs it.
 pub fn write_file(storage: &dyn Storage, path: &Path, rows: &Rows, opts: WriteOptions) -> Result<FileStats> {
-    write_file_range(storage, path, rows, 0, rows.len(), opts)
+    write_file_range(storage, path, rows, 0..rows.len(), opts)
 }
 
-/// [`write_file`] of rows `start..end`.
+/// [`write_file`] of rows `range`.
 pub fn write_file_range(
     storage: &dyn Storage,
     path: &Path,
     rows: &Rows,
-    start: usize,
-    end: usize,
+    range: std::ops::Range<usize>,
     opts: WriteOptions,
 ) -> Result<FileStats> {
     let mut writer = DataFileWriter::create(storage, path, opts)?;
-    writer.append_range(rows, start, end)?;
+    writer.append_range(rows, range)?;
     writer.finish(storage)
 }
 

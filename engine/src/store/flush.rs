@@ -93,38 +93,39 @@ impl Store {
     /// encoding is most of a flush's CPU and writers may be waiting for it.
     fn write_sorted_files(&self, partition: i64, first_id: u64, rows: &Rows) -> Result<Vec<FileEntry>> {
         let n = rows.len();
+        let opts = self.config.file_options;
         let mut mid = n / 2;
         while mid > 0 && mid < n && rows.series[mid] == rows.series[mid - 1] {
             mid += 1;
         }
-        if n < self.config.parallel_flush_rows.max(2) || mid == 0 || mid >= n {
-            return Ok(vec![self.write_data_file(partition, first_id, rows, 0, self.config.file_options)?]);
+        if n < self.config.parallel_flush_rows.max(2) || mid >= n {
+            return Ok(vec![self.write_data_file_range(partition, first_id, rows, 0..n, 0, opts)?]);
         }
-        let opts = self.config.file_options;
         let (a, b) = std::thread::scope(|scope| {
-            let second = scope.spawn(|| self.write_data_file_range(partition, first_id + 1, rows, mid, n, opts));
-            let first = self.write_data_file_range(partition, first_id, rows, 0, mid, opts);
+            let second = scope.spawn(|| self.write_data_file_range(partition, first_id + 1, rows, mid..n, 0, opts));
+            let first = self.write_data_file_range(partition, first_id, rows, 0..mid, 0, opts);
             let second = second.join().unwrap_or_else(|_| Err(Error::Unavailable { reason: "a flush encoder thread panicked".into() }));
             (first, second)
         });
         Ok(vec![a?, b?])
     }
 
+    /// Writes one data file of rows `range` and returns its manifest entry.
     fn write_data_file_range(
         &self,
         partition: i64,
         id: u64,
         rows: &Rows,
-        start: usize,
-        end: usize,
+        range: std::ops::Range<usize>,
+        level: u32,
         options: WriteOptions,
     ) -> Result<FileEntry> {
         let (rel, path) = self.new_data_path(partition, id)?;
-        let stats = datafile::write_file_range(self.storage.as_ref(), &path, rows, start, end, options)?;
-        Ok(FileEntry::new(id, partition, rel, &stats, 0))
+        let stats = datafile::write_file_range(self.storage.as_ref(), &path, rows, range, options)?;
+        Ok(FileEntry::new(id, partition, rel, &stats, level))
     }
 
-    /// Writes one data file and returns its manifest entry.
+    /// Writes one data file of all `rows` and returns its manifest entry.
     pub(super) fn write_data_file(
         &self,
         partition: i64,
@@ -133,9 +134,7 @@ impl Store {
         level: u32,
         options: WriteOptions,
     ) -> Result<FileEntry> {
-        let (rel, path) = self.new_data_path(partition, id)?;
-        let stats = datafile::write_file(self.storage.as_ref(), &path, rows, options)?;
-        Ok(FileEntry::new(id, partition, rel, &stats, level))
+        self.write_data_file_range(partition, id, rows, 0..rows.len(), level, options)
     }
 
     /// The relative and full path of a new data file (its directory created).
