@@ -262,6 +262,27 @@ def vm_bodies(binary: Path, work: Path, args) -> dict[str, list[list[bytes]]]:
     return bodies
 
 
+def timed_import(vm: str, work: Path, name: str, bodies: list[list[bytes]], url: str, total: int,
+                 headers: dict[str, str] | None = None, before_stop=None) -> dict:
+    """Posts `bodies` into a fresh VictoriaMetrics instance and checks that it stored `total`
+    samples; `before_stop(port)` runs while the instance is still up."""
+    proc, port, path = start_vm(vm, work, name)
+    rss = RssSampler(proc.pid)
+    try:
+        rss.start()
+        secs, lat = post_all(port, bodies, url, headers)
+        rss.stop.set()
+        stored = vm_sample_count(port)
+        if before_stop is not None:
+            before_stop(port)
+    finally:
+        rss.stop.set()
+        stop_vm(proc, path)
+    if stored != total:
+        raise SystemExit(f"victoria-metrics {name} import stored {stored:,} of {total:,} samples")
+    return vm_row(total, secs, lat, rss.peak)
+
+
 def run_vm(vm: str, binary: Path, work: Path, args) -> dict[str, dict]:
     """VictoriaMetrics ingesting the benchmark's batches, each format into a fresh instance:
     `json` (/api/v1/import), `remote-write` (/api/v1/write) and, as a reference, `native`
@@ -269,45 +290,21 @@ def run_vm(vm: str, binary: Path, work: Path, args) -> dict[str, dict]:
     instance's stored sample count is checked."""
     bodies = vm_bodies(binary, work, args)
     total = sum(b.count(b"\n") for c in bodies["json"] for b in c) * args.points
-    rows: dict[str, dict] = {}
-    natives = None
-    runs = [("json", "/api/v1/import", None)]
+    natives: list[list[bytes]] = []
+
+    def export_native(port: int) -> None:
+        for c in range(len(bodies["json"])):
+            q = urllib.parse.quote(f'{{host=~"c{c}-.*"}}')
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/export/native?match[]={q}", timeout=600) as r:
+                natives.append([r.read()])
+
+    rows = {"json": timed_import(vm, work, "json", bodies["json"], "/api/v1/import", total,
+                                 before_stop=export_native if args.vm_native else None)}
     if "remote-write" in bodies:
-        runs.append(("remote-write", "/api/v1/write", REMOTE_WRITE_HEADERS))
-    for name, url, headers in runs:
-        proc, port, path = start_vm(vm, work, name)
-        rss = RssSampler(proc.pid)
-        try:
-            rss.start()
-            secs, lat = post_all(port, bodies[name], url, headers)
-            rss.stop.set()
-            stored = vm_sample_count(port)
-            if name == "json" and args.vm_native:
-                natives = []
-                for c in range(len(bodies["json"])):
-                    q = urllib.parse.quote(f'{{host=~"c{c}-.*"}}')
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/export/native?match[]={q}", timeout=600) as r:
-                        natives.append([r.read()])
-        finally:
-            rss.stop.set()
-            stop_vm(proc, path)
-        if stored != total:
-            raise SystemExit(f"victoria-metrics {name} import stored {stored:,} of {total:,} samples")
-        rows[name] = vm_row(total, secs, lat, rss.peak)
-    if natives is not None:
-        proc, port, path = start_vm(vm, work, "native")
-        rss = RssSampler(proc.pid)
-        try:
-            rss.start()
-            secs, lat = post_all(port, natives, "/api/v1/import/native")
-            rss.stop.set()
-            stored = vm_sample_count(port)
-        finally:
-            rss.stop.set()
-            stop_vm(proc, path)
-        if stored != total:
-            raise SystemExit(f"victoria-metrics native import stored {stored:,} of {total:,} samples")
-        rows["native"] = vm_row(total, secs, lat, rss.peak)
+        rows["remote-write"] = timed_import(vm, work, "remote-write", bodies["remote-write"], "/api/v1/write",
+                                            total, REMOTE_WRITE_HEADERS)
+    if natives:
+        rows["native"] = timed_import(vm, work, "native", natives, "/api/v1/import/native", total)
     return rows
 
 

@@ -1,9 +1,10 @@
-//! A storage wrapper that simulates a crash after a byte budget.
+//! A storage wrapper that simulates a crash after a byte budget (and, optionally, a slow disk).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::{Storage, StorageFile};
 
@@ -15,6 +16,8 @@ use super::{Storage, StorageFile};
 pub struct FaultyStorage {
     inner: Arc<dyn Storage>,
     state: Arc<FaultState>,
+    /// Creating a file with this extension first sleeps this long (see [`Self::with_slow_create`]).
+    slow_create: Option<(&'static str, Duration)>,
 }
 
 #[derive(Debug)]
@@ -42,7 +45,15 @@ impl FaultyStorage {
                 remaining: AtomicU64::new(budget),
                 crashed: AtomicBool::new(budget == 0),
             }),
+            slow_create: None,
         }
+    }
+
+    /// Makes creating a file whose extension is `extension` sleep `delay` first: a slow disk
+    /// for one kind of file (e.g. `parquet`, a flush slower than the writers).
+    pub fn with_slow_create(mut self, extension: &'static str, delay: Duration) -> Self {
+        self.slow_create = Some((extension, delay));
+        self
     }
 
     /// Whether the simulated crash has happened.
@@ -103,6 +114,11 @@ impl Storage for FaultyStorage {
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         self.state.check()?;
+        if let Some((ext, delay)) = self.slow_create
+            && path.extension().is_some_and(|e| e == ext)
+        {
+            std::thread::sleep(delay);
+        }
         let inner = self.inner.create(path)?;
         Ok(Box::new(FaultyFile { inner, state: self.state.clone() }))
     }

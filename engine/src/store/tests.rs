@@ -338,58 +338,15 @@ fn retention_drops_whole_expired_partitions_only() {
     assert_eq!(parquet, 2, "the expired file is deleted from disk");
 }
 
-/// Storage whose data-file creation takes `delay`: a flush slower than the writers.
-#[derive(Debug)]
-struct SlowFlushStorage {
-    inner: OsStorage,
-    delay: std::time::Duration,
-}
-
-impl Storage for SlowFlushStorage {
-    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn create(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
-        if path.extension().is_some_and(|e| e == "parquet") {
-            std::thread::sleep(self.delay);
-        }
-        self.inner.create(path)
-    }
-    fn open_append(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
-        self.inner.open_append(path)
-    }
-    fn read(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
-        self.inner.read(path)
-    }
-    fn len(&self, path: &std::path::Path) -> std::io::Result<u64> {
-        self.inner.len(path)
-    }
-    fn truncate(&self, path: &std::path::Path, len: u64) -> std::io::Result<()> {
-        self.inner.truncate(path, len)
-    }
-    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn list_dir(&self, path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-        self.inner.list_dir(path)
-    }
-    fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn exists(&self, path: &std::path::Path) -> bool {
-        self.inner.exists(path)
-    }
-}
-
 #[test]
 fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
     let dir = tempfile::tempdir().unwrap();
     let flush_rows = 1_000;
     let config = StoreConfig { flush_rows, ..cfg() };
-    let storage = Arc::new(SlowFlushStorage { inner: OsStorage, delay: std::time::Duration::from_millis(300) });
+    // Every data file takes 300 ms to create: a flush slower than the writers.
+    let storage = Arc::new(
+        FaultyStorage::new(Arc::new(OsStorage), u64::MAX).with_slow_create("parquet", std::time::Duration::from_millis(300)),
+    );
     let store = Arc::new(Store::open_with(dir.path(), config, storage, Arc::new(crate::wallclock::SystemClock)).unwrap());
     const ROWS_PER_WRITE: u32 = 100;
     let rows_per_write = ROWS_PER_WRITE;
