@@ -59,8 +59,28 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by ": ", like `{:#}`, but leaving out a cause whose text (or
+/// its text after a "kind error: " prefix) an outer message already contains: many errors
+/// (DataFusion's, the engine's i/o errors) embed their source in their own message, which
+/// `{:#}` would then print two to four times.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        let tail = msg.split_once(": ").map_or(msg.as_str(), |(_, tail)| tail);
+        if msg.is_empty() || text.contains(&msg) || (tail.len() >= 16 && text.contains(tail)) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&msg);
+    }
+    text
 }

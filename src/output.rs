@@ -34,6 +34,97 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
     Ok(())
 }
 
+/// Writes a result batch by batch: csv and json rows go out as each batch arrives; the table
+/// format needs every batch to size its columns, so it keeps them until [`Printer::finish`].
+pub enum Printer<'a> {
+    /// Batches held for the aligned table.
+    Table {
+        /// Where the table goes.
+        out: &'a mut dyn std::io::Write,
+        /// The batches so far.
+        batches: Vec<RecordBatch>,
+    },
+    /// CSV with a header (before the first batch).
+    Csv(arrow::csv::Writer<&'a mut dyn std::io::Write>),
+    /// JSON Lines.
+    Json(arrow::json::LineDelimitedWriter<&'a mut dyn std::io::Write>),
+}
+
+impl<'a> Printer<'a> {
+    /// A printer of `format` to `out`.
+    pub fn new(format: Format, out: &'a mut dyn std::io::Write) -> Self {
+        match format {
+            Format::Table => Printer::Table { out, batches: Vec::new() },
+            Format::Csv => Printer::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out)),
+            Format::Json => Printer::Json(arrow::json::LineDelimitedWriter::new(out)),
+        }
+    }
+
+    /// Writes (csv, json) or keeps (table) one batch.
+    pub fn write(&mut self, batch: RecordBatch) -> anyhow::Result<()> {
+        match self {
+            Printer::Table { batches, .. } => batches.push(batch),
+            Printer::Csv(w) => w.write(&batch)?,
+            Printer::Json(w) => w.write(&batch)?,
+        }
+        Ok(())
+    }
+
+    /// Writes the table (or the rest of the buffered output) and flushes.
+    pub fn finish(self) -> anyhow::Result<()> {
+        match self {
+            Printer::Table { out, batches } => {
+                writeln!(out, "{}", arrow::util::pretty::pretty_format_batches(&batches)?)?;
+                out.flush()?;
+            }
+            Printer::Csv(w) => w.into_inner().flush()?,
+            Printer::Json(mut w) => {
+                w.finish()?;
+                w.into_inner().flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A writer that remembers whether the reader went away (`EPIPE`, e.g. `| head`), so the
+/// caller can stop quietly instead of reporting an error.
+pub struct PipeWriter<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: std::io::Write> PipeWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        PipeWriter { inner, closed: false }
+    }
+
+    /// Whether a write failed because the reader closed the pipe.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            self.closed |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        r
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for PipeWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
 /// Formats ns since the epoch as RFC 3339 UTC with nanoseconds (the diagnosis text's
 /// formatter, shared so every output of the binary prints time the same way).
 pub use lockstep_query::diagnose::text::fmt_rfc3339 as format_ns;

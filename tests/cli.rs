@@ -129,6 +129,52 @@ fn sql_is_read_only() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("error: "));
 }
 
+/// `lockstep sql` under a memory limit: a join over `--memory-limit-mb` (or the environment
+/// variable) fails with one line naming the limit and the way out; errors print once; csv
+/// streams; `-` reads the query from stdin.
+#[test]
+fn sql_memory_limit_fails_clearly_and_stdin_query() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+
+    let join = "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b ON a.value = b.value";
+    let check = |out: std::process::Output| {
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: query exceeded the memory limit of 1 MiB: "), "{err}");
+        assert!(err.contains("raise it with --memory-limit-mb"), "{err}");
+        assert_eq!((err.lines().count(), err.matches("exceeded").count()), (1, 1), "{err}");
+    };
+    check(lockstep(&["sql", "--data-dir", db, "--memory-limit-mb", "1", join]));
+    let env = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["sql", "--data-dir", db, "--format", "csv", join])
+        .env("LOCKSTEP_QUERY_MEMORY_LIMIT_MB", "1")
+        .output()
+        .unwrap();
+    check(env);
+    assert!(ok(&["sql", "--data-dir", db, "--memory-limit-mb", "64", "--format", "csv", join]).ends_with("\n300000\n"));
+
+    let out = lockstep(&["sql", "--data-dir", db, "SELEC nonsense"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("found: SELEC").count(), 1, "{err}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["sql", "--data-dir", db, "--format", "csv", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"SELECT count(*) AS n FROM samples").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "n\n3000\n");
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]
@@ -211,6 +257,26 @@ fn demo_runs_and_shows_the_faulty_port() {
     let first_row = fabric.lines().find(|l| l.starts_with("| ") && !l.contains("entity")).unwrap();
     assert!(first_row.contains(fault), "top fabric row {first_row:?} should be the injected {fault}");
     assert!(out.contains("| llm-70b |"), "{out}");
+}
+
+/// `demo --dir` never deletes what it did not create, and validates its arguments before it
+/// touches the disk; a directory an earlier demo made is replaced.
+#[test]
+fn demo_refuses_foreign_directories_and_bad_arguments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let foreign = tmp.path().join("mine");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "keep me").unwrap();
+    let out = lockstep(&["demo", "--dir", foreign.to_str().unwrap(), "--nodes", "1", "--minutes", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("was not created by `lockstep demo`"), "{err}");
+    assert_eq!(std::fs::read_to_string(foreign.join("notes.txt")).unwrap(), "keep me");
+    let out = lockstep(&["demo", "--dir", foreign.to_str().unwrap(), "--scenario", "typo"]);
+    assert!(!out.status.success());
+    assert!(foreign.join("notes.txt").exists(), "a bad --scenario must not touch the directory");
+    let fresh = tmp.path().join("fresh");
+    let out = lockstep(&["demo", "--dir", fresh.to_str().unwrap(), "--scenario", "typo"]);
+    assert!(!out.status.success() && !fresh.exists(), "nothing created for a bad --scenario");
 }
 
 /// The scale: a simulated 32-node (256-GPU) job of 30 minutes imports and is

@@ -178,6 +178,44 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// Another process holds the store's writer lock (`LOCK`): one writer per store.
+    #[error("store {path} is locked by another writer ({holder}); only one process may write to a store at a time (readers such as `lockstep sql` need no lock)")]
+    StoreLocked {
+        /// The store directory.
+        path: PathBuf,
+        /// Who holds the lock, as recorded in `LOCK` (pid and command line).
+        holder: String,
+    },
+    /// A read-only open of a path that holds no store.
+    #[error("no Lockstep store at {path} (no manifest.json); check --data-dir, or create one with `lockstep serve` or `lockstep import`")]
+    NoStore {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A store directory has data files or WAL segments but no manifest: refused instead of
+    /// being "repaired" into an empty store.
+    #[error("store {path} has {files} data or wal files but no manifest.json; refusing to open it. Restore manifest.json from a backup, or move data/ and wal/ away to start an empty store")]
+    ManifestMissing {
+        /// The store directory.
+        path: PathBuf,
+        /// Data files and WAL segments found.
+        files: usize,
+    },
+    /// A write to a store opened read-only.
+    #[error("store {path} is opened read-only")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// A read-only open kept racing the writer (its manifest changed while the snapshot was
+    /// taken); retryable.
+    #[error("store {path} changed {attempts} times while a read snapshot was taken; retry")]
+    SnapshotRace {
+        /// The store directory.
+        path: PathBuf,
+        /// Attempts made.
+        attempts: u32,
+    },
     /// A persisted clock-sync log or model version failed to parse or its CRC check.
     #[error("clock state file {path} is corrupt: {reason}")]
     ClockStateCorrupt {
@@ -203,7 +241,12 @@ impl Error {
             | Error::GridTooSparse { .. } => ErrorKind::InvalidArgument,
             Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
             Error::NotInTopology { .. } => ErrorKind::NotFound,
-            Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Unavailable { .. } | Error::StoreLocked { .. } | Error::SnapshotRace { .. } => {
+                ErrorKind::Unavailable
+            }
+            Error::NoStore { .. } => ErrorKind::NotFound,
+            Error::ReadOnly { .. } => ErrorKind::InvalidArgument,
+            Error::ManifestMissing { .. } => ErrorKind::DataCorruption,
             Error::WalCorrupt { .. }
             | Error::WalRecordInvalid { .. }
             | Error::ManifestCorrupt { .. }

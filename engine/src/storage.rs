@@ -7,6 +7,7 @@
 
 mod fault;
 mod os;
+mod readonly;
 
 use std::fmt::Debug;
 use std::io;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use fault::FaultyStorage;
 pub use os::OsStorage;
+pub use readonly::ReadOnlyStorage;
 
 /// A file opened for writing. Dropping it without [`StorageFile::sync`] may lose its bytes.
 pub trait StorageFile: io::Write + Send {

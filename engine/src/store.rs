@@ -7,7 +7,8 @@
 //! series.json           series catalog snapshot (atomic replace)
 //! wal/<seq>.wal         write-ahead log segments
 //! data/p<part>/<id>.parquet   immutable data files, one time partition each
-//! staging/              bulk-import files not yet committed (removed on open)
+//! staging/              bulk-import files not yet committed (removed by the next writer)
+//! LOCK                  the writer lock (see [`lock`]): one writing process at a time
 //! clock/                clock-sync input logs and fitted model versions (see `crate::clock`)
 //! ```
 //!
@@ -18,6 +19,7 @@
 
 mod flush;
 mod import;
+pub mod lock;
 pub mod record;
 mod scan;
 #[cfg(test)]
@@ -35,12 +37,16 @@ use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
 use crate::series::SeriesCatalog;
-use crate::storage::{OsStorage, Storage};
+use crate::storage::{OsStorage, ReadOnlyStorage, Storage};
 use crate::wal::{Wal, WalConfig};
+use lock::WriterLock;
 use crate::wallclock::{SystemClock, WallClock};
 
 pub use import::{BulkImport, ImportSummary};
 pub use scan::{Scan, ScanRequest, rows_to_batch, scan_schema};
+
+/// The documents a store keeps beside its data (see [`Store::read_document`]).
+pub const DOCUMENTS: [&str; 3] = ["topology.json", "jobs.json", "metrics.toml"];
 
 /// One hour: the default width of a time partition.
 pub const DEFAULT_PARTITION_NS: i64 = 3_600_000_000_000;
@@ -131,6 +137,16 @@ pub struct StoreMetrics {
     pub flush_waits: AtomicU64,
     /// Compactions completed.
     pub compactions: AtomicU64,
+    /// Flushes that failed (their rows stay buffered and in the WAL; a later flush retries).
+    pub flush_failures: AtomicU64,
+    /// Background maintenance passes (compaction, retention) that failed.
+    pub maintenance_failures: AtomicU64,
+    /// Data files dropped by retention.
+    pub files_expired: AtomicU64,
+    /// Times a poisoned WAL was replaced by a new one after a successful flush.
+    pub wal_reopens: AtomicU64,
+    /// Writes refused because the store could not make data durable (flush or WAL failing).
+    pub writes_refused: AtomicU64,
 }
 
 /// A live data file; once marked obsolete, the file is deleted when the last reader drops it.
@@ -170,7 +186,8 @@ pub struct Store {
     storage: Arc<dyn Storage>,
     clock: Arc<dyn WallClock>,
     config: StoreConfig,
-    wal: Wal,
+    /// The writer lock (`None` for a read-only store).
+    writer_lock: Option<WriterLock>,
     catalog: RwLock<SeriesCatalog>,
     /// Series in `series.json` as last saved by this process (0: not saved yet).
     catalog_saved: std::sync::atomic::AtomicUsize,
@@ -178,11 +195,22 @@ pub struct Store {
     /// flush reuses mapped pages (released when a flush needed more than twice `flush_rows`).
     flush_scratch: Mutex<Rows>,
     state: RwLock<State>,
-    /// Writers hold it shared from WAL submit to buffer insert; a flush takes it exclusively
-    /// to rotate the WAL and freeze the buffer at one consistent point.
-    gate: RwLock<()>,
-    /// Serialises manifest changes (flush, compaction, retention, import commit).
+    /// The WAL (`None` for a read-only store). Writers hold it shared from WAL submit to
+    /// buffer insert; a flush takes it exclusively to rotate the WAL and freeze the buffer at
+    /// one consistent point, and to replace a poisoned WAL.
+    gate: RwLock<Option<Wal>>,
+    /// Serialises flushes and manifest changes (flush, compaction commit, retention, import
+    /// commit).
     manifest_lock: Mutex<()>,
+    /// Serialises compaction and retention passes (the merge runs outside `manifest_lock`).
+    maintenance_lock: Mutex<()>,
+    /// The next data file id to hand out (ids are reserved in memory; the manifest records
+    /// the highest used).
+    next_file_id: Mutex<u64>,
+    /// The last flush error while flushes fail (`None` once one succeeds).
+    flush_error: Mutex<Option<String>>,
+    /// When a write last tried to heal the store (flush after failures, WAL reopen).
+    last_heal: Mutex<Option<std::time::Instant>>,
     metrics: StoreMetrics,
     /// Clock-sync input and fitted clock models; scans read snapshots of it.
     clocks: Mutex<ClockRegistry>,
@@ -206,11 +234,19 @@ impl Store {
         clock: Arc<dyn WallClock>,
     ) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        for sub in ["", "wal", "data", "staging"] {
+        storage.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let writer_lock = WriterLock::acquire(&dir)?;
+        let manifest_path = dir.join("manifest.json");
+        if !storage.exists(&manifest_path) {
+            let files = count_store_files(storage.as_ref(), &dir)?;
+            if files > 0 {
+                return Err(Error::ManifestMissing { path: dir, files });
+            }
+        }
+        for sub in ["wal", "data", "staging"] {
             let p = dir.join(sub);
             storage.create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
         }
-        let manifest_path = dir.join("manifest.json");
         let manifest = match Manifest::load(storage.as_ref(), &manifest_path)? {
             Some(m) => m,
             None => {
@@ -232,64 +268,177 @@ impl Store {
             &wal_dir,
             config.wal.clone(),
             manifest.wal_checkpoint,
-            &mut |rec| {
-                let bad = |reason: String| Error::WalRecordInvalid {
-                    path: wal_dir.join(format!("{:020}.wal", rec.segment)),
-                    offset: rec.offset,
-                    reason,
-                };
-                let decoded = record::decode(rec.payload).map_err(bad)?;
-                for (id, key) in &decoded.defs {
-                    apply_def(&mut catalog, *id, key).map_err(bad)?;
-                }
-                if let Some(&max) = decoded.rows.series.iter().max()
-                    && max as usize >= catalog.len()
-                {
-                    return Err(bad(format!("samples refer to undefined series id {max}")));
-                }
-                active.push(decoded.rows);
-                Ok(())
-            },
+            &mut |rec| replay_record(&wal_dir, rec, &mut catalog, &mut active),
         )?;
         if let Some(t) = &stats.truncated_tail {
             tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
                 "truncated torn wal tail");
         }
-        let files = manifest
-            .files
-            .iter()
-            .map(|entry| {
-                Arc::new(LiveFile {
-                    path: dir.join(&entry.path),
-                    entry: entry.clone(),
-                    storage: storage.clone(),
-                    obsolete: AtomicBool::new(false),
-                })
-            })
-            .collect::<Vec<_>>();
-        let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
-        let store = Store {
+        let files = live_files(&dir, &manifest, &storage);
+        let mut clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
+        // A writer killed between adding clock input and fitting it (an import's last step)
+        // left the newest models behind their input: fit them now, so that models always
+        // match the stored input.
+        let input = clocks.input_counts();
+        if input.exchanges + input.offsets > 0 && clocks.current().inputs() != input {
+            match clocks.refit() {
+                Ok(v) => tracing::info!(version = v, "refitted clock models left stale by an interrupted writer"),
+                Err(e) => tracing::warn!(error = %e, "clock models are stale and could not be refitted"),
+            }
+        }
+        let store = Store::assemble(dir, storage, clock, config, Some(writer_lock), Some(wal), catalog, manifest, files, active, clocks);
+        store.remove_orphans()?;
+        Ok(store)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: PathBuf,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+        config: StoreConfig,
+        writer_lock: Option<WriterLock>,
+        wal: Option<Wal>,
+        catalog: SeriesCatalog,
+        manifest: Manifest,
+        files: Vec<Arc<LiveFile>>,
+        active: WriteBuffer,
+        clocks: ClockRegistry,
+    ) -> Store {
+        Store {
             clocks: Mutex::new(clocks),
             dir,
             storage,
             clock,
             config,
-            wal,
+            writer_lock,
             catalog: RwLock::new(catalog),
             catalog_saved: std::sync::atomic::AtomicUsize::new(0),
             flush_scratch: Mutex::new(Rows::default()),
+            next_file_id: Mutex::new(manifest.next_file_id),
             state: RwLock::new(State {
                 manifest: Arc::new(manifest),
                 files: Arc::new(files),
                 frozen: Vec::new(),
                 active,
             }),
-            gate: RwLock::new(()),
+            gate: RwLock::new(wal),
             manifest_lock: Mutex::new(()),
+            maintenance_lock: Mutex::new(()),
+            flush_error: Mutex::new(None),
+            last_heal: Mutex::new(None),
             metrics: StoreMetrics::default(),
+        }
+    }
+
+    /// Opens the store in `dir` read-only, on the real file system: see
+    /// [`Store::open_read_only_with`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_read_only_with(dir, StoreConfig::default(), Arc::new(OsStorage), Arc::new(SystemClock))
+    }
+
+    /// Opens a consistent snapshot of the store in `dir` without changing anything on disk and
+    /// without the writer lock, so it works while a writer (`lockstep serve`) runs.
+    ///
+    /// The snapshot is the manifest's data files plus every WAL record after its checkpoint
+    /// (the acknowledged writes not yet flushed; a torn tail is ignored in memory). Every data
+    /// file of the snapshot is mapped while the snapshot is taken, so a compaction that deletes
+    /// it later cannot take it away from this reader. If the manifest changes while the
+    /// snapshot is taken (a flush or compaction committed) or a file vanished, the snapshot is
+    /// retaken; after 50 attempts the open fails with the retryable [`Error::SnapshotRace`].
+    /// A path without a manifest is [`Error::NoStore`] (or [`Error::ManifestMissing`] if it has
+    /// data files). Writes to the returned store fail with [`Error::ReadOnly`].
+    pub fn open_read_only_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Self> {
+        const ATTEMPTS: u32 = 50;
+        let dir = dir.as_ref().to_path_buf();
+        for attempt in 0..ATTEMPTS {
+            if let Some(store) = Self::try_snapshot(&dir, &config, &storage, &clock)? {
+                return Ok(store);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt.min(20)) * 5 + 1));
+        }
+        Err(Error::SnapshotRace { path: dir, attempts: ATTEMPTS })
+    }
+
+    /// One attempt at a read-only snapshot; `Ok(None)` when it raced the writer.
+    fn try_snapshot(
+        dir: &Path,
+        config: &StoreConfig,
+        inner: &Arc<dyn Storage>,
+        clock: &Arc<dyn WallClock>,
+    ) -> Result<Option<Self>> {
+        let raced = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+        let manifest_path = dir.join("manifest.json");
+        let Some(manifest) = Manifest::load(inner.as_ref(), &manifest_path)? else {
+            let files = count_store_files(inner.as_ref(), dir)?;
+            return Err(if files > 0 {
+                Error::ManifestMissing { path: dir.to_path_buf(), files }
+            } else {
+                Error::NoStore { path: dir.to_path_buf() }
+            });
         };
-        store.remove_orphans()?;
-        Ok(store)
+        let ro = Arc::new(ReadOnlyStorage::new(inner.clone()));
+        let storage: Arc<dyn Storage> = ro.clone();
+        // The catalog is saved before every manifest that needs it, so this one (read after
+        // the manifest) knows every series of the manifest's files.
+        let mut catalog = SeriesCatalog::load(inner.as_ref(), &dir.join("series.json"))?;
+        for entry in &manifest.files {
+            let path = dir.join(&entry.path);
+            match ro.pin(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        let mut active = WriteBuffer::default();
+        let wal_dir = dir.join("wal");
+        let replayed = crate::wal::replay_read_only(storage.as_ref(), &wal_dir, manifest.wal_checkpoint, &mut |rec| {
+            replay_record(&wal_dir, rec, &mut catalog, &mut active)
+        });
+        match replayed {
+            Ok(_) => {}
+            // A segment deleted by a flush that committed meanwhile, or a record cut short
+            // where a later segment follows because a flush rotated meanwhile: retake.
+            Err(e) if raced(&e) || matches!(e, Error::WalCorrupt { .. } | Error::WalRecordInvalid { .. }) => {
+                if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
+                    return Ok(None);
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
+            return Ok(None);
+        }
+        let files = live_files(dir, &manifest, &storage);
+        let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
+        Ok(Some(Store::assemble(
+            dir.to_path_buf(),
+            storage,
+            clock.clone(),
+            config.clone(),
+            None,
+            None,
+            catalog,
+            manifest,
+            files,
+            active,
+            clocks,
+        )))
+    }
+
+    /// Whether this store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.writer_lock.is_none()
+    }
+
+    fn read_only_error(&self) -> Error {
+        Error::ReadOnly { path: self.dir.clone() }
     }
 
     /// The store directory.
@@ -312,9 +461,17 @@ impl Store {
         &self.metrics
     }
 
-    /// WAL statistics (fsync count and latency).
+    /// WAL statistics (fsync count and latency); zero for a read-only store.
     pub fn wal_stats(&self) -> crate::wal::WalStats {
-        self.wal.stats()
+        match self.gate.read() {
+            Ok(g) => g.as_ref().map(Wal::stats).unwrap_or_default(),
+            Err(_) => crate::wal::WalStats::default(),
+        }
+    }
+
+    /// The last flush error while flushes keep failing (`None` when the last flush succeeded).
+    pub fn flush_error(&self) -> Option<String> {
+        self.flush_error.lock().ok().and_then(|e| e.clone())
     }
 
     /// Runs `f` with read access to the series catalog.
@@ -337,6 +494,9 @@ impl Store {
     /// Resolves a series key to its id, defining it if new (bulk-import path; the WAL path
     /// defines series inside [`Store::write`]).
     pub fn resolve_series(&self, key: &SeriesKey) -> Result<SeriesId> {
+        if self.is_read_only() {
+            return Err(self.read_only_error());
+        }
         Ok(self.catalog.write().map_err(lock_poisoned)?.get_or_insert(key)?.0)
     }
 
@@ -424,7 +584,9 @@ impl Store {
         if valid.is_empty() {
             return Ok(WriteOutcome { accepted: 0, rejected });
         }
+        self.admit()?;
         let gate = self.gate.read().map_err(lock_poisoned)?;
+        let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
         // Resolve ids. New series are defined under the catalog write lock, and the record
         // carrying their definitions is queued before the lock is released, so every later
         // record that uses those ids follows it in the WAL.
@@ -445,7 +607,7 @@ impl Store {
                 let rows = assemble(&valid, &ids);
                 let payload = record::encode(&[], &rows);
                 drop(catalog);
-                (self.wal.submit(payload)?, rows)
+                (wal.submit(payload)?, rows)
             } else {
                 drop(catalog);
                 ids.clear();
@@ -464,7 +626,7 @@ impl Store {
                     .filter_map(|&id| catalog.key(id).map(|k| (id, k.as_ref())))
                     .collect();
                 let payload = record::encode(&def_refs, &rows);
-                let ticket = self.wal.submit(payload)?;
+                let ticket = wal.submit(payload)?;
                 drop(catalog);
                 (ticket, rows)
             }
@@ -573,15 +735,17 @@ impl Store {
         if rows.is_empty() {
             return Ok(WriteOutcome { accepted: 0, rejected });
         }
+        self.admit()?;
         let gate = self.gate.read().map_err(lock_poisoned)?;
-        let ticket = self.wal.submit(record::encode(&[], &rows))?;
+        let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
+        let ticket = wal.submit(record::encode(&[], &rows))?;
         self.finish_write(gate, ticket, rows, rejected)
     }
 
     /// Waits for the WAL record, makes its rows visible, and flushes when the buffer is full.
     fn finish_write(
         &self,
-        gate: std::sync::RwLockReadGuard<'_, ()>,
+        gate: std::sync::RwLockReadGuard<'_, Option<Wal>>,
         ticket: crate::wal::WalTicket,
         rows: Rows,
         rejected: Vec<Rejection>,
@@ -592,9 +756,11 @@ impl Store {
         drop(gate);
         self.metrics.samples_written.fetch_add(accepted as u64, Ordering::Relaxed);
         let buffered = self.buffered_rows()?;
-        if buffered >= self.config.flush_rows {
+        // The write is durable and visible: a flush failing now is logged and counted (its
+        // rows stay buffered and in the WAL), never reported as this write's failure.
+        if buffered >= self.config.flush_rows && !self.flush_failing() {
             if let Ok(guard) = self.manifest_lock.try_lock() {
-                self.flush_locked(&guard)?;
+                let _ = self.flush_locked(&guard);
             } else if buffered >= self.config.flush_rows.saturating_mul(BACKPRESSURE_FACTOR) {
                 // Writes outrun the flush: wait for it (and flush again if still behind), so
                 // that the buffer stays bounded however fast clients write. The write itself is
@@ -602,14 +768,69 @@ impl Store {
                 let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
                 self.metrics.flush_waits.fetch_add(1, Ordering::Relaxed);
                 if self.buffered_rows()? >= self.config.flush_rows {
-                    self.flush_locked(&guard)?;
+                    let _ = self.flush_locked(&guard);
                 }
             }
         }
         Ok(WriteOutcome { accepted, rejected })
     }
 
+    fn flush_failing(&self) -> bool {
+        self.flush_error.lock().map(|e| e.is_some()).unwrap_or(true)
+    }
+
+    /// Admission before a write reaches the WAL. While flushes fail or the WAL is poisoned,
+    /// it retries a flush (at most once a second; a successful flush also replaces a poisoned
+    /// WAL); a write is refused with [`Error::Unavailable`] (retryable) only while the WAL
+    /// cannot take it or the buffer is full and cannot be flushed.
+    fn admit(&self) -> Result<()> {
+        let poisoned = self.gate.read().map_err(lock_poisoned)?.as_ref().is_some_and(Wal::is_poisoned);
+        if !poisoned && !self.flush_failing() {
+            return Ok(());
+        }
+        self.heal();
+        let poisoned = self.gate.read().map_err(lock_poisoned)?.as_ref().is_some_and(Wal::is_poisoned);
+        let full = self.flush_failing()
+            && self.buffered_rows()? >= self.config.flush_rows.saturating_mul(BACKPRESSURE_FACTOR);
+        if poisoned || full {
+            self.metrics.writes_refused.fetch_add(1, Ordering::Relaxed);
+            let reason = match (poisoned, self.flush_error()) {
+                (true, Some(e)) => format!("the wal failed and the buffer cannot be flushed ({e}); retry later"),
+                (true, None) => "the wal failed; it is reopened after the next successful flush; retry later".into(),
+                (false, e) => format!(
+                    "the write buffer is full and flushes fail ({}); retry later",
+                    e.unwrap_or_default()
+                ),
+            };
+            return Err(Error::Unavailable { reason });
+        }
+        Ok(())
+    }
+
+    /// Tries to bring a failing store back (at most once a second): flushes the buffer, which
+    /// also replaces a poisoned WAL once the flush succeeds. Returns whether the store is
+    /// healthy afterwards.
+    pub fn heal(&self) -> bool {
+        if self.is_read_only() {
+            return true;
+        }
+        {
+            let Ok(mut last) = self.last_heal.lock() else { return false };
+            if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+                return false;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        let poisoned = self.gate.read().ok().is_some_and(|g| g.as_ref().is_some_and(Wal::is_poisoned));
+        if !poisoned && !self.flush_failing() {
+            return true;
+        }
+        self.flush().is_ok()
+    }
+
     /// Deletes data files the manifest does not name and leftovers of unfinished imports.
+    /// Runs only in a writer's open, under the writer lock: no other process can still adopt
+    /// such a file, and readers pin the files of their snapshot when they open.
     fn remove_orphans(&self) -> Result<()> {
         let state = self.state.read().map_err(lock_poisoned)?;
         let live: std::collections::HashSet<&Path> = state.files.iter().map(|f| f.path.as_path()).collect();
@@ -627,6 +848,37 @@ impl Store {
             self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
         }
         Ok(())
+    }
+
+    /// Reads one of the store's documents (`topology.json`, `jobs.json`, `metrics.toml`)
+    /// through the store's storage; `Ok(None)` when the store has none. One rule for every
+    /// reader: missing is `None`, unreadable or not UTF-8 is an error naming the file.
+    pub fn read_document(&self, name: &str) -> Result<Option<String>> {
+        let path = self.document_path(name)?;
+        if !self.storage.exists(&path) {
+            return Ok(None);
+        }
+        let bytes = self.storage.read(&path).map_err(|e| Error::io(&path, e))?;
+        String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|_| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8")))
+    }
+
+    /// Replaces one of the store's documents atomically (writers only; see
+    /// [`Store::read_document`]).
+    pub fn write_document(&self, name: &str, text: &str) -> Result<()> {
+        if self.is_read_only() {
+            return Err(self.read_only_error());
+        }
+        let path = self.document_path(name)?;
+        crate::storage::write_atomic(self.storage.as_ref(), &path, text.as_bytes()).map_err(|e| Error::io(&path, e))
+    }
+
+    fn document_path(&self, name: &str) -> Result<PathBuf> {
+        if !DOCUMENTS.contains(&name) {
+            return Err(Error::InvalidBatch { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
+        }
+        Ok(self.dir.join(name))
     }
 
     /// Runs `f` with exclusive access to the clock registry: add sync exchanges, direct
@@ -647,11 +899,76 @@ impl Store {
         Ok(self.clocks.lock().map_err(lock_poisoned)?.get(version))
     }
 
-    /// Flushes, then stops the WAL writer.
+    /// Flushes, then stops the WAL writer (a read-only store just closes).
     pub fn close(self) -> Result<()> {
+        if self.is_read_only() {
+            return Ok(());
+        }
         self.flush()?;
-        self.wal.close()
+        let wal = self.gate.write().map_err(lock_poisoned)?.take();
+        wal.map_or(Ok(()), Wal::close)
     }
+}
+
+/// Data files and WAL segments under a store directory (to tell a store that lost its
+/// manifest from an empty directory).
+fn count_store_files(storage: &dyn Storage, dir: &Path) -> Result<usize> {
+    let mut n = 0;
+    let data = dir.join("data");
+    for part in storage.list_dir(&data).map_err(|e| Error::io(&data, e))? {
+        if part.is_dir() {
+            n += storage.list_dir(&part).map_err(|e| Error::io(&part, e))?.len();
+        }
+    }
+    let wal = dir.join("wal");
+    n += storage
+        .list_dir(&wal)
+        .map_err(|e| Error::io(&wal, e))?
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .count();
+    Ok(n)
+}
+
+/// Applies one replayed WAL record: its series definitions to the catalog, its rows to the buffer.
+fn replay_record(
+    wal_dir: &Path,
+    rec: crate::wal::RecordRef<'_>,
+    catalog: &mut SeriesCatalog,
+    active: &mut WriteBuffer,
+) -> Result<()> {
+    let bad = |reason: String| Error::WalRecordInvalid {
+        path: wal_dir.join(format!("{:020}.wal", rec.segment)),
+        offset: rec.offset,
+        reason,
+    };
+    let decoded = record::decode(rec.payload).map_err(bad)?;
+    for (id, key) in &decoded.defs {
+        apply_def(catalog, *id, key).map_err(bad)?;
+    }
+    if let Some(&max) = decoded.rows.series.iter().max()
+        && max as usize >= catalog.len()
+    {
+        return Err(bad(format!("samples refer to undefined series id {max}")));
+    }
+    active.push(decoded.rows);
+    Ok(())
+}
+
+/// The live files of a manifest.
+fn live_files(dir: &Path, manifest: &Manifest, storage: &Arc<dyn Storage>) -> Vec<Arc<LiveFile>> {
+    manifest
+        .files
+        .iter()
+        .map(|entry| {
+            Arc::new(LiveFile {
+                path: dir.join(&entry.path),
+                entry: entry.clone(),
+                storage: storage.clone(),
+                obsolete: AtomicBool::new(false),
+            })
+        })
+        .collect()
 }
 
 /// Applies a series definition replayed from the WAL.

@@ -234,6 +234,24 @@ impl Wal {
         Ok(())
     }
 
+    /// Whether a failed write or fsync poisoned this WAL (it refuses every append until it is
+    /// replaced by a new one).
+    pub fn is_poisoned(&self) -> bool {
+        self.shared.check_poisoned().is_err()
+    }
+
+    /// Deletes every segment with seq `<= seq`, the active one included: only for a poisoned
+    /// WAL whose acknowledged records are all in data files (it is replaced right after).
+    pub fn remove_through_poisoned(&self, seq: u64) -> Result<()> {
+        for segment in replay::list_segments(self.storage.as_ref(), &self.dir)? {
+            if segment.seq > seq {
+                break;
+            }
+            self.storage.remove_file(&segment.path).map_err(|e| Error::io(&segment.path, e))?;
+        }
+        self.storage.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> WalStats {
         self.shared.stats()
@@ -283,6 +301,20 @@ impl Wal {
     fn stopped(&self) -> Error {
         self.shared.stopped_error()
     }
+}
+
+/// Replays the records of the segments after `replay_after` without changing anything: a
+/// torn tail of the last segment ends the replay (it is not cut), and no writer starts. This is
+/// how a read-only store sees the acknowledged writes a live writer has not flushed yet.
+pub fn replay_read_only(
+    storage: &dyn Storage,
+    dir: &Path,
+    replay_after: u64,
+    on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
+) -> Result<ReplayStats> {
+    let segments: Vec<_> =
+        replay::list_segments(storage, dir)?.into_iter().filter(|s| s.seq > replay_after).collect();
+    replay::replay_with(storage, dir, &segments, false, on_record)
 }
 
 /// An append that has been queued; [`WalTicket::wait`] blocks until it is durable.

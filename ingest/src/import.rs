@@ -17,7 +17,6 @@ use std::time::Instant;
 use lockstep_engine::Store;
 use lockstep_engine::datafile::Rows;
 use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
-use lockstep_engine::storage::{OsStorage, write_atomic};
 use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
 
 /// Name of the topology file in a bundle and in a store directory.
@@ -144,9 +143,7 @@ pub fn import_bundle(
         Err(e) => return Err(e),
     };
     for (name, text) in metadata {
-        let dest = store.dir().join(name);
-        write_atomic(&OsStorage, &dest, text.as_bytes())
-            .map_err(|e| ImportError::Store(lockstep_engine::Error::io(&dest, e)))?;
+        store.write_document(name, &text)?;
     }
     let barriers = clock::collective_barriers(store)?;
     report.clock_exchanges = clock_input.exchanges.len() as u64;
@@ -157,7 +154,7 @@ pub fn import_bundle(
 }
 
 /// Adds clock input (durably) and refits the clock models when anything was added or there
-/// is input but no fitted version yet. Returns the version in effect. Samples committed before
+/// is input the newest fitted version does not cover. Returns the version in effect. Samples committed before
 /// a failure here stay; re-running the import adds the clock data (duplicates are ignored).
 pub fn add_clock_input(
     store: &Store,
@@ -171,7 +168,9 @@ pub fn add_clock_input(
         reg.add_barriers(barriers)?;
         let after = reg.input_counts();
         let has_input = after.exchanges + after.offsets > 0;
-        if has_input && (after != before || reg.current().version() == 0) {
+        // Refit when anything was added, or when the newest models do not cover the stored
+        // input (an earlier import killed before its fit): `refit` is a no-op otherwise.
+        if has_input && (after != before || reg.current().inputs() != after) {
             reg.refit()
         } else {
             Ok(reg.current().version())
@@ -200,9 +199,7 @@ fn read_metadata(store: &Store, bundle: &Path) -> Result<Vec<(&'static str, Stri
             out.push((TOPOLOGY_FILE, text));
             Some(topology)
         }
-        None => std::fs::read_to_string(store.dir().join(TOPOLOGY_FILE))
-            .ok()
-            .and_then(|t| Topology::from_json(&t).ok()),
+        None => store.read_document(TOPOLOGY_FILE)?.and_then(|t| Topology::from_json(&t).ok()),
     };
     if let Some((path, text)) = read(CATALOG_FILE)? {
         MetricCatalog::builtin()
@@ -358,3 +355,5 @@ impl<'a> RowSink<'a> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod codec_tests;

@@ -2,6 +2,10 @@
 
 use lockstep_engine::ErrorKind;
 
+/// How `lockstep sql` users raise the limit; part of [`QueryError::MemoryLimit`]'s message.
+const RAISE_LIMIT: &str =
+    "raise it with --memory-limit-mb (or LOCKSTEP_QUERY_MEMORY_LIMIT_MB; 0 = unbounded) or narrow the query";
+
 /// Errors from planning or running SQL.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -11,12 +15,38 @@ pub enum QueryError {
         /// DataFusion's explanation.
         reason: String,
     },
+    /// The query needed more memory than the engine's limit (see [`crate::limits`]) after
+    /// the operators that can spill had spilled.
+    #[error("{message}; {RAISE_LIMIT}")]
+    MemoryLimit {
+        /// Which limit, which operator asked for how much, the largest consumers.
+        message: String,
+    },
     /// Planning or execution failed.
     #[error("{0}")]
-    DataFusion(#[from] datafusion::error::DataFusionError),
+    DataFusion(#[source] datafusion::error::DataFusionError),
     /// The storage engine failed.
     #[error("{0}")]
     Engine(#[from] lockstep_engine::Error),
+}
+
+impl From<datafusion::error::DataFusionError> for QueryError {
+    /// Recognises the memory-limit error of [`crate::limits::LimitPool`] wherever DataFusion
+    /// wrapped it (a shared error from a repartition, a join's context, ...).
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        use datafusion::error::DataFusionError as D;
+        match e.find_root() {
+            D::ResourcesExhausted(message) if message.starts_with(crate::limits::EXCEEDED) => {
+                QueryError::MemoryLimit { message: message.clone() }
+            }
+            // From an operator rather than the pool: a sort that may not spill (spilling
+            // disabled), or spill files over the temporary-directory limit.
+            D::ResourcesExhausted(message) => {
+                QueryError::MemoryLimit { message: format!("query exceeded its memory limit: {message}") }
+            }
+            _ => QueryError::DataFusion(e),
+        }
+    }
 }
 
 impl QueryError {
@@ -25,9 +55,12 @@ impl QueryError {
         use datafusion::error::DataFusionError as D;
         match self {
             QueryError::ReadOnly { .. } => ErrorKind::InvalidArgument,
+            QueryError::MemoryLimit { .. } => ErrorKind::ResourceExhausted,
             QueryError::Engine(e) => e.kind(),
             QueryError::DataFusion(e) => match e.find_root() {
-                D::SQL(..) | D::Plan(_) | D::SchemaError(..) | D::NotImplemented(_) => ErrorKind::InvalidArgument,
+                D::SQL(..) | D::Plan(_) | D::SchemaError(..) | D::NotImplemented(_) | D::Configuration(_) => {
+                    ErrorKind::InvalidArgument
+                }
                 D::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
                 D::External(inner) => match inner.downcast_ref::<lockstep_engine::Error>() {
                     Some(engine) => engine.kind(),

@@ -1,5 +1,6 @@
 //! Lockstep SQL layer: a read-only DataFusion `SessionContext` over engine scans ([`samples`]),
-//! with the Lockstep SQL functions ([`functions`]) registered.
+//! with the Lockstep SQL functions ([`functions`]) registered, running under a bounded memory
+//! pool that spills where it can ([`limits`]).
 
 pub mod catalog;
 pub mod clock;
@@ -7,10 +8,12 @@ pub mod diagnose;
 pub mod domain;
 pub mod error;
 pub mod functions;
+pub mod limits;
 pub mod plan;
 pub mod samples;
 pub mod session;
 
 pub use error::{QueryError, Result};
 pub use samples::ClockVersion;
-pub use session::QueryEngine;
+pub use limits::QueryLimits;
+pub use session::{QueryEngine, QueryStream};

@@ -23,6 +23,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::config::SessionConfig;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -115,21 +116,39 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
     Ok(same.then(|| Arc::new(single) as Arc<dyn ExecutionPlan>))
 }
 
-/// A session state with DataFusion's defaults and Lockstep's plan rule.
+/// A session state with DataFusion's defaults (an unbounded memory pool) and Lockstep's plan
+/// rule.
 pub fn session_state(config: SessionConfig) -> SessionState {
+    session_builder(config).build()
+}
+
+/// A session state with Lockstep's plan rule over `runtime` (memory pool and spill files:
+/// [`crate::limits::QueryLimits::runtime_env`]).
+pub fn session_state_with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionState {
+    session_builder(config).with_runtime_env(runtime).build()
+}
+
+fn session_builder(config: SessionConfig) -> SessionStateBuilder {
     SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
         .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates))
-        .build()
 }
 
 /// A SQL context with the Lockstep functions (built-in metric catalog) and plan rule, without
-/// any table: for tests, benchmarks and embedding over your own tables.
+/// any table: for tests, benchmarks and embedding over your own tables. Its memory is not
+/// limited: see [`context_with_limits`].
 pub fn context(config: SessionConfig) -> SessionContext {
     let ctx = SessionContext::new_with_state(session_state(config));
     crate::functions::register_all(&ctx);
     ctx
+}
+
+/// [`context`] under a memory limit (and spilling) as a [`crate::QueryEngine`] has.
+pub fn context_with_limits(config: SessionConfig, limits: &crate::limits::QueryLimits) -> Result<SessionContext> {
+    let ctx = SessionContext::new_with_state(session_state_with_runtime(limits.fit(config), limits.runtime_env()?));
+    crate::functions::register_all(&ctx);
+    Ok(ctx)
 }
 
 #[cfg(test)]

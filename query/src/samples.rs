@@ -14,7 +14,8 @@
 //! via the roaring postings); a corrected-time range is mapped to the union of the hosts'
 //! local-time ranges, which is exact per host because every correction is monotonic. The scan
 //! runs on blocking threads, one stream per DataFusion partition, each taking every n-th time
-//! partition.
+//! partition; the decoded rows of the partition being converted count against the query's
+//! memory pool (`SamplesScan[i]`, see [`crate::limits`]).
 
 pub mod pushdown;
 
@@ -30,6 +31,7 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
@@ -290,15 +292,17 @@ impl PartitionStream for SamplesPartition {
         &self.schema
     }
 
-    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 4);
         let tx = builder.tx();
         let store = self.store.clone();
         let schema = self.schema.clone();
         let plan = self.plan.clone();
         let shard = self.shard;
+        let reservation = MemoryConsumer::new(format!("SamplesScan[{}]", shard.0)).register(ctx.memory_pool());
         builder.spawn_blocking(move || {
-            let result = run_scan(&store, &schema, &plan, shard, |batch| tx.blocking_send(Ok(batch)).is_ok());
+            let emit = |batch| tx.blocking_send(Ok(batch)).is_ok();
+            let result = run_scan(&store, &schema, &plan, shard, &reservation, emit);
             if let Err(e) = result {
                 let _ = tx.blocking_send(Err(e));
             }
@@ -313,11 +317,16 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
 }
 
 /// Runs the engine scan for one shard and emits Arrow batches; stops early if `emit` says so.
+///
+/// The decoded rows of the partition being converted are held in `reservation`. It grows
+/// without a check: the scan cannot spill, and failing it because a sort holds its fair share
+/// would be worse than the sort spilling earlier (which the reservation makes it do).
 fn run_scan(
     store: &Store,
     schema: &SchemaRef,
     plan: &ScanPlan,
     (shard, shards): (usize, usize),
+    reservation: &MemoryReservation,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
     let Some(request) = plan.request.clone() else { return Ok(()) };
@@ -330,6 +339,7 @@ fn run_scan(
             continue;
         }
         let rows = rows.map_err(engine_err)?;
+        reservation.resize(rows_bytes(&rows));
         let mut start = 0;
         while start < rows.len() {
             let end = (start + BATCH_ROWS).min(rows.len());
@@ -339,8 +349,17 @@ fn run_scan(
             }
             start = end;
         }
+        drop(rows);
+        reservation.free();
     }
     Ok(())
+}
+
+/// Heap bytes of decoded rows.
+fn rows_bytes(rows: &Rows) -> usize {
+    rows.series.capacity() * size_of::<u32>()
+        + rows.time.capacity() * size_of::<i64>()
+        + rows.value.capacity() * size_of::<f64>()
 }
 
 /// Corrected times and uncertainties of rows sorted by (series, local time): one model lookup

@@ -1,23 +1,34 @@
 //! The Lockstep SQL session: a read-only DataFusion context over one store.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::config::SessionConfig;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
+use futures::Stream;
 use lockstep_engine::Store;
 
 use crate::error::{QueryError, Result};
+use crate::limits::QueryLimits;
 use lockstep_engine::metrics::MetricCatalog;
 
 use crate::clock::{ClockModelsTable, SamplesAtClockFunc};
 use crate::samples::{ClockVersion, SamplesTable};
 
 /// A read-only SQL session over a store, with the Lockstep tables and functions registered.
+///
+/// Its queries run under one memory pool of [`QueryLimits::memory_bytes`] (shared by the
+/// queries it runs concurrently; clones share it too), spilling where DataFusion can: see
+/// [`crate::limits`].
 #[derive(Clone)]
 pub struct QueryEngine {
     ctx: SessionContext,
     store: Arc<Store>,
+    limits: QueryLimits,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -27,26 +38,38 @@ impl std::fmt::Debug for QueryEngine {
 }
 
 impl QueryEngine {
-    /// Builds a session over `store`.
+    /// Builds a session over `store`, limited by [`QueryLimits::from_env`] (the default limit
+    /// unless `LOCKSTEP_QUERY_MEMORY_LIMIT_MB` is set).
     pub fn new(store: Arc<Store>) -> Result<Self> {
         Self::with_clock(store, ClockVersion::Newest)
     }
 
     /// Builds a session whose `samples` table is corrected with the given clock-model version
-    /// (for reproducing an earlier result; fails if the version does not exist).
+    /// (for reproducing an earlier result; fails if the version does not exist), limited by
+    /// [`QueryLimits::from_env`].
     pub fn with_clock(store: Arc<Store>, clock: ClockVersion) -> Result<Self> {
+        Self::with_limits(store, clock, QueryLimits::from_env()?)
+    }
+
+    /// Builds a session with the given clock-model version and resource limits.
+    pub fn with_limits(store: Arc<Store>, clock: ClockVersion, limits: QueryLimits) -> Result<Self> {
         clock.resolve(&store)?;
-        let config = SessionConfig::new().with_information_schema(true);
-        let state = crate::plan::session_state(config);
+        let config = limits.fit(SessionConfig::new().with_information_schema(true));
+        let state = crate::plan::session_state_with_runtime(config, limits.runtime_env()?);
         let ctx = SessionContext::new_with_state(state);
-        let catalog = Arc::new(crate::catalog::store_catalog(store.dir())?);
+        let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
         ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));
         crate::functions::register_all_with_catalog(&ctx, catalog.clone());
         ctx.register_udtf("diagnose", Arc::new(crate::diagnose::DiagnoseFunc::new(store.clone())));
-        register_domain_from_dir(&ctx, store.dir(), catalog)?;
-        Ok(QueryEngine { ctx, store })
+        register_domain_from_dir(&ctx, &store, catalog)?;
+        Ok(QueryEngine { ctx, store, limits })
+    }
+
+    /// The resource limits the session was built with.
+    pub fn limits(&self) -> &QueryLimits {
+        &self.limits
     }
 
     /// The DataFusion context (to register more tables or functions).
@@ -71,26 +94,66 @@ impl QueryEngine {
             if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {
                 QueryError::ReadOnly { reason: msg }
             } else {
-                QueryError::DataFusion(e)
+                QueryError::from(e)
             }
         })
     }
 
-    /// Runs a statement and collects its result.
+    /// Runs a statement and collects its result (held in memory outside the pool: prefer
+    /// [`Self::stream`] for results of unknown size).
     pub async fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         Ok(self.sql(sql).await?.collect().await?)
+    }
+
+    /// Runs a statement and returns its result as a stream of batches, produced as the
+    /// consumer pulls them (dropping the stream cancels the query). A query over the memory
+    /// limit fails with [`QueryError::MemoryLimit`], at planning or from the stream.
+    pub async fn stream(&self, sql: &str) -> Result<QueryStream> {
+        let inner = self.sql(sql).await?.execute_stream().await?;
+        Ok(QueryStream { inner })
+    }
+}
+
+/// The result batches of [`QueryEngine::stream`], with DataFusion's errors turned into
+/// [`QueryError`]s.
+pub struct QueryStream {
+    inner: SendableRecordBatchStream,
+}
+
+impl QueryStream {
+    /// The result's schema (known before the first batch).
+    pub fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}
+
+impl std::fmt::Debug for QueryStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryStream").field("schema", &self.inner.schema()).finish_non_exhaustive()
+    }
+}
+
+impl Stream for QueryStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx).map(|item| item.map(|r| r.map_err(QueryError::from)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
     }
 }
 
 /// Registers the topology/jobs tables when the store directory holds `topology.json` (and
 /// optionally `jobs.json`), as written by `lockstep import`.
-fn register_domain_from_dir(ctx: &SessionContext, dir: &std::path::Path, catalog: Arc<MetricCatalog>) -> Result<()> {
+fn register_domain_from_dir(ctx: &SessionContext, store: &Store, catalog: Arc<MetricCatalog>) -> Result<()> {
     use lockstep_engine::topology::{Topology, parse_jobs};
-    let Ok(text) = std::fs::read_to_string(dir.join("topology.json")) else { return Ok(()) };
+    let Some(text) = store.read_document("topology.json")? else { return Ok(()) };
     let topology = Topology::from_json(&text)?;
-    let jobs = match std::fs::read_to_string(dir.join("jobs.json")) {
-        Ok(text) => parse_jobs(&text)?,
-        Err(_) => Vec::new(),
+    let jobs = match store.read_document("jobs.json")? {
+        Some(text) => parse_jobs(&text)?,
+        None => Vec::new(),
     };
     crate::domain::register_domain(
         ctx,

@@ -16,7 +16,8 @@ use crate::output::{Format, print_batches};
 /// Arguments of `lockstep demo`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Working directory for the bundle and the store (replaced if it exists).
+    /// Working directory for the bundle and the store: created, or replaced if an earlier
+    /// demo run created it; any other non-empty directory is refused.
     #[arg(long, default_value = "lockstep-demo")]
     dir: PathBuf,
     /// Scenario to inject (see `lockstep simulate --help`).
@@ -34,11 +35,31 @@ pub struct Args {
     seed: u64,
 }
 
+/// Marks a directory as the demo's own, so that a later run may replace it.
+const MARKER: &str = ".lockstep-demo";
+
+/// Makes `dir` an empty demo directory: creates it, or clears one an earlier demo run created
+/// (it holds the marker file). A non-empty directory without the marker is refused: the demo
+/// never deletes files it did not write.
+fn prepare_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+        if entries.next().is_some() {
+            anyhow::ensure!(
+                dir.join(MARKER).is_file(),
+                "{} is not empty and was not created by `lockstep demo`; refusing to replace it (choose another --dir)",
+                dir.display()
+            );
+            std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(MARKER), b"created by lockstep demo; the next demo run replaces this directory\n")
+        .with_context(|| format!("marking {}", dir.display()))
+}
+
 /// Runs the demo.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.dir.exists() {
-        std::fs::remove_dir_all(&args.dir).with_context(|| format!("clearing {}", args.dir.display()))?;
-    }
     let bundle = args.dir.join("bundle");
     let db = args.dir.join("db");
     let sim = super::simulate::Args {
@@ -48,7 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         minutes: args.minutes,
     };
+    // Validate everything before the disk is touched.
     let cfg = super::simulate::config(&sim)?;
+    prepare_dir(&args.dir)?;
     println!(
         "== 1. simulating a {}-GPU job ({} nodes x 8 GPUs, plus {} nodes of a second job) for {} min, scenario {}",
         args.nodes * 8,

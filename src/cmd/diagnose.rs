@@ -63,7 +63,7 @@ fn opt_time(t: &Option<String>) -> anyhow::Result<Option<i64>> {
 
 /// Runs the diagnosis (or the comparison) and prints it.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let store = args.store.open()?;
+    let store = args.store.open_read_only()?;
     let from = opt_time(&args.from)?;
     let to = opt_time(&args.to)?;
     if let (Some(bf), Some(bt)) = (opt_time(&args.baseline_from)?, opt_time(&args.baseline_to)?) {

@@ -50,6 +50,71 @@ pub struct Args {
     /// Flush the in-memory write buffer to Parquet at this many rows.
     #[arg(long, env = "LOCKSTEP_FLUSH_ROWS")]
     flush_rows: Option<usize>,
+    /// Drop time partitions older than this (e.g. `30d`, `12h`, `90m`, `3600s`); default: keep
+    /// forever. Applied by the background maintenance.
+    #[arg(long, env = "LOCKSTEP_RETENTION", value_parser = parse_duration_secs)]
+    retention: Option<u64>,
+    /// Compact a time partition once it has this many data files (default 4).
+    #[arg(long, env = "LOCKSTEP_COMPACTION_MIN_FILES")]
+    compaction_min_files: Option<usize>,
+    /// Seconds between background maintenance passes (compaction, retention, recovery from
+    /// failed flushes); 0 turns background maintenance off. Default 30.
+    #[arg(long, env = "LOCKSTEP_MAINTENANCE_INTERVAL_SECS")]
+    maintenance_interval_secs: Option<u64>,
+}
+
+/// Parses `30d`, `12h`, `90m`, `3600s` or plain seconds.
+fn parse_duration_secs(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration like 30d, 12h, 90m or 3600s"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        other => return Err(format!("unknown duration unit {other:?} in {text:?} (use s, m, h, d or w)")),
+    };
+    n.checked_mul(scale).filter(|&s| s > 0).ok_or_else(|| format!("duration {text:?} must be positive and below 2^64 s"))
+}
+
+/// Background maintenance: every `interval`, heal a failing store (flush retry, WAL reopen),
+/// apply retention and compact at most one partition per step; while compaction has work it
+/// pauses as long as the step took, so it uses at most about half of one core.
+fn spawn_maintenance(store: Arc<Store>, interval: Duration, stop: Arc<std::sync::atomic::AtomicBool>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    use std::sync::atomic::Ordering;
+    std::thread::Builder::new()
+        .name("lockstep-maintenance".into())
+        .spawn(move || {
+            let mut wait = interval;
+            while !stop.load(Ordering::Relaxed) {
+                let deadline = std::time::Instant::now() + wait;
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50).min(wait));
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                store.heal();
+                let started = std::time::Instant::now();
+                wait = match store.compact_with(false, 1) {
+                    Ok(summary) if summary.partitions > 0 => {
+                        tracing::info!(files_in = summary.files_in, expired = summary.files_expired, "background compaction");
+                        started.elapsed().max(Duration::from_millis(10))
+                    }
+                    Ok(_) => interval,
+                    Err(e) => {
+                        store.metrics().maintenance_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(error = %e, "background maintenance failed; retrying next interval");
+                        interval
+                    }
+                };
+            }
+        })
 }
 
 /// The `--config` TOML file. Every key is optional.
@@ -106,6 +171,10 @@ struct FileClock {
 struct FileStore {
     flush_rows: Option<usize>,
     max_future_secs: Option<i64>,
+    /// Same syntax as `--retention`.
+    retention: Option<String>,
+    compaction_min_files: Option<usize>,
+    maintenance_interval_secs: Option<u64>,
 }
 
 fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
@@ -185,10 +254,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(s) = file.store.max_future_secs {
         store_config.max_future_ns = Some(s.saturating_mul(1_000_000_000));
     }
+    let retention = match (args.retention, &file.store.retention) {
+        (Some(s), _) => Some(s),
+        (None, Some(text)) => Some(parse_duration_secs(text).map_err(|e| anyhow::anyhow!("config store.retention: {e}"))?),
+        (None, None) => None,
+    };
+    store_config.retention_ns = retention.map(|s| i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1_000_000_000));
+    if let Some(n) = args.compaction_min_files.or(file.store.compaction_min_files) {
+        store_config.compaction_min_files = n.max(2);
+    }
+    let maintenance_interval = args.maintenance_interval_secs.or(file.store.maintenance_interval_secs).unwrap_or(30);
     let store = Arc::new(
         Store::open(&args.store.data_dir, store_config)
             .with_context(|| format!("opening store {}", args.store.data_dir.display()))?,
     );
+    let stop_maintenance = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let maintenance = (maintenance_interval > 0).then(|| {
+        spawn_maintenance(store.clone(), Duration::from_secs(maintenance_interval), stop_maintenance.clone())
+    }).transpose().context("starting background maintenance")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {
@@ -206,6 +289,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         anyhow::Ok(report)
     })?;
     drop(runtime);
+    stop_maintenance.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(m) = maintenance {
+        let _ = m.join();
+    }
     match Arc::try_unwrap(store) {
         Ok(store) => store.close().context("closing store")?,
         Err(store) => store.flush().context("flushing store")?,

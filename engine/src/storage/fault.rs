@@ -24,16 +24,27 @@ pub struct FaultyStorage {
 struct FaultState {
     remaining: AtomicU64,
     crashed: AtomicBool,
+    /// A full disk: writes, syncs, creates and renames fail with ENOSPC until cleared.
+    full: AtomicBool,
+    /// Creating a file with this extension fails with EACCES (a read-only directory).
+    deny_create: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl FaultState {
     fn check(&self) -> io::Result<()> {
         if self.crashed.load(Ordering::SeqCst) {
             Err(io::Error::other("injected crash"))
+        } else if self.full.load(Ordering::SeqCst) {
+            Err(io::Error::from_raw_os_error(libc_enospc()))
         } else {
             Ok(())
         }
     }
+}
+
+/// ENOSPC on Linux (28), without a libc dependency in the engine.
+const fn libc_enospc() -> i32 {
+    28
 }
 
 impl FaultyStorage {
@@ -44,6 +55,8 @@ impl FaultyStorage {
             state: Arc::new(FaultState {
                 remaining: AtomicU64::new(budget),
                 crashed: AtomicBool::new(budget == 0),
+                full: AtomicBool::new(false),
+                deny_create: std::sync::Mutex::new(None),
             }),
             slow_create: None,
         }
@@ -64,6 +77,18 @@ impl FaultyStorage {
     /// Bytes of budget left before the crash.
     pub fn remaining(&self) -> u64 {
         self.state.remaining.load(Ordering::SeqCst)
+    }
+
+    /// A full disk while `full`: every write, sync, create and rename fails with ENOSPC (reads
+    /// work); clearing it is space coming back.
+    pub fn set_full(&self, full: bool) {
+        self.state.full.store(full, Ordering::SeqCst);
+    }
+
+    /// Makes creating files with extension `ext` fail with "permission denied" (as in a
+    /// directory made read-only) until called with `None`.
+    pub fn deny_create(&self, ext: Option<&'static str>) {
+        *self.state.deny_create.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = ext;
     }
 
     /// Crashes now, whatever the budget.
@@ -114,6 +139,10 @@ impl Storage for FaultyStorage {
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         self.state.check()?;
+        let denied = *self.state.deny_create.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if denied.is_some_and(|ext| path.extension().is_some_and(|e| e == ext)) {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("injected: cannot create {}", path.display())));
+        }
         if let Some((ext, delay)) = self.slow_create
             && path.extension().is_some_and(|e| e == ext)
         {

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
+use crate::wal::Wal;
 use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks_into};
 
 /// What a compaction pass did.
@@ -28,46 +29,114 @@ pub struct CompactionSummary {
 impl Store {
     /// Flushes everything buffered to data files and truncates the WAL.
     pub fn flush(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(self.read_only_error());
+        }
         let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
         self.flush_locked(&guard)
     }
 
-    pub(super) fn flush_locked(&self, _guard: &MutexGuard<'_, ()>) -> Result<()> {
-        // Freeze: after this point every record in segments <= sealed is in `frozen`.
-        let (sealed, frozen) = {
-            let _gate = self.gate.write().map_err(lock_poisoned)?;
-            let sealed = self.wal.rotate()?;
+    /// Hands out `n` consecutive data file ids.
+    pub(super) fn alloc_file_ids(&self, n: u64) -> Result<u64> {
+        let mut next = self.next_file_id.lock().map_err(lock_poisoned)?;
+        let first = *next;
+        *next += n;
+        Ok(first)
+    }
+
+    /// Flushes, recording the outcome: a failure is logged and counted, and its rows stay
+    /// buffered (visible to scans) and covered by the WAL until a later flush writes them.
+    pub(super) fn flush_locked(&self, guard: &MutexGuard<'_, ()>) -> Result<()> {
+        let result = self.flush_inner(guard);
+        match &result {
+            Ok(()) => {
+                if let Ok(mut e) = self.flush_error.lock()
+                    && e.take().is_some()
+                {
+                    tracing::info!("flushes succeed again");
+                }
+            }
+            Err(e) => {
+                self.metrics.flush_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "flush failed; its rows stay buffered and in the wal, a later flush retries");
+                if let Ok(mut slot) = self.flush_error.lock() {
+                    *slot = Some(e.to_string());
+                }
+            }
+        }
+        result
+    }
+
+    fn flush_inner(&self, _guard: &MutexGuard<'_, ()>) -> Result<()> {
+        // Freeze: after this point every record in segments <= sealed is in a frozen buffer.
+        // Buffers of earlier failed flushes are still frozen and are written with this one, so
+        // the checkpoint never passes rows that are in no data file.
+        let (sealed, buffers, reopen) = {
+            let gate = self.gate.write().map_err(lock_poisoned)?;
+            let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
+            let (sealed, reopen) = if wal.is_poisoned() {
+                // Nothing more reaches a poisoned WAL; its acknowledged records are buffered.
+                (wal.stats().current_segment, true)
+            } else {
+                (wal.rotate()?, false)
+            };
             let mut state = self.state.write().map_err(lock_poisoned)?;
             let frozen = Arc::new(std::mem::take(&mut state.active));
-            state.frozen.push(frozen.clone());
-            (sealed, frozen)
+            if !frozen.is_empty() {
+                state.frozen.push(frozen);
+            }
+            (sealed, state.frozen.clone(), reopen)
         };
-        let result = self.write_frozen(&frozen, sealed);
-        // On failure the frozen rows stay visible (and in the WAL); a later flush retries.
-        if result.is_ok() {
+        if !buffers.is_empty() {
+            self.write_frozen(&buffers, sealed)?;
             let mut state = self.state.write().map_err(lock_poisoned)?;
-            state.frozen.retain(|b| !Arc::ptr_eq(b, &frozen));
+            state.frozen.retain(|b| !buffers.iter().any(|f| Arc::ptr_eq(b, f)));
+        } else {
+            self.commit(Vec::new(), &[], Some(sealed))?;
         }
-        result?;
-        self.wal.remove_through(sealed)?;
+        if reopen {
+            self.reopen_wal(sealed)?;
+        } else if let Some(wal) = self.gate.read().map_err(lock_poisoned)?.as_ref() {
+            wal.remove_through(sealed)?;
+        }
         self.metrics.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn write_frozen(&self, frozen: &WriteBuffer, sealed: u64) -> Result<()> {
+    /// Replaces a poisoned WAL whose records through `sealed` are all in data files by a new
+    /// one (the successful flush was the probe that the disk takes writes again).
+    fn reopen_wal(&self, sealed: u64) -> Result<()> {
+        let mut gate = self.gate.write().map_err(lock_poisoned)?;
+        let Some(old) = gate.as_ref() else { return Err(self.read_only_error()) };
+        old.remove_through_poisoned(sealed)?;
+        let dir = old.dir().to_path_buf();
+        let (wal, _) = Wal::open(self.storage.clone(), &dir, self.config.wal.clone(), sealed, &mut |_| {
+            Err(Error::Unavailable { reason: "a replaced wal has no records to replay".into() })
+        })?;
+        if let Some(old) = gate.replace(wal) {
+            let _ = old.close();
+        }
+        self.metrics.wal_reopens.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(segment = sealed + 1, "wal reopened after a successful flush");
+        Ok(())
+    }
+
+    fn write_frozen(&self, buffers: &[Arc<WriteBuffer>], sealed: u64) -> Result<()> {
         let partition_ns = self.partition_ns();
-        let mut new_files = Vec::new();
-        let mut next_id = self.manifest()?.next_file_id;
-        if let Some((lo, hi)) = frozen.time_range()
+        let range = buffers.iter().filter_map(|b| b.time_range()).fold(None, |acc: Option<(i64, i64)>, (lo, hi)| {
+            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
+        });
+        if let Some((lo, hi)) = range
             && lo.div_euclid(partition_ns) == hi.div_euclid(partition_ns)
         {
-            // One partition (the usual case): sort straight from the chunks, no concatenation.
+            // One partition (the usual case): sort straight from the chunks, no concatenation,
+            // oldest buffer first so that the newest write of a duplicate wins.
             // Flushes run one at a time (under the flush lock), so one kept buffer serves all.
-            let chunks: Vec<&Rows> = frozen.chunks().collect();
+            let chunks: Vec<&Rows> = buffers.iter().flat_map(|b| b.chunks()).collect();
             // It is cleared after every use, so a panic that poisoned it left nothing to distrust.
             let mut sorted = self.flush_scratch.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             sort_dedup_chunks_into(&chunks, &mut sorted);
-            let files = self.write_sorted_files(lo.div_euclid(partition_ns), next_id, &sorted);
+            let files = self.write_sorted_files(lo.div_euclid(partition_ns), &sorted);
             sorted.clear();
             // Keep it for the usual flush size; one that was much larger (a buffer that grew
             // during a slow flush, a long WAL replay) gives its memory back.
@@ -75,23 +144,25 @@ impl Store {
                 *sorted = Rows::default();
             }
             drop(sorted);
-            let files = files?;
-            let next = next_id + files.len() as u64;
-            return self.commit(files, &[], Some(sealed), next);
+            return self.commit(files?, &[], Some(sealed));
         }
-        let rows = frozen.collect(&RowFilter::default());
+        let mut rows = Rows::default();
+        for b in buffers {
+            rows.extend_from(&b.collect(&RowFilter::default()));
+        }
+        let mut new_files = Vec::new();
         for (partition, part_rows) in split_by_partition_owned(rows, partition_ns) {
             let sorted = sort_dedup(&part_rows);
-            new_files.push(self.write_data_file(partition, next_id, &sorted, 0, self.config.file_options)?);
-            next_id += 1;
+            let id = self.alloc_file_ids(1)?;
+            new_files.push(self.write_data_file(partition, id, &sorted, 0, self.config.file_options)?);
         }
-        self.commit(new_files, &[], Some(sealed), next_id)
+        self.commit(new_files, &[], Some(sealed))
     }
 
     /// Writes sorted rows of one partition as data files `first_id..`: one file, or for a
     /// large flush two (split at a series boundary) encoded on two threads, since Parquet
     /// encoding is most of a flush's CPU and writers may be waiting for it.
-    fn write_sorted_files(&self, partition: i64, first_id: u64, rows: &Rows) -> Result<Vec<FileEntry>> {
+    fn write_sorted_files(&self, partition: i64, rows: &Rows) -> Result<Vec<FileEntry>> {
         let n = rows.len();
         let opts = self.config.file_options;
         let mut mid = n / 2;
@@ -99,8 +170,10 @@ impl Store {
             mid += 1;
         }
         if n < self.config.parallel_flush_rows.max(2) || mid >= n {
+            let first_id = self.alloc_file_ids(1)?;
             return Ok(vec![self.write_data_file_range(partition, first_id, rows, 0..n, 0, opts)?]);
         }
+        let first_id = self.alloc_file_ids(2)?;
         let (a, b) = std::thread::scope(|scope| {
             let second = scope.spawn(|| self.write_data_file_range(partition, first_id + 1, rows, mid..n, 0, opts));
             let first = self.write_data_file_range(partition, first_id, rows, 0..mid, 0, opts);
@@ -155,7 +228,6 @@ impl Store {
         added: Vec<FileEntry>,
         removed: &[u64],
         wal_checkpoint: Option<u64>,
-        next_file_id: u64,
     ) -> Result<()> {
         // Data files must be durable in their directories before the manifest names them.
         let mut dirs: Vec<_> = added.iter().filter_map(|f| self.dir.join(&f.path).parent().map(|p| p.to_path_buf())).collect();
@@ -180,7 +252,8 @@ impl Store {
         manifest.files.retain(|f| !removed.contains(&f.id));
         manifest.files.extend(added.iter().cloned());
         manifest.files.sort_by_key(|f| f.id);
-        manifest.next_file_id = manifest.next_file_id.max(next_file_id);
+        let reserved = *self.next_file_id.lock().map_err(lock_poisoned)?;
+        manifest.next_file_id = manifest.next_file_id.max(reserved);
         if let Some(seq) = wal_checkpoint {
             manifest.wal_checkpoint = manifest.wal_checkpoint.max(seq);
         }
@@ -209,10 +282,23 @@ impl Store {
     }
 
     /// Compacts every partition with at least `compaction_min_files` files (or more than one
-    /// file when `force`), and applies retention. Old files are deleted once no scan uses them.
+    /// file when `force`), and applies retention. Old files are deleted once no scan of this
+    /// process uses them (readers in other processes pinned theirs when they opened).
+    ///
+    /// Each partition is merged outside the flush lock (flushes and writes go on meanwhile)
+    /// and published in one manifest update; compaction passes run one at a time.
     pub fn compact(&self, force: bool) -> Result<CompactionSummary> {
-        let guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
-        let mut summary = CompactionSummary { files_expired: self.expire_locked(&guard)?, ..Default::default() };
+        self.compact_with(force, usize::MAX)
+    }
+
+    /// [`Store::compact`] that rewrites at most `max_partitions` partitions (the oldest first):
+    /// the background pass of `lockstep serve` bounds its work per round this way.
+    pub fn compact_with(&self, force: bool, max_partitions: usize) -> Result<CompactionSummary> {
+        if self.is_read_only() {
+            return Err(self.read_only_error());
+        }
+        let _maintenance = self.maintenance_lock.lock().map_err(lock_poisoned)?;
+        let mut summary = CompactionSummary { files_expired: self.expire()?, ..Default::default() };
         let files = self.state.read().map_err(lock_poisoned)?.files.clone();
         let mut by_partition: std::collections::BTreeMap<i64, Vec<&Arc<LiveFile>>> = Default::default();
         for f in files.iter() {
@@ -223,21 +309,41 @@ impl Store {
             if group.len() < threshold {
                 continue;
             }
+            if summary.partitions >= max_partitions {
+                break;
+            }
             // A streaming merge of the files in id order (older first, so the newest value of a
-            // duplicate wins); memory stays at a row group per input file.
-            let id = self.manifest()?.next_file_id;
+            // duplicate wins); memory stays at a row group per input file. The output's id is
+            // above every input's; a flush committing meanwhile gets a higher id still, so its
+            // newer rows keep winning.
+            let id = self.alloc_file_ids(1)?;
             let level = group.iter().map(|f| f.entry.level).max().unwrap_or(0) + 1;
             let (rel, path) = self.new_data_path(partition, id)?;
             let storage = self.storage.as_ref();
-            let inputs = group
-                .iter()
-                .map(|f| RowGroups::open(storage, &f.path, &RowFilter::default()))
-                .collect::<Result<Vec<_>>>()?;
-            let mut writer = DataFileWriter::create(storage, &path, self.config.compaction_file_options)?;
-            merge_streams(inputs, |rows| writer.append(&rows))?;
-            let entry = FileEntry::new(id, partition, rel, &writer.finish(storage)?, level);
+            let merged = (|| {
+                let inputs = group
+                    .iter()
+                    .map(|f| RowGroups::open(storage, &f.path, &RowFilter::default()))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut writer = DataFileWriter::create(storage, &path, self.config.compaction_file_options)?;
+                merge_streams(inputs, |rows| writer.append(&rows))?;
+                writer.finish(storage)
+            })();
+            let stats = match merged {
+                Ok(stats) => stats,
+                Err(e) => {
+                    // The half-written output is named by no manifest: remove it now (a crash
+                    // leaves it to the next writer's orphan clean-up).
+                    let _ = storage.remove_file(&path);
+                    return Err(e);
+                }
+            };
+            let entry = FileEntry::new(id, partition, rel, &stats, level);
             let removed: Vec<u64> = group.iter().map(|f| f.entry.id).collect();
-            self.commit(vec![entry], &removed, None, id + 1)?;
+            {
+                let _guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+                self.commit(vec![entry], &removed, None)?;
+            }
             summary.partitions += 1;
             summary.files_in += group.len();
             summary.files_out += 1;
@@ -247,10 +353,11 @@ impl Store {
     }
 
     /// Drops whole partitions that ended before `now - retention`. Returns files dropped.
-    fn expire_locked(&self, _guard: &MutexGuard<'_, ()>) -> Result<usize> {
+    fn expire(&self) -> Result<usize> {
         let Some(retention) = self.config.retention_ns else { return Ok(0) };
         let cutoff = self.clock.now_ns().saturating_sub(retention);
         let partition_ns = self.partition_ns();
+        let _guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
         let files = self.state.read().map_err(lock_poisoned)?.files.clone();
         let expired: Vec<u64> = files
             .iter()
@@ -258,8 +365,9 @@ impl Store {
             .map(|f| f.entry.id)
             .collect();
         if !expired.is_empty() {
-            let next = self.manifest()?.next_file_id;
-            self.commit(Vec::new(), &expired, None, next)?;
+            self.commit(Vec::new(), &expired, None)?;
+            self.metrics.files_expired.fetch_add(expired.len() as u64, Ordering::Relaxed);
+            tracing::info!(files = expired.len(), "retention dropped expired data files");
         }
         Ok(expired.len())
     }

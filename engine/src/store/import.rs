@@ -207,7 +207,7 @@ impl BulkImport<'_> {
         self.join_spill()?;
         self.merge_spills()?;
         let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
-        let mut next_id = self.store.manifest()?.next_file_id;
+        let mut next_id = self.store.alloc_file_ids(self.staged.len() as u64)?;
         let mut entries = Vec::with_capacity(self.staged.len());
         for (partition, path, stats) in &self.staged {
             let rel = format!("data/p{partition}/{next_id:012}.parquet");
@@ -223,7 +223,7 @@ impl BulkImport<'_> {
         }
         self.summary.files = entries.len() as u64;
         self.summary.series = self.series.len();
-        self.store.commit(entries, &[], None, next_id)?;
+        self.store.commit(entries, &[], None)?;
         drop(guard);
         self.staged.clear();
         self.committed = true;

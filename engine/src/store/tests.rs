@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::error::ErrorKind;
 use crate::storage::FaultyStorage;
+use std::sync::atomic::Ordering;
 
 const T0: i64 = 1_767_225_600_000_000_000; // 2026-01-01
 
@@ -211,6 +212,8 @@ enum Op {
     Crash,
     /// Crash with garbage appended to the newest WAL segment (a torn write).
     CrashTorn(Vec<u8>),
+    /// A read-only snapshot taken now (kept while later ops run: it must not change).
+    Reader,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -220,6 +223,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Compact),
         1 => Just(Op::Crash),
         1 => proptest::collection::vec(any::<u8>(), 1..40).prop_map(Op::CrashTorn),
+        2 => Just(Op::Reader),
     ]
 }
 
@@ -234,6 +238,8 @@ proptest! {
         let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, parallel_flush_rows: 8, ..cfg() };
         let mut store = Some(Store::open(dir.path(), config.clone()).unwrap());
         let mut model = BTreeMap::new();
+        // Read-only snapshots with the model they must keep showing, whatever the writer does.
+        let mut readers: Vec<(Store, BTreeMap<(String, i64), f64>)> = Vec::new();
         for op in ops {
             match op {
                 Op::Write(samples) => {
@@ -247,6 +253,11 @@ proptest! {
                     drop(store.take());
                     store = Some(Store::open(dir.path(), config.clone()).unwrap());
                 }
+                Op::Reader => {
+                    let reader = Store::open_read_only(dir.path()).unwrap();
+                    prop_assert!(reader.write(&batch(&[(0, T0, 1.0)])).is_err());
+                    readers.push((reader, model.clone()));
+                }
                 Op::CrashTorn(garbage) => {
                     drop(store.take());
                     let wal = dir.path().join("wal");
@@ -258,7 +269,12 @@ proptest! {
                 }
             }
             prop_assert_eq!(&dump(store.as_ref().unwrap()), &model);
+            for (reader, seen) in &readers {
+                prop_assert_eq!(&dump(reader), seen, "a reader's snapshot changed");
+            }
         }
+        // A reader opened at the end sees exactly what the writer acknowledged.
+        prop_assert_eq!(&dump(&Store::open_read_only(dir.path()).unwrap()), &model);
     }
 }
 
@@ -382,4 +398,212 @@ fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
     // Every acknowledged sample is there.
     store.flush().unwrap();
     assert_eq!(dump(&store).len(), 4 * 60 * rows_per_write as usize);
+}
+
+
+/// Every file under `dir` with its length and modification time.
+fn tree(dir: &std::path::Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                stack.push(e.path());
+            }
+            out.insert(e.path(), (md.len(), md.modified().unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn one_writer_and_readers_that_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), cfg()).unwrap();
+    let flushed: Vec<_> = (0..50).map(|i| (i % 5, T0 + i as i64, i as f64)).collect();
+    writer.write(&batch(&flushed)).unwrap();
+    writer.flush().unwrap();
+    let buffered: Vec<_> = (0..30).map(|i| (i % 4, T0 + 1_000 + i as i64, -(i as f64))).collect();
+    writer.write(&batch(&buffered)).unwrap();
+    let mut model = BTreeMap::new();
+    model_of(&flushed, &mut model);
+    model_of(&buffered, &mut model);
+
+    // A second writer is refused at once, naming the holder.
+    let e = Store::open(dir.path(), cfg()).unwrap_err();
+    assert!(matches!(e, Error::StoreLocked { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("pid {}", std::process::id())), "{e}");
+
+    // Leftovers a reader must not "repair": an orphan data file, a staging file, a torn WAL tail.
+    let orphan = dir.path().join("data").join("p0").join("000000009999.parquet");
+    std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+    std::fs::write(&orphan, b"not yet adopted").unwrap();
+    std::fs::write(dir.path().join("staging").join("x.parquet"), b"spill").unwrap();
+    let before = tree(dir.path());
+
+    // A reader sees flushed and acknowledged-but-buffered rows (from the WAL) ...
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(dump(&reader), model);
+    assert!(reader.is_read_only());
+    let e = reader.write(&batch(&[(0, T0, 1.0)])).unwrap_err();
+    assert!(matches!(e, Error::ReadOnly { .. }), "{e}");
+    assert!(reader.flush().is_err() && reader.compact(true).is_err());
+    drop(reader);
+    // ... and changed nothing on disk.
+    assert_eq!(tree(dir.path()), before);
+
+    // The writer goes on; the lock is released when it is dropped.
+    drop(writer);
+    let writer = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&writer), model);
+    assert!(!orphan.exists(), "orphans are removed by the next writer");
+}
+
+#[test]
+fn reader_snapshot_survives_compaction_and_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, ..cfg() };
+    let writer = Store::open(dir.path(), config.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..3i64 {
+        let s: Vec<_> = (0..40).map(|i| (i % 3, T0 + round * 7 + i as i64 * 50, (round * 100 + i as i64) as f64)).collect();
+        writer.write(&batch(&s)).unwrap();
+        writer.flush().unwrap();
+        model_of(&s, &mut model);
+    }
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    let files_before = writer.manifest().unwrap().files.len();
+    let summary = writer.compact(false).unwrap();
+    assert!(summary.files_in >= 2, "{summary:?}");
+    // The compacted inputs are gone from disk; the reader still reads its snapshot.
+    let live: Vec<_> = std::fs::read_dir(dir.path().join("data")).unwrap().collect();
+    assert!(!live.is_empty());
+    assert!(writer.manifest().unwrap().files.len() < files_before);
+    assert_eq!(dump(&reader), model);
+    assert_eq!(dump(&Store::open_read_only(dir.path()).unwrap()), model);
+}
+
+#[test]
+fn refuses_what_looks_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not a store: readers get a clear error and nothing is created.
+    let missing = dir.path().join("typo");
+    let e = Store::open_read_only(&missing).unwrap_err();
+    assert!(matches!(e, Error::NoStore { .. }) && e.to_string().contains("no Lockstep store at"), "{e}");
+    assert!(!missing.exists());
+    // A store that lost its manifest is refused by readers and writers, files untouched.
+    let db = dir.path().join("db");
+    {
+        let store = Store::open(&db, cfg()).unwrap();
+        store.write(&batch(&[(0, T0, 1.0), (1, T0, 2.0)])).unwrap();
+        store.flush().unwrap();
+    }
+    std::fs::remove_file(db.join("manifest.json")).unwrap();
+    let before = tree(&db);
+    for e in [Store::open_read_only(&db).unwrap_err(), Store::open(&db, cfg()).unwrap_err()] {
+        assert!(matches!(e, Error::ManifestMissing { files, .. } if files >= 1), "{e}");
+        assert!(e.to_string().contains("Restore manifest.json"), "{e}");
+    }
+    let mut after = tree(&db);
+    after.remove(&db.join("LOCK"));
+    let mut before = before;
+    before.remove(&db.join("LOCK"));
+    assert_eq!(after, before);
+}
+
+/// A flush that fails (a partition directory that cannot take files) loses nothing: its rows
+/// stay buffered and in the WAL, later writes are acknowledged, and the next good flush writes
+/// both; the checkpoint never passes unwritten rows.
+#[test]
+fn failed_flush_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+    let config = StoreConfig { flush_rows: 40, ..cfg() };
+    let store = Store::open_with(dir.path(), config.clone(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+    let mut model = BTreeMap::new();
+    faulty.deny_create(Some("parquet"));
+    let first: Vec<_> = (0..48).map(|i| (i % 6, T0 + i as i64, i as f64)).collect();
+    // The write that triggers the failing flush is still acknowledged (it is durable).
+    assert_eq!(store.write(&batch(&first)).unwrap().accepted, 48);
+    model_of(&first, &mut model);
+    assert!(store.metrics().flush_failures.load(Ordering::Relaxed) >= 1);
+    assert!(store.flush_error().is_some());
+    assert!(store.flush().is_err());
+    assert_eq!(dump(&store), model, "failed rows stay visible");
+    // Still failing: writes go on until the buffer is full, then are refused (retryable).
+    let more: Vec<_> = (0..40).map(|i| (i % 6, T0 + 100 + i as i64, i as f64)).collect();
+    assert_eq!(store.write(&batch(&more)).unwrap().accepted, 40);
+    model_of(&more, &mut model);
+    let refused = store.write(&batch(&[(0, T0 + 999, 9.0)])).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+    assert!(store.metrics().writes_refused.load(Ordering::Relaxed) >= 1);
+    // The cause goes away: the store recovers by itself on the next write (after the heal
+    // interval), and the next flush writes every buffered row.
+    faulty.deny_create(None);
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let later: Vec<_> = (0..60).map(|i| (i % 6, T0 + 200 + i as i64, i as f64)).collect();
+    assert_eq!(store.write(&batch(&later)).unwrap().accepted, 60);
+    model_of(&later, &mut model);
+    store.flush().unwrap();
+    assert!(store.flush_error().is_none());
+    assert_eq!(store.buffered_rows().unwrap(), 0);
+    assert_eq!(dump(&store), model);
+    drop(store);
+    // Nothing depended on the WAL: every row is in data files after a restart.
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&store), model);
+}
+
+/// A full disk poisons the WAL (writes refused, retryable); once space returns, a write heals
+/// the store by itself: the buffer is flushed, the WAL replaced, and nothing acknowledged lost.
+#[test]
+fn full_disk_then_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+    let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+    let mut model = BTreeMap::new();
+    let acked: Vec<_> = (0..30).map(|i| (i % 5, T0 + i as i64, i as f64)).collect();
+    store.write(&batch(&acked)).unwrap();
+    model_of(&acked, &mut model);
+    faulty.set_full(true);
+    let e = store.write(&batch(&[(1, T0 + 500, 5.0)])).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let e = store.write(&batch(&[(1, T0 + 501, 5.0)])).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "still full: {e}");
+    faulty.set_full(false);
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let after: Vec<_> = (0..10).map(|i| (i % 5, T0 + 1_000 + i as i64, i as f64)).collect();
+    store.write(&batch(&after)).unwrap();
+    model_of(&after, &mut model);
+    assert_eq!(store.metrics().wal_reopens.load(Ordering::Relaxed), 1);
+    assert_eq!(dump(&store), model);
+    drop(store);
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(dump(&store), model, "after a restart");
+}
+
+/// A writer killed after adding clock input but before fitting it (an import's last step)
+/// leaves stale models; the next writer's open fits them, so models match the stored input.
+#[test]
+fn stale_clock_models_are_refitted_by_the_next_writer() {
+    use crate::clock::OffsetObservation;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        let obs: Vec<OffsetObservation> = (0..50)
+            .map(|i| OffsetObservation { host: "h0".into(), local_time: T0 + i * 10_000_000_000, offset_ns: 2_000, uncertainty_ns: 50 })
+            .collect();
+        store.with_clocks(|r| r.add_offsets(&obs)).unwrap();
+        assert_eq!(store.clock_models().unwrap().version(), 0, "added, not fitted: the 'kill' point");
+    }
+    // A reader does not write a version ...
+    assert_eq!(Store::open_read_only(dir.path()).unwrap().clock_models().unwrap().version(), 0);
+    // ... the next writer fits the stored input.
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let models = store.clock_models().unwrap();
+    assert_eq!(models.version(), 1);
+    assert_eq!(models.inputs(), store.with_clocks(|r| Ok(r.input_counts())).unwrap());
 }

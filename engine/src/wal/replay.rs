@@ -45,13 +45,26 @@ pub(crate) fn replay(
     segments: &[SegmentFile],
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayStats> {
+    replay_with(storage, dir, segments, true, on_record)
+}
+
+/// [`replay`], cutting a torn tail only when `repair` (a read-only replay stops before it).
+pub(crate) fn replay_with(
+    storage: &dyn Storage,
+    dir: &Path,
+    segments: &[SegmentFile],
+    repair: bool,
+    on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
+) -> Result<ReplayStats> {
     let mut stats = ReplayStats::default();
     for (i, segment) in segments.iter().enumerate() {
         let is_last = i + 1 == segments.len();
         let (file_len, cut) = replay_segment(storage, segment, is_last, on_record, &mut stats)?;
         stats.segments += 1;
         if let Some(offset) = cut {
-            repair_tail(storage, dir, &segment.path, offset, file_len)?;
+            if repair {
+                repair_tail(storage, dir, &segment.path, offset, file_len)?;
+            }
             stats.truncated_tail = Some(TruncatedTail {
                 path: segment.path.clone(),
                 offset,

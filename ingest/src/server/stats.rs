@@ -98,6 +98,7 @@ impl Telemetry {
     /// The counters as a `Stats` response.
     pub fn snapshot(&self, store: &Store) -> StatsResponse {
         let wal = store.wal_stats();
+        let m = store.metrics();
         StatsResponse {
             samples_accepted: self.accepted.load(Ordering::Relaxed),
             samples_rejected: self.rejected.load(Ordering::Relaxed),
@@ -117,6 +118,14 @@ impl Telemetry {
             in_flight: self.in_flight.load(Ordering::Relaxed),
             rss_bytes: self.rss(),
             uptime_seconds: self.started.elapsed().as_secs(),
+            flushes: m.flushes.load(Ordering::Relaxed),
+            flush_failures: m.flush_failures.load(Ordering::Relaxed),
+            flush_error: store.flush_error().unwrap_or_default(),
+            compactions: m.compactions.load(Ordering::Relaxed),
+            files_expired: m.files_expired.load(Ordering::Relaxed),
+            wal_reopens: m.wal_reopens.load(Ordering::Relaxed),
+            writes_refused: m.writes_refused.load(Ordering::Relaxed),
+            data_files: store.manifest().map_or(0, |m| m.files.len() as u64),
         }
     }
 
@@ -146,6 +155,17 @@ impl Telemetry {
         let m = store.metrics();
         put("lockstep_ingest_flushes_total", None, m.flushes.load(std::sync::atomic::Ordering::Relaxed) as f64);
         put("lockstep_ingest_flush_waits_total", None, m.flush_waits.load(std::sync::atomic::Ordering::Relaxed) as f64);
+        use std::sync::atomic::Ordering::Relaxed;
+        put("lockstep_store_flush_failures_total", None, m.flush_failures.load(Relaxed) as f64);
+        put("lockstep_store_compactions_total", None, m.compactions.load(Relaxed) as f64);
+        put("lockstep_store_maintenance_failures_total", None, m.maintenance_failures.load(Relaxed) as f64);
+        put("lockstep_store_files_expired_total", None, m.files_expired.load(Relaxed) as f64);
+        put("lockstep_store_wal_reopens_total", None, m.wal_reopens.load(Relaxed) as f64);
+        put("lockstep_store_writes_refused_total", None, m.writes_refused.load(Relaxed) as f64);
+        if let Ok(manifest) = store.manifest() {
+            put("lockstep_store_data_files", None, manifest.files.len() as f64);
+            put("lockstep_store_data_bytes", None, manifest.total_bytes() as f64);
+        }
         put("lockstep_ingest_in_flight", None, s.in_flight as f64);
         put("lockstep_ingest_rss_bytes", None, s.rss_bytes as f64);
         put("lockstep_ingest_uptime_seconds", None, s.uptime_seconds as f64);

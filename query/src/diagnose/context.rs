@@ -80,11 +80,9 @@ impl JobContext {
     /// Loads the topology and jobs from the store directory and selects the job's series.
     pub fn load(store: &Store, job: &str, opts: &DiagnoseOptions) -> Result<JobContext, DiagnoseError> {
         let dir = store.dir();
-        let read = |file: &'static str| {
-            std::fs::read_to_string(dir.join(file)).map_err(|_| DiagnoseError::NoDomainModel {
-                dir: dir.display().to_string(),
-                file,
-            })
+        let read = |file: &'static str| match store.read_document(file)? {
+            Some(text) => Ok(text),
+            None => Err(DiagnoseError::NoDomainModel { dir: dir.display().to_string(), file }),
         };
         let topology = Topology::from_json(&read("topology.json")?)?;
         let jobs = parse_jobs(&read("jobs.json")?)?;
@@ -105,7 +103,7 @@ impl JobContext {
             relation.insert(e.entity.as_str(), (e.kind, e.domain));
         }
         let nodes: HashSet<&str> = found.nodes.iter().map(String::as_str).collect();
-        let mut catalog = crate::catalog::store_catalog(store.dir())?;
+        let mut catalog = crate::catalog::store_catalog(store)?;
         catalog.set_switch_guids(topology.switch_guids());
         let slurm = found.slurm_job_id.clone().unwrap_or_else(|| found.job.clone());
         let series = store.with_catalog(|c| {

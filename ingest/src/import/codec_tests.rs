@@ -1,0 +1,220 @@
+//! Every standard Parquet codec imports: files written by pyarrow (default settings = snappy,
+//! and gzip, LZ4_RAW, brotli, zstd, none), by pandas `to_parquet` (defaults), by DuckDB
+//! `COPY ... (FORMAT parquet)` (default = snappy, and gzip, zstd, lz4, brotli, uncompressed),
+//! and the legacy Hadoop-framed `LZ4` codec (which neither writes) by the parquet crate.
+//!
+//! Needs `python3` with `pyarrow` and `duckdb` (`pip install duckdb pyarrow`, as
+//! `scripts/test.sh` does); the test FAILS with a clear message when they are missing. The
+//! pandas variant runs when pandas is installed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use lockstep_engine::StoreConfig;
+use lockstep_engine::store::ScanRequest;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+
+use super::*;
+
+const T: i64 = 1_767_225_600_000_000_000;
+const METRIC: &str = "DCGM_FI_DEV_GPU_UTIL";
+
+/// The rows every fixture holds: 3 series (the third without a `gpu` label) of 200 samples.
+struct Fixture {
+    time: Vec<i64>,
+    host: Vec<String>,
+    value: Vec<f64>,
+    gpu: Vec<Option<String>>,
+}
+
+fn fixture() -> Fixture {
+    let mut f = Fixture { time: vec![], host: vec![], value: vec![], gpu: vec![] };
+    for s in 0..3i64 {
+        for i in 0..200i64 {
+            f.time.push(T + i * 1_000_000_000 + s);
+            f.host.push(format!("node-{s:02}"));
+            f.value.push(s as f64 * 1000.0 + i as f64 * 0.25 - 7.5);
+            f.gpu.push((s != 2).then(|| s.to_string()));
+        }
+    }
+    f
+}
+
+/// (series key, time, value), sorted: what the store must hold after importing a fixture.
+fn expected(f: &Fixture) -> Vec<(String, i64, f64)> {
+    let mut out: Vec<_> = (0..f.time.len())
+        .map(|r| {
+            let key = match &f.gpu[r] {
+                Some(g) => format!(r#"{METRIC}{{gpu="{g}",host="{}"}}"#, f.host[r]),
+                None => format!(r#"{METRIC}{{host="{}"}}"#, f.host[r]),
+            };
+            (key, f.time[r], f.value[r])
+        })
+        .collect();
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    out
+}
+
+/// Writes the pyarrow, pandas and DuckDB fixtures from `rows.json`.
+const WRITE_FIXTURES: &str = r#"
+import json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq, duckdb
+out = sys.argv[1]
+with open(os.path.join(out, "rows.json")) as f:
+    rows = json.load(f)
+table = pa.table({
+    "time": pa.array(rows["time"], pa.int64()),
+    "host": pa.array(rows["host"], pa.string()),
+    "metric": pa.array([rows["metric"]] * len(rows["time"]), pa.string()),
+    "value": pa.array(rows["value"], pa.float64()),
+    "gpu": pa.array(rows["gpu"], pa.string()),
+})
+pq.write_table(table, os.path.join(out, "pyarrow-default.parquet"))
+for codec in ["gzip", "lz4", "brotli", "zstd", "none"]:
+    pq.write_table(table, os.path.join(out, f"pyarrow-{codec}.parquet"), compression=codec)
+try:
+    import pandas
+    table.to_pandas().to_parquet(os.path.join(out, "pandas-default.parquet"))
+except ImportError:
+    print("pandas not installed: skipping the pandas fixture", file=sys.stderr)
+con = duckdb.connect()
+con.register("t", table)
+def copy(name, options):
+    path = os.path.join(out, name)
+    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet{options})")
+copy("duckdb-default.parquet", "")
+for codec in ["gzip", "zstd", "lz4", "brotli", "uncompressed"]:
+    copy(f"duckdb-{codec}.parquet", f", CODEC '{codec}'")
+"#;
+
+/// The codec of every column chunk of `path` (they must all agree).
+fn codec_of(path: &Path) -> String {
+    let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut codecs: Vec<String> = reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .flat_map(|g| g.columns().iter().map(|c| codec_name(c.compression()).to_string()))
+        .collect();
+    codecs.sort();
+    codecs.dedup();
+    assert_eq!(codecs.len(), 1, "{}: mixed codecs {codecs:?}", path.display());
+    codecs.remove(0)
+}
+
+fn codec_name(c: Compression) -> &'static str {
+    match c {
+        Compression::UNCOMPRESSED => "UNCOMPRESSED",
+        Compression::SNAPPY => "SNAPPY",
+        Compression::GZIP(_) => "GZIP",
+        Compression::LZO => "LZO",
+        Compression::BROTLI(_) => "BROTLI",
+        Compression::LZ4 => "LZ4",
+        Compression::ZSTD(_) => "ZSTD",
+        Compression::LZ4_RAW => "LZ4_RAW",
+    }
+}
+
+/// Writes the fixture with the parquet crate itself, in `codec`.
+fn write_with_rust(path: &Path, f: &Fixture, codec: Compression) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("time", DataType::Int64, false),
+        Field::new("host", DataType::Utf8, false),
+        Field::new("metric", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, false),
+        Field::new("gpu", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![
+        Arc::new(Int64Array::from(f.time.clone())),
+        Arc::new(StringArray::from(f.host.clone())),
+        Arc::new(StringArray::from(vec![METRIC; f.time.len()])),
+        Arc::new(Float64Array::from(f.value.clone())),
+        Arc::new(StringArray::from(f.gpu.clone())),
+    ])
+    .unwrap();
+    let props = WriterProperties::builder().set_compression(codec).build();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Imports `file` into a fresh store; returns the sorted (key, time, value) rows it holds.
+fn import_rows(dir: &Path, file: &Path) -> Result<Vec<(String, i64, f64)>, String> {
+    let store = Store::open(dir, StoreConfig { max_future_ns: None, ..Default::default() }).map_err(|e| e.to_string())?;
+    let report = import_file(&store, file, &ImportOptions::default(), &mut |_, _| {}).map_err(|e| e.to_string())?;
+    if report.skipped != 0 {
+        return Err(format!("skipped {} rows: {:?}", report.skipped, report.skipped_examples));
+    }
+    let rows = store.scan_all(ScanRequest::default()).map_err(|e| e.to_string())?;
+    let keys = store.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
+    let mut out: Vec<_> = (0..rows.len())
+        .map(|r| (keys[rows.series[r] as usize].clone(), rows.time[r], rows.value[r]))
+        .collect();
+    out.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Ok(out)
+}
+
+#[test]
+fn every_standard_parquet_codec_imports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = fixture();
+    let rows = serde_json::json!({
+        "time": f.time, "host": f.host, "metric": METRIC, "value": f.value, "gpu": f.gpu,
+    });
+    std::fs::write(dir.join("rows.json"), rows.to_string()).unwrap();
+    let script = dir.join("write_fixtures.py");
+    std::fs::write(&script, WRITE_FIXTURES).unwrap();
+    const NEEDS: &str = "the Parquet codec test needs python3 with pyarrow and duckdb (pip install duckdb pyarrow)";
+    match Command::new("python3").arg(&script).arg(dir).output() {
+        Ok(out) if out.status.success() => eprint!("{}", String::from_utf8_lossy(&out.stderr)),
+        Ok(out) => panic!("{NEEDS}: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => panic!("{NEEDS}: {e}"),
+    }
+    write_with_rust(&dir.join("rust-lz4-hadoop.parquet"), &f, Compression::LZ4);
+
+    // (fixture, codec it must be written in); the pandas one only when pandas wrote it.
+    let mut fixtures = vec![
+        ("pyarrow-default", "SNAPPY"),
+        ("pyarrow-gzip", "GZIP"),
+        ("pyarrow-lz4", "LZ4_RAW"),
+        ("pyarrow-brotli", "BROTLI"),
+        ("pyarrow-zstd", "ZSTD"),
+        ("pyarrow-none", "UNCOMPRESSED"),
+        ("duckdb-default", "SNAPPY"),
+        ("duckdb-gzip", "GZIP"),
+        ("duckdb-zstd", "ZSTD"),
+        ("duckdb-lz4", "LZ4_RAW"),
+        ("duckdb-brotli", "BROTLI"),
+        ("duckdb-uncompressed", "UNCOMPRESSED"),
+        ("rust-lz4-hadoop", "LZ4"),
+    ];
+    if dir.join("pandas-default.parquet").is_file() {
+        fixtures.push(("pandas-default", "SNAPPY"));
+    }
+    let want = expected(&f);
+    let mut failures = BTreeMap::new();
+    for (name, codec) in fixtures {
+        let file = dir.join(format!("{name}.parquet"));
+        assert_eq!(codec_of(&file), codec, "{name} is not written in the codec it should test");
+        match import_rows(&dir.join(format!("db-{name}")), &file) {
+            Ok(got) if got == want => {}
+            Ok(got) => {
+                let first_diff = got.iter().zip(&want).find(|(g, w)| g != w);
+                failures.insert(name, format!("{} rows (want {}), first difference {first_diff:?}", got.len(), want.len()));
+            }
+            Err(e) => {
+                failures.insert(name, format!("{codec}: {e}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "fixtures that did not import exactly:\n{failures:#?}");
+}

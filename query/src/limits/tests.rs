@@ -1,0 +1,153 @@
+//! Queries over the limit fail with the memory-limit error; sorts spill instead of failing.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion::execution::config::SessionConfig;
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+use lockstep_engine::ErrorKind;
+use lockstep_engine::store::StoreConfig;
+
+use super::*;
+use crate::{ClockVersion, QueryEngine};
+
+fn limited(mb: u64, spill: bool) -> QueryLimits {
+    QueryLimits { spill, ..QueryLimits::memory_mb(mb) }
+}
+
+/// Two partitions whatever the machine, so the fair shares are the same everywhere.
+fn config() -> SessionConfig {
+    SessionConfig::new().with_target_partitions(2)
+}
+
+/// Spill files written by every operator of an executed plan.
+fn spills(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    plan.metrics().and_then(|m| m.spill_count()).unwrap_or(0) + plan.children().into_iter().map(spills).sum::<usize>()
+}
+
+/// Runs `sql`, returning the result and the number of spill files written.
+async fn run(ctx: &SessionContext, sql: &str) -> Result<(Vec<RecordBatch>, usize)> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    let batches = collect(plan.clone(), ctx.task_ctx()).await?;
+    let spilled = spills(&plan);
+    Ok((batches, spilled))
+}
+
+/// Column `i` of every batch, as i64.
+fn column(batches: &[RecordBatch], i: usize) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(i).as_any().downcast_ref::<Int64Array>().unwrap();
+            (0..a.len()).map(|r| a.value(r)).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn limits_and_their_text() {
+    assert_eq!(QueryLimits::memory_mb(0).memory_bytes, None);
+    assert_eq!(QueryLimits::memory_mb(3).memory_bytes, Some(3 * MIB));
+    assert!(default_memory_bytes() >= MIN_DEFAULT);
+    assert_eq!(format_size(1024 * MIB), "1024 MiB");
+    assert_eq!(format_size(1536 * 1024), "1.5 MiB");
+    assert_eq!(format_size(640 * 1024), "640.0 KiB");
+    assert_eq!(format_size(12), "12 B");
+    // Sort merge headroom: an eighth of a small limit over two partitions; DataFusion's 10 MiB
+    // when the limit is large or absent.
+    let headroom = |l: &QueryLimits| l.fit(config()).options().execution.sort_spill_reservation_bytes;
+    assert_eq!(headroom(&limited(16, true)), MIB);
+    assert_eq!(headroom(&limited(4096, true)), 10 * MIB);
+    assert_eq!(headroom(&QueryLimits::unbounded()), 10 * MIB);
+}
+
+/// A hash join whose build side is larger than a 1 MiB limit fails through the engine, from
+/// the result stream and from `collect`, with the limit, the operator and the way out named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_over_the_limit_fails_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(lockstep_engine::Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let engine = QueryEngine::with_limits(store, ClockVersion::Newest, limited(1, true)).unwrap();
+    assert_eq!(engine.limits().memory_bytes, Some(MIB));
+    let sql = "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b \
+               ON a.value = b.value";
+
+    let mut stream = engine.stream(sql).await.unwrap();
+    let mut error = None;
+    while let Some(item) = stream.next().await {
+        if let Err(e) = item {
+            error = Some(e);
+            break;
+        }
+    }
+    let error = error.expect("the join must exceed 1 MiB");
+    assert!(matches!(error, QueryError::MemoryLimit { .. }), "{error:?}");
+    assert_eq!(error.kind(), ErrorKind::ResourceExhausted);
+    let text = error.to_string();
+    assert!(text.starts_with("query exceeded the memory limit of 1 MiB: HashJoinInput"), "{text}");
+    assert!(text.contains("needed") && text.contains("--memory-limit-mb"), "{text}");
+    assert!(!text.contains("Resources exhausted"), "{text}");
+    // One sentence, not DataFusion's multi-line report.
+    assert!(!text.contains('\n'), "{text}");
+
+    let error = engine.collect(sql).await.unwrap_err();
+    assert!(matches!(error, QueryError::MemoryLimit { .. }), "{error:?}");
+
+    // The same query under the default limit runs.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(lockstep_engine::Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let engine = QueryEngine::with_limits(store, ClockVersion::Newest, QueryLimits::default()).unwrap();
+    let batches = engine.collect(sql).await.unwrap();
+    let n = batches[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+    assert_eq!(n, 300_000);
+}
+
+/// A sort of ~48 MB of rows needs more than a 32 MiB limit in memory: without spilling it
+/// fails with the limit error, with spilling it completes, in order, having written spill files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sort_spills_under_a_limit_it_exceeds_in_memory() {
+    let sql = "SELECT value AS v, (value * 7919) % 1000003 AS k FROM generate_series(1, 3000000) ORDER BY k, v";
+
+    let strict = crate::plan::context_with_limits(config(), &limited(32, false)).unwrap();
+    let error = run(&strict, sql).await.unwrap_err();
+    assert!(matches!(error, QueryError::MemoryLimit { .. }), "{error:?}");
+    assert!(error.to_string().starts_with("query exceeded its memory limit: "), "{error}");
+
+    let spilling = crate::plan::context_with_limits(config(), &limited(32, true)).unwrap();
+    let (batches, spill_files) = run(&spilling, sql).await.unwrap();
+    assert!(spill_files > 0, "the sort should have spilled");
+    let (v, k) = (column(&batches, 0), column(&batches, 1));
+    assert_eq!(v.len(), 3_000_000);
+    let pairs: Vec<(i64, i64)> = k.into_iter().zip(v).collect();
+    assert!(pairs.windows(2).all(|w| w[0] <= w[1]), "out of order");
+    assert_eq!(&pairs[..3], &[(0, 1_000_003), (0, 2_000_006), (1, 658_671)]);
+}
+
+/// Lockstep's whole-series aggregates count their state against the limit (through
+/// `GroupsAccumulator::size`): a median over 2M values in 4 groups does not fit 4 MiB. (One
+/// partition and no spilling, so the aggregate itself, not a repartition, meets the limit.)
+/// Over many groups the aggregate spills its states (row lists) and merges them back: the
+/// same medians as without a limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_series_aggregate_state_counts_against_the_limit_and_spills() {
+    let sql = "SELECT value % 4 AS g, p50(CAST(value AS DOUBLE)) AS m FROM generate_series(1, 2000000) GROUP BY g";
+    let one = || SessionConfig::new().with_target_partitions(1);
+    let ctx = crate::plan::context_with_limits(one(), &limited(4, false)).unwrap();
+    let error = run(&ctx, sql).await.unwrap_err().to_string();
+    assert!(error.starts_with("query exceeded the memory limit of 4 MiB: "), "{error}");
+    assert!(error.contains("AggregateStream"), "{error}");
+
+    let sql = "SELECT value % 50000 AS g, CAST(p50(CAST(value AS DOUBLE)) AS BIGINT) AS m, count(*) AS n \
+               FROM generate_series(1, 3000000) GROUP BY g ORDER BY g";
+    let spilling = crate::plan::context_with_limits(config(), &limited(16, true)).unwrap();
+    let (batches, spill_files) = run(&spilling, sql).await.unwrap();
+    assert!(spill_files > 0, "the aggregate should have spilled");
+    let unbounded = crate::plan::context_with_limits(config(), &QueryLimits::unbounded()).unwrap();
+    let (expected, _) = run(&unbounded, sql).await.unwrap();
+    assert_eq!(column(&batches, 0).len(), 50_000);
+    for i in 0..3 {
+        assert_eq!(column(&batches, i), column(&expected, i));
+    }
+}
