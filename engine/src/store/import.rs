@@ -207,9 +207,9 @@ impl BulkImport<'_> {
         self.join_spill()?;
         self.merge_spills()?;
         let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
-        let mut next_id = self.store.alloc_file_ids(self.staged.len() as u64)?;
+        let first_id = self.store.alloc_file_ids(self.staged.len() as u64)?;
         let mut entries = Vec::with_capacity(self.staged.len());
-        for (partition, path, stats) in &self.staged {
+        for (next_id, (partition, path, stats)) in (first_id..).zip(&self.staged) {
             let rel = format!("data/p{partition}/{next_id:012}.parquet");
             let dest = self.store.dir.join(&rel);
             if let Some(parent) = dest.parent() {
@@ -219,7 +219,6 @@ impl BulkImport<'_> {
             self.summary.min_time = Some(self.summary.min_time.map_or(stats.min_time, |t| t.min(stats.min_time)));
             self.summary.max_time = Some(self.summary.max_time.map_or(stats.max_time, |t| t.max(stats.max_time)));
             entries.push(FileEntry::new(next_id, *partition, rel, stats, 0));
-            next_id += 1;
         }
         self.summary.files = entries.len() as u64;
         self.summary.series = self.series.len();

@@ -483,6 +483,15 @@ fn reader_snapshot_survives_compaction_and_retention() {
     assert!(writer.manifest().unwrap().files.len() < files_before);
     assert_eq!(dump(&reader), model);
     assert_eq!(dump(&Store::open_read_only(dir.path()).unwrap()), model);
+    // Retention (the data is from 2026-01-01, far older than 30 days) drops every file; the
+    // reader's snapshot still reads, a new reader sees the empty store.
+    drop(writer);
+    let day = 86_400_000_000_000;
+    let writer = Store::open(dir.path(), StoreConfig { retention_ns: Some(30 * day), ..config }).unwrap();
+    let expired = writer.compact(false).unwrap().files_expired;
+    assert!(expired >= 1 && writer.manifest().unwrap().files.is_empty(), "{expired}");
+    assert_eq!(dump(&reader), model);
+    assert!(dump(&Store::open_read_only(dir.path()).unwrap()).is_empty());
 }
 
 #[test]
