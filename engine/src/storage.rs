@@ -33,6 +33,12 @@ pub trait Storage: Send + Sync + Debug {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
     /// Reads a whole file. Large data files are memory-mapped where the storage supports it.
     fn read(&self, path: &Path) -> io::Result<bytes::Bytes>;
+    /// Reads a whole file into memory with `read(2)`, never a memory map: for files another
+    /// process may truncate while they are read (a WAL segment whose torn tail a new writer
+    /// cuts), where touching a mapped page past the new end would kill the reader (SIGBUS).
+    fn read_copy(&self, path: &Path) -> io::Result<bytes::Bytes> {
+        self.read(path)
+    }
     /// The file's length in bytes.
     fn len(&self, path: &Path) -> io::Result<u64>;
     /// Cuts a file to `len` bytes and syncs it.

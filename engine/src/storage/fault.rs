@@ -159,6 +159,9 @@ impl Storage for FaultyStorage {
     fn read(&self, path: &Path) -> io::Result<bytes::Bytes> {
         self.inner.read(path)
     }
+    fn read_copy(&self, path: &Path) -> io::Result<bytes::Bytes> {
+        self.inner.read_copy(path)
+    }
     fn len(&self, path: &Path) -> io::Result<u64> {
         self.inner.len(path)
     }

@@ -73,6 +73,10 @@ impl Storage for OsStorage {
         Ok(bytes::Bytes::from_owner(Mapped(map)))
     }
 
+    fn read_copy(&self, path: &Path) -> io::Result<bytes::Bytes> {
+        Ok(bytes::Bytes::from(fs::read(path)?))
+    }
+
     fn len(&self, path: &Path) -> io::Result<u64> {
         Ok(fs::metadata(path)?.len())
     }

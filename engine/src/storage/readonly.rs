@@ -32,7 +32,8 @@ impl ReadOnlyStorage {
         ReadOnlyStorage { inner, pinned: RwLock::new(HashMap::new()) }
     }
 
-    /// Reads `path` now and serves later reads of it from these bytes.
+    /// Reads `path` now and serves later reads of it from these bytes (memory-mapped where the
+    /// inner storage maps: data files are never truncated, only unlinked, which a map survives).
     pub fn pin(&self, path: &Path) -> io::Result<()> {
         let bytes = self.inner.read(path)?;
         self.pinned.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(path.to_path_buf(), bytes);
@@ -60,7 +61,9 @@ impl Storage for ReadOnlyStorage {
         if let Some(b) = self.pinned.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(path) {
             return Ok(b.clone());
         }
-        self.inner.read(path)
+        // Not a pinned data file: a WAL segment, log or manifest that the writer may cut or
+        // replace meanwhile, so read it into memory instead of mapping it.
+        self.inner.read_copy(path)
     }
     fn len(&self, path: &Path) -> io::Result<u64> {
         if let Some(b) = self.pinned.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(path) {
