@@ -214,6 +214,9 @@ enum Op {
     CrashTorn(Vec<u8>),
     /// A read-only snapshot taken now (kept while later ops run: it must not change).
     Reader,
+    /// Flush, move the wall clock so that retention's cutoff is `T0 + k * 1000` (a partition
+    /// boundary), and run a compaction pass (which applies retention first).
+    Expire(i64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -224,19 +227,32 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Crash),
         1 => proptest::collection::vec(any::<u8>(), 1..40).prop_map(Op::CrashTorn),
         2 => Just(Op::Reader),
+        1 => (0i64..5).prop_map(Op::Expire),
     ]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-    /// Random write/flush/compact/crash/reopen sequences against a BTreeMap model.
+    /// Random write/flush/compact/retention/crash/reopen sequences and read-only snapshots
+    /// against a BTreeMap model.
     #[test]
     fn model_based(ops in proptest::collection::vec(op(), 1..25)) {
         let dir = tempfile::tempdir().unwrap();
         // Small partitions so that writes spread over several files and partitions; flushes of
         // 8 rows or more are split into two files written on two threads.
-        let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, parallel_flush_rows: 8, ..cfg() };
-        let mut store = Some(Store::open(dir.path(), config.clone()).unwrap());
+        const RETENTION: i64 = 1_000_000_000;
+        let config = StoreConfig { partition_ns: 1_000, compaction_min_files: 2, parallel_flush_rows: 8, retention_ns: Some(RETENTION), ..cfg() };
+        // Retention's cutoff starts far before the data and only moves by `Op::Expire`.
+        let wall = Arc::new(crate::wallclock::ManualClock((T0 - 10 * RETENTION).into()));
+        let open = || Store::open_with(dir.path(), config.clone(), Arc::new(OsStorage), wall.clone()).unwrap();
+        let mut store = Some(open());
+        // What the store shows = `in_files` overlaid by `buffered` (retention drops files only).
+        let mut in_files: BTreeMap<(String, i64), f64> = BTreeMap::new();
+        let mut buffered: BTreeMap<(String, i64), f64> = BTreeMap::new();
+        let mut cutoff = i64::MIN;
+        let expire = |in_files: &mut BTreeMap<(String, i64), f64>, cutoff: i64| {
+            in_files.retain(|(_, t), _| (t.div_euclid(1_000) + 1).saturating_mul(1_000) > cutoff);
+        };
         let mut model = BTreeMap::new();
         // Read-only snapshots with the model they must keep showing, whatever the writer does.
         let mut readers: Vec<(Store, BTreeMap<(String, i64), f64>)> = Vec::new();
@@ -245,13 +261,27 @@ proptest! {
                 Op::Write(samples) => {
                     let samples: Vec<(u32, i64, f64)> = samples.into_iter().map(|(s, t, v)| (s, T0 + t, v as f64)).collect();
                     store.as_ref().unwrap().write(&batch(&samples)).unwrap();
-                    model_of(&samples, &mut model);
+                    model_of(&samples, &mut buffered);
                 }
-                Op::Flush => store.as_ref().unwrap().flush().unwrap(),
-                Op::Compact => { store.as_ref().unwrap().compact(false).unwrap(); }
+                Op::Flush => {
+                    store.as_ref().unwrap().flush().unwrap();
+                    in_files.append(&mut buffered);
+                }
+                Op::Compact => {
+                    store.as_ref().unwrap().compact(false).unwrap();
+                    expire(&mut in_files, cutoff);
+                }
+                Op::Expire(k) => {
+                    store.as_ref().unwrap().flush().unwrap();
+                    in_files.append(&mut buffered);
+                    cutoff = cutoff.max(T0 + k * 1_000);
+                    wall.0.store(cutoff + RETENTION, std::sync::atomic::Ordering::SeqCst);
+                    store.as_ref().unwrap().compact(false).unwrap();
+                    expire(&mut in_files, cutoff);
+                }
                 Op::Crash => {
                     drop(store.take());
-                    store = Some(Store::open(dir.path(), config.clone()).unwrap());
+                    store = Some(open());
                 }
                 Op::Reader => {
                     let reader = Store::open_read_only(dir.path()).unwrap();
@@ -265,9 +295,11 @@ proptest! {
                         use std::io::Write;
                         std::fs::OpenOptions::new().append(true).open(last).unwrap().write_all(&garbage).unwrap();
                     }
-                    store = Some(Store::open(dir.path(), config.clone()).unwrap());
+                    store = Some(open());
                 }
             }
+            model = in_files.clone();
+            model.extend(buffered.iter().map(|(k, v)| (k.clone(), *v)));
             prop_assert_eq!(&dump(store.as_ref().unwrap()), &model);
             for (reader, seen) in &readers {
                 prop_assert_eq!(&dump(reader), seen, "a reader's snapshot changed");
