@@ -221,7 +221,10 @@ fn lock_poisoned<T>(_: T) -> Error {
 }
 
 impl Store {
-    /// Opens (or creates) a store in `dir` on the real file system.
+    /// Opens (or creates) a store in `dir` on the real file system, for writing: takes the
+    /// writer lock (a second writer gets [`Error::StoreLocked`]), refuses a directory with
+    /// data files but no manifest ([`Error::ManifestMissing`]), replays the WAL and removes
+    /// orphans. Readers use [`Store::open_read_only`].
     pub fn open(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
         Self::open_with(dir, config, Arc::new(OsStorage), Arc::new(SystemClock))
     }

@@ -3,7 +3,7 @@
 //! Rows are buffered up to `flush_rows`, then sorted per partition and spilled to Parquet
 //! files under `staging/`. Nothing is visible until [`BulkImport::commit`], which moves the
 //! staged files into `data/` and publishes them in one manifest update. Dropping an import
-//! without committing (or crashing) leaves nothing behind: staging is cleared on open.
+//! without committing (or crashing) leaves nothing behind: staging is cleared by the next writer's open.
 //! Imports bypass the WAL: durability comes from the fsynced files and manifest.
 
 use std::path::PathBuf;
