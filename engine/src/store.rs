@@ -20,6 +20,7 @@
 mod flush;
 mod import;
 pub mod lock;
+mod open;
 pub mod record;
 mod scan;
 #[cfg(test)]
@@ -37,10 +38,10 @@ use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
 use crate::series::SeriesCatalog;
-use crate::storage::{OsStorage, ReadOnlyStorage, Storage};
+use crate::storage::Storage;
 use crate::wal::{Wal, WalConfig};
 use lock::WriterLock;
-use crate::wallclock::{SystemClock, WallClock};
+use crate::wallclock::WallClock;
 
 pub use import::{BulkImport, ImportSummary};
 pub use scan::{Scan, ScanRequest, rows_to_batch, scan_schema};
@@ -221,220 +222,6 @@ fn lock_poisoned<T>(_: T) -> Error {
 }
 
 impl Store {
-    /// Opens (or creates) a store in `dir` on the real file system, for writing: takes the
-    /// writer lock (a second writer gets [`Error::StoreLocked`]), refuses a directory with
-    /// data files but no manifest ([`Error::ManifestMissing`]), replays the WAL and removes
-    /// orphans. Readers use [`Store::open_read_only`].
-    pub fn open(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
-        Self::open_with(dir, config, Arc::new(OsStorage), Arc::new(SystemClock))
-    }
-
-    /// Opens (or creates) a store with injected storage and clock.
-    pub fn open_with(
-        dir: impl AsRef<Path>,
-        config: StoreConfig,
-        storage: Arc<dyn Storage>,
-        clock: Arc<dyn WallClock>,
-    ) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
-        storage.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let writer_lock = WriterLock::acquire(&dir)?;
-        let manifest_path = dir.join("manifest.json");
-        if !storage.exists(&manifest_path) {
-            let files = count_store_files(storage.as_ref(), &dir)?;
-            if files > 0 {
-                return Err(Error::ManifestMissing { path: dir, files });
-            }
-        }
-        for sub in ["wal", "data", "staging"] {
-            let p = dir.join(sub);
-            storage.create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
-        }
-        let manifest = match Manifest::load(storage.as_ref(), &manifest_path)? {
-            Some(m) => m,
-            None => {
-                if config.partition_ns <= 0 {
-                    return Err(Error::InvalidBatch {
-                        reason: format!("partition_ns must be positive, got {}", config.partition_ns),
-                    });
-                }
-                let m = Manifest::new(config.partition_ns);
-                m.save(storage.as_ref(), &manifest_path)?;
-                m
-            }
-        };
-        let mut catalog = SeriesCatalog::load(storage.as_ref(), &dir.join("series.json"))?;
-        let mut active = WriteBuffer::default();
-        let wal_dir = dir.join("wal");
-        let (wal, stats) = Wal::open(
-            storage.clone(),
-            &wal_dir,
-            config.wal.clone(),
-            manifest.wal_checkpoint,
-            &mut |rec| replay_record(&wal_dir, rec, &mut catalog, &mut active),
-        )?;
-        if let Some(t) = &stats.truncated_tail {
-            tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
-                "truncated torn wal tail");
-        }
-        let files = live_files(&dir, &manifest, &storage);
-        let mut clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
-        // A writer killed between adding clock input and fitting it (an import's last step)
-        // left the newest models behind their input: fit them now, so that models always
-        // match the stored input.
-        let input = clocks.input_counts();
-        if input.exchanges + input.offsets > 0 && clocks.current().inputs() != input {
-            match clocks.refit() {
-                Ok(v) => tracing::info!(version = v, "refitted clock models left stale by an interrupted writer"),
-                Err(e) => tracing::warn!(error = %e, "clock models are stale and could not be refitted"),
-            }
-        }
-        let store = Store::assemble(dir, storage, clock, config, Some(writer_lock), Some(wal), catalog, manifest, files, active, clocks);
-        store.remove_orphans()?;
-        Ok(store)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        dir: PathBuf,
-        storage: Arc<dyn Storage>,
-        clock: Arc<dyn WallClock>,
-        config: StoreConfig,
-        writer_lock: Option<WriterLock>,
-        wal: Option<Wal>,
-        catalog: SeriesCatalog,
-        manifest: Manifest,
-        files: Vec<Arc<LiveFile>>,
-        active: WriteBuffer,
-        clocks: ClockRegistry,
-    ) -> Store {
-        Store {
-            clocks: Mutex::new(clocks),
-            dir,
-            storage,
-            clock,
-            config,
-            writer_lock,
-            catalog: RwLock::new(catalog),
-            catalog_saved: std::sync::atomic::AtomicUsize::new(0),
-            flush_scratch: Mutex::new(Rows::default()),
-            next_file_id: Mutex::new(manifest.next_file_id),
-            state: RwLock::new(State {
-                manifest: Arc::new(manifest),
-                files: Arc::new(files),
-                frozen: Vec::new(),
-                active,
-            }),
-            gate: RwLock::new(wal),
-            manifest_lock: Mutex::new(()),
-            maintenance_lock: Mutex::new(()),
-            flush_error: Mutex::new(None),
-            last_heal: Mutex::new(None),
-            metrics: StoreMetrics::default(),
-        }
-    }
-
-    /// Opens the store in `dir` read-only, on the real file system: see
-    /// [`Store::open_read_only_with`].
-    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        Self::open_read_only_with(dir, StoreConfig::default(), Arc::new(OsStorage), Arc::new(SystemClock))
-    }
-
-    /// Opens a consistent snapshot of the store in `dir` without changing anything on disk and
-    /// without the writer lock, so it works while a writer (`lockstep serve`) runs.
-    ///
-    /// The snapshot is the manifest's data files plus every WAL record after its checkpoint
-    /// (the acknowledged writes not yet flushed; a torn tail is ignored in memory). Every data
-    /// file of the snapshot is mapped while the snapshot is taken, so a compaction that deletes
-    /// it later cannot take it away from this reader. If the manifest changes while the
-    /// snapshot is taken (a flush or compaction committed) or a file vanished, the snapshot is
-    /// retaken; after 50 attempts the open fails with the retryable [`Error::SnapshotRace`].
-    /// A path without a manifest is [`Error::NoStore`] (or [`Error::ManifestMissing`] if it has
-    /// data files). Writes to the returned store fail with [`Error::ReadOnly`].
-    pub fn open_read_only_with(
-        dir: impl AsRef<Path>,
-        config: StoreConfig,
-        storage: Arc<dyn Storage>,
-        clock: Arc<dyn WallClock>,
-    ) -> Result<Self> {
-        const ATTEMPTS: u32 = 50;
-        let dir = dir.as_ref().to_path_buf();
-        for attempt in 0..ATTEMPTS {
-            if let Some(store) = Self::try_snapshot(&dir, &config, &storage, &clock)? {
-                return Ok(store);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt.min(20)) * 5 + 1));
-        }
-        Err(Error::SnapshotRace { path: dir, attempts: ATTEMPTS })
-    }
-
-    /// One attempt at a read-only snapshot; `Ok(None)` when it raced the writer.
-    fn try_snapshot(
-        dir: &Path,
-        config: &StoreConfig,
-        inner: &Arc<dyn Storage>,
-        clock: &Arc<dyn WallClock>,
-    ) -> Result<Option<Self>> {
-        let raced = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
-        let manifest_path = dir.join("manifest.json");
-        let Some(manifest) = Manifest::load(inner.as_ref(), &manifest_path)? else {
-            let files = count_store_files(inner.as_ref(), dir)?;
-            return Err(if files > 0 {
-                Error::ManifestMissing { path: dir.to_path_buf(), files }
-            } else {
-                Error::NoStore { path: dir.to_path_buf() }
-            });
-        };
-        let ro = Arc::new(ReadOnlyStorage::new(inner.clone()));
-        let storage: Arc<dyn Storage> = ro.clone();
-        // The catalog is saved before every manifest that needs it, so this one (read after
-        // the manifest) knows every series of the manifest's files.
-        let mut catalog = SeriesCatalog::load(inner.as_ref(), &dir.join("series.json"))?;
-        for entry in &manifest.files {
-            let path = dir.join(&entry.path);
-            match ro.pin(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(Error::io(&path, e)),
-            }
-        }
-        let mut active = WriteBuffer::default();
-        let wal_dir = dir.join("wal");
-        let replayed = crate::wal::replay_read_only(storage.as_ref(), &wal_dir, manifest.wal_checkpoint, &mut |rec| {
-            replay_record(&wal_dir, rec, &mut catalog, &mut active)
-        });
-        match replayed {
-            Ok(_) => {}
-            // A segment deleted by a flush that committed meanwhile, or a record cut short
-            // where a later segment follows because a flush rotated meanwhile: retake.
-            Err(e) if raced(&e) || matches!(e, Error::WalCorrupt { .. } | Error::WalRecordInvalid { .. }) => {
-                if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
-                    return Ok(None);
-                }
-                return Err(e);
-            }
-            Err(e) => return Err(e),
-        }
-        if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
-            return Ok(None);
-        }
-        let files = live_files(dir, &manifest, &storage);
-        let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
-        Ok(Some(Store::assemble(
-            dir.to_path_buf(),
-            storage,
-            clock.clone(),
-            config.clone(),
-            None,
-            None,
-            catalog,
-            manifest,
-            files,
-            active,
-            clocks,
-        )))
-    }
-
     /// Whether this store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.writer_lock.is_none()
@@ -831,28 +618,6 @@ impl Store {
         self.flush().is_ok()
     }
 
-    /// Deletes data files the manifest does not name and leftovers of unfinished imports.
-    /// Runs only in a writer's open, under the writer lock: no other process can still adopt
-    /// such a file, and readers pin the files of their snapshot when they open.
-    fn remove_orphans(&self) -> Result<()> {
-        let state = self.state.read().map_err(lock_poisoned)?;
-        let live: std::collections::HashSet<&Path> = state.files.iter().map(|f| f.path.as_path()).collect();
-        let data = self.dir.join("data");
-        for part in self.storage.list_dir(&data).map_err(|e| Error::io(&data, e))? {
-            for file in self.storage.list_dir(&part).map_err(|e| Error::io(&part, e))? {
-                if !live.contains(file.as_path()) {
-                    tracing::info!(path = %file.display(), "removing orphan data file");
-                    self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
-                }
-            }
-        }
-        let staging = self.dir.join("staging");
-        for file in self.storage.list_dir(&staging).map_err(|e| Error::io(&staging, e))? {
-            self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
-        }
-        Ok(())
-    }
-
     /// Reads one of the store's documents (`topology.json`, `jobs.json`, `metrics.toml`)
     /// through the store's storage; `Ok(None)` when the store has none. One rule for every
     /// reader: missing is `None`, unreadable or not UTF-8 is an error naming the file.
@@ -910,79 +675,6 @@ impl Store {
         self.flush()?;
         let wal = self.gate.write().map_err(lock_poisoned)?.take();
         wal.map_or(Ok(()), Wal::close)
-    }
-}
-
-/// Data files and WAL segments under a store directory (to tell a store that lost its
-/// manifest from an empty directory).
-fn count_store_files(storage: &dyn Storage, dir: &Path) -> Result<usize> {
-    let mut n = 0;
-    let data = dir.join("data");
-    for part in storage.list_dir(&data).map_err(|e| Error::io(&data, e))? {
-        if part.is_dir() {
-            n += storage.list_dir(&part).map_err(|e| Error::io(&part, e))?.len();
-        }
-    }
-    let wal = dir.join("wal");
-    n += storage
-        .list_dir(&wal)
-        .map_err(|e| Error::io(&wal, e))?
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .count();
-    Ok(n)
-}
-
-/// Applies one replayed WAL record: its series definitions to the catalog, its rows to the buffer.
-fn replay_record(
-    wal_dir: &Path,
-    rec: crate::wal::RecordRef<'_>,
-    catalog: &mut SeriesCatalog,
-    active: &mut WriteBuffer,
-) -> Result<()> {
-    let bad = |reason: String| Error::WalRecordInvalid {
-        path: wal_dir.join(format!("{:020}.wal", rec.segment)),
-        offset: rec.offset,
-        reason,
-    };
-    let decoded = record::decode(rec.payload).map_err(bad)?;
-    for (id, key) in &decoded.defs {
-        apply_def(catalog, *id, key).map_err(bad)?;
-    }
-    if let Some(&max) = decoded.rows.series.iter().max()
-        && max as usize >= catalog.len()
-    {
-        return Err(bad(format!("samples refer to undefined series id {max}")));
-    }
-    active.push(decoded.rows);
-    Ok(())
-}
-
-/// The live files of a manifest.
-fn live_files(dir: &Path, manifest: &Manifest, storage: &Arc<dyn Storage>) -> Vec<Arc<LiveFile>> {
-    manifest
-        .files
-        .iter()
-        .map(|entry| {
-            Arc::new(LiveFile {
-                path: dir.join(&entry.path),
-                entry: entry.clone(),
-                storage: storage.clone(),
-                obsolete: AtomicBool::new(false),
-            })
-        })
-        .collect()
-}
-
-/// Applies a series definition replayed from the WAL.
-fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std::result::Result<(), String> {
-    match catalog.key(id) {
-        Some(existing) if existing.as_ref() == key => Ok(()),
-        Some(existing) => Err(format!("series id {id} is {existing} in the catalog but {key} in the wal")),
-        None if id as usize == catalog.len() => {
-            catalog.get_or_insert(key).map(|_| ()).map_err(|e| format!("bad series definition: {e}"))
-        }
-        None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
     }
 }
 

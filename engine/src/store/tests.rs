@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::error::ErrorKind;
-use crate::storage::FaultyStorage;
+use crate::storage::{FaultyStorage, OsStorage};
 use std::sync::atomic::Ordering;
 
 const T0: i64 = 1_767_225_600_000_000_000; // 2026-01-01
