@@ -1,13 +1,13 @@
 """Ingest load: `lockstep serve` (durable acks over gRPC) vs VictoriaMetrics, plus an overload run.
 
-Usage (after `cargo build --release --bin lockstep`; Debian `victoria-metrics` installed):
+Usage (after `cargo build --release --features load-generator --bin lockstep --bin lockstep-load`; Debian `victoria-metrics` installed):
 
     python3 benches/ingest_load.py                      # 10 M samples, 4 clients
     python3 benches/ingest_load.py --samples 2000000    # quicker
     python3 benches/ingest_load.py --no-vm --no-overload
     python3 benches/ingest_load.py --repeat 5 --no-vm-native
 
-Throughput run: `lockstep bench-ingest` (hidden subcommand of the release binary) starts N
+Throughput run: `lockstep-load` (the load generator, a separate dev-only binary) starts N
 clients, each with its own connection and 40 hosts x 60 series = 2,400 series, and streams
 pre-built batches of 2,400 series x 5 consecutive 1 s scrapes = 12,000 samples
 (`WriteStream`, 4 batches in flight per client, `WriteRequest.columns`) until the fixed sample count is acknowledged.
@@ -16,7 +16,7 @@ acknowledged samples/s, p50/p99 ack latency (send of a batch to its ack), the se
 RSS (sampled from /proc every 50 ms), and afterwards the stored count (`lockstep sql`) must
 equal the acknowledged count.
 
-VictoriaMetrics gets exactly the same samples (dumped by `bench-ingest --dump-vm`, timestamps
+VictoriaMetrics gets exactly the same samples (dumped by `lockstep-load --dump-vm`, timestamps
 floored to ms since that is VM's unit), one body per batch, N concurrent HTTP connections,
 bodies in memory before the clock starts, then `/internal/force_flush`, each format into a
 fresh instance whose stored count is then checked: JSON lines (`/api/v1/import`) and
@@ -34,7 +34,7 @@ acknowledged sample is stored. Under a memory limit the server also shrinks its 
 so much of the overload is held back by flow control on the clients' side rather than refused.
 
 The client sends `WriteRequest.columns` (four packed arrays per batch); `--form series` on
-`bench-ingest` sends one `SeriesSamples` per series instead.
+`lockstep-load` sends one `SeriesSamples` per series instead.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# `bench-ingest`'s default first timestamp, 2026-01-01T00:00:00Z, in seconds.
+# `lockstep-load`'s default first timestamp, 2026-01-01T00:00:00Z, in seconds.
 BENCH_START_S = 1_767_225_600
 
 
@@ -83,6 +83,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def load_binary(binary: Path) -> Path:
+    """The load generator built beside the `lockstep` binary."""
+    load = binary.with_name("lockstep-load")
+    if not load.exists():
+        raise SystemExit(f"{load} missing: cargo build --release --features load-generator --bin lockstep-load")
+    return load
 
 
 def start_server(binary: Path, data: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
@@ -120,7 +128,7 @@ def run_lockstep(binary: Path, work: Path, args, name: str, server_extra: list[s
     rss.start()
     try:
         out = subprocess.run(
-            [str(binary), "bench-ingest", "--addr", url, "--samples", str(args.samples), *client_extra],
+            [str(load_binary(binary)), "--addr", url, "--samples", str(args.samples), *client_extra],
             check=True, capture_output=True, text=True,
         ).stdout
     finally:
@@ -249,7 +257,7 @@ def vm_bodies(binary: Path, work: Path, args) -> dict[str, list[list[bytes]]]:
         return {k: [[bytes.fromhex(b) for b in c] for c in v] for k, v in json.loads(cache.read_text()).items()}
     dump = work / "vm-bodies"
     subprocess.run(
-        [str(binary), "bench-ingest", "--addr", "http://unused", "--samples", str(args.samples),
+        [str(load_binary(binary)), "--addr", "http://unused", "--samples", str(args.samples),
          "--clients", str(args.clients), "--points", str(args.points), "--dump-vm", str(dump), "--no-send"],
         check=True,
     )
@@ -328,7 +336,7 @@ def main() -> None:
                     help="comma-separated memory limits, one overload run each")
     args = ap.parse_args()
     if not args.binary.exists():
-        raise SystemExit(f"{args.binary} missing: cargo build --release --bin lockstep")
+        raise SystemExit(f"{args.binary} missing: cargo build --release --features load-generator --bin lockstep --bin lockstep-load")
     rows = []
     with tempfile.TemporaryDirectory(prefix="lockstep-ingest-load-") as tmp:
         work = Path(tmp)

@@ -1,13 +1,11 @@
 //! One module per subcommand.
 
-pub mod bench_ingest;
 pub mod demo;
 pub mod diagnose;
 pub mod import;
 pub mod serve;
 pub mod simulate;
 pub mod sql;
-pub mod write_loop;
 
 use std::path::PathBuf;
 

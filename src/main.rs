@@ -27,14 +27,8 @@ enum Command {
     Diagnose(cmd::diagnose::Args),
     /// The main job: simulate a 256-GPU job with a fault, import it, show the evidence.
     Demo(cmd::demo::Args),
-    /// (testing) Write synthetic samples through the WAL, printing each acknowledgement.
-    #[command(hide = true)]
-    WriteLoop(cmd::write_loop::Args),
     /// Run the gRPC ingestion server (native writes, clock sync, OTLP) until SIGTERM.
     Serve(cmd::serve::Args),
-    /// (benchmark) Load generator for `lockstep serve`, used by benches/ingest_load.py.
-    #[command(hide = true)]
-    BenchIngest(cmd::bench_ingest::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -52,9 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Diagnose(args) => cmd::diagnose::run(args),
-        Command::WriteLoop(args) => cmd::write_loop::run(args),
         Command::Serve(args) => cmd::serve::run(args),
-        Command::BenchIngest(args) => cmd::bench_ingest::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -175,14 +175,37 @@ fn sql_memory_limit_fails_clearly_and_stdin_query() {
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "n\n3000\n");
 }
 
+/// The child process of [`killed_writer_loses_nothing_acknowledged`]: when started by that test
+/// (this test binary re-executed with `LOCKSTEP_WRITE_LOOP_DIR` set), writes batches of 50
+/// samples through the WAL and prints `acked N` after each durable acknowledgement until
+/// killed. Run normally, it does nothing.
+#[test]
+fn write_loop_child() {
+    use std::io::Write;
+    let Some(dir) = std::env::var_os("LOCKSTEP_WRITE_LOOP_DIR") else { return };
+    let store = lockstep_engine::Store::open(Path::new(&dir), lockstep_engine::StoreConfig::default()).unwrap();
+    let mut out = std::io::stdout().lock();
+    for b in 0..1_000_000u64 {
+        let mut batch = lockstep_engine::WriteBatch::default();
+        for i in 0..50 {
+            let n = b * 50 + i;
+            batch.push(lockstep_engine::SeriesKey::new("crash_test", [("host", format!("h{}", n % 7))]), T + n as i64, n as f64);
+        }
+        assert!(store.write(&batch).unwrap().rejected.is_empty());
+        writeln!(out, "acked {}", (b + 1) * 50).unwrap();
+        out.flush().unwrap();
+    }
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]
 fn killed_writer_loses_nothing_acknowledged() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["write-loop", "--data-dir", db.to_str().unwrap(), "--batches", "1000000", "--batch-size", "50"])
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "write_loop_child", "--nocapture", "--test-threads", "1"])
+        .env("LOCKSTEP_WRITE_LOOP_DIR", &db)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -191,7 +214,9 @@ fn killed_writer_loses_nothing_acknowledged() {
     let mut last_acked = 0u64;
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap();
-        last_acked = line.strip_prefix("acked ").unwrap().parse().unwrap();
+        // libtest's own lines ("running 1 test", …) come first.
+        let Some(n) = line.strip_prefix("acked ") else { continue };
+        last_acked = n.parse().unwrap();
         if last_acked >= 20_000 {
             break;
         }
@@ -241,6 +266,8 @@ fn dependency_direction() {
     ingest.sort();
     assert_eq!(ingest, vec!["lockstep-engine", "lockstep-proto"]);
     assert!(workspace(&deps("lockstep-proto")).is_empty());
+    // The simulator writes bundles; it knows the engine's types and nothing of ingestion.
+    assert_eq!(workspace(&deps("lockstep-sim")), vec!["lockstep-engine"]);
 }
 
 /// The main job end to end on a small cluster: simulate, import (with topology and jobs),

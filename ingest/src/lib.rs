@@ -1,5 +1,4 @@
-//! Lockstep ingestion: gRPC services, file importers and the workload simulator.
+//! Lockstep ingestion: the gRPC/OTLP server and the file importers.
 pub mod import;
 pub mod prom_text;
-pub mod simulate;
 pub mod server;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_ingest::import::{ImportOptions, import_bundle};
-use lockstep_ingest::simulate::simulate;
+use lockstep_sim::simulate;
 use lockstep_query::QueryEngine;
 
 use crate::output::{Format, print_batches};

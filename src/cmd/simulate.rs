@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use lockstep_ingest::simulate::{Scenario, SimConfig, simulate};
+use lockstep_sim::{Scenario, SimConfig, simulate};
 
 /// Arguments of `lockstep simulate`.
 #[derive(Debug, clap::Args)]

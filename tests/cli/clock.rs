@@ -228,7 +228,7 @@ fn bad_clock_sync_rows_import_nothing() {
 /// corrected time of every sample lies within its stated uncertainty of the true time.
 #[test]
 fn simulated_cluster_corrected_time_covers_truth() {
-    use lockstep_ingest::simulate::{Scenario, SimConfig, simulate};
+    use lockstep_sim::{Scenario, SimConfig, simulate};
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
     let cfg = SimConfig { nodes: 4, minutes: 4, seed: 11, ..SimConfig::new(Scenario::Healthy) };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_ingest::import::{ImportOptions, import_bundle};
-use lockstep_ingest::simulate::{Scenario, SimConfig, Truth, simulate};
+use lockstep_sim::{Scenario, SimConfig, Truth, simulate};
 use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, Diagnosis, diagnose};
 
 use super::{lockstep, ok};

@@ -1,4 +1,5 @@
-//! `lockstep bench-ingest` (hidden): the load generator of `benches/ingest_load.py`.
+//! `lockstep-load`: the load generator of `benches/ingest_load.py` (not part of the `lockstep`
+//! binary; build it with `cargo build --release --features load-generator --bin lockstep-load`).
 //!
 //! N clients, each with its own connection and hosts, stream pre-built columnar batches
 //! (`WriteStream`, a window of batches in flight) until a fixed number of samples is
@@ -22,8 +23,9 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use tonic_prost::ProstDecoder;
 
-/// Arguments of `lockstep bench-ingest`.
-#[derive(Debug, clap::Args)]
+/// Arguments of `lockstep-load`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "lockstep-load", about = "Load generator for `lockstep serve` (benches/ingest_load.py)")]
 pub struct Args {
     /// Server URL, e.g. http://127.0.0.1:4317.
     #[arg(long)]
@@ -321,7 +323,8 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
 }
 
 /// Runs the load and prints a JSON summary.
-pub fn run(args: Args) -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let args = <Args as clap::Parser>::parse();
     let clients = args.clients.max(1);
     let per_batch = (args.series * args.points) as u64;
     anyhow::ensure!(per_batch > 0, "--series and --points must be positive");
