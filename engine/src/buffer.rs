@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
-use crate::datafile::{RowFilter, Rows};
+use crate::datafile::RowFilter;
+use crate::model::Rows;
 
 /// Append-only list of row chunks.
 #[derive(Debug, Default, Clone)]

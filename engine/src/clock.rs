@@ -33,9 +33,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::{MAX_TIME_NS, MIN_TIME_NS};
 
-pub use barrier::{barrier_observations, fit_set};
+pub use barrier::{barrier_observations, fit_host, fit_set};
 pub use config::FitConfig;
-pub use fit::fit_host;
 pub use model::{ClockModel, ClockSegment, ClockSet, InputWatermark, SegmentKind};
 pub use registry::ClockRegistry;
 

@@ -55,69 +55,6 @@ pub fn file_schema() -> SchemaRef {
     ]))
 }
 
-/// Columnar rows, sorted by (series, time) and free of duplicates when they come from or go
-/// to a data file.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Rows {
-    /// Series ids.
-    pub series: Vec<u32>,
-    /// Local timestamps (ns).
-    pub time: Vec<i64>,
-    /// Values.
-    pub value: Vec<f64>,
-}
-
-impl Rows {
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.series.len()
-    }
-    /// Whether there are no rows.
-    pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
-    }
-    /// An empty set with room for `n` rows.
-    pub fn with_capacity(n: usize) -> Self {
-        Rows { series: Vec::with_capacity(n), time: Vec::with_capacity(n), value: Vec::with_capacity(n) }
-    }
-    /// The index ranges of the runs of consecutive rows with one series id, in order.
-    pub fn runs(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-        let ids = &self.series;
-        let mut start = 0;
-        std::iter::from_fn(move || {
-            let id = *ids.get(start)?;
-            let len = ids[start..].iter().position(|&x| x != id).unwrap_or(ids.len() - start);
-            let run = start..start + len;
-            start += len;
-            Some(run)
-        })
-    }
-    /// Appends one row.
-    pub fn push(&mut self, series: u32, time: i64, value: f64) {
-        self.series.push(series);
-        self.time.push(time);
-        self.value.push(value);
-    }
-    /// Appends rows `start..end` of `other`.
-    pub fn extend_range(&mut self, other: &Rows, start: usize, end: usize) {
-        self.series.extend_from_slice(&other.series[start..end]);
-        self.time.extend_from_slice(&other.time[start..end]);
-        self.value.extend_from_slice(&other.value[start..end]);
-    }
-    /// Removes every row, keeping the capacity.
-    pub fn clear(&mut self) {
-        self.series.clear();
-        self.time.clear();
-        self.value.clear();
-    }
-    /// Appends all rows of `other`.
-    pub fn extend_from(&mut self, other: &Rows) {
-        self.series.extend_from_slice(&other.series);
-        self.time.extend_from_slice(&other.time);
-        self.value.extend_from_slice(&other.value);
-    }
-}
-
 /// Facts about a written data file, recorded in the manifest.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FileStats {

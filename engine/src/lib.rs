@@ -22,5 +22,5 @@ pub mod wal;
 pub mod wallclock;
 
 pub use error::{Error, ErrorKind, Result};
-pub use model::{Labels, SeriesId, SeriesKey, SeriesSamples, WriteBatch};
+pub use model::{Labels, Rows, SeriesId, SeriesKey, SeriesSamples, WriteBatch};
 pub use store::{Store, StoreConfig};

@@ -5,7 +5,7 @@
 //! the row that came last. A stable counting sort by series followed by a per-series check
 //! (telemetry usually arrives time-ordered per series) makes this O(n) in the common case.
 
-use crate::datafile::Rows;
+use crate::model::Rows;
 
 /// Sorts `rows` by (series, time), keeping the last row of each duplicate (series, time).
 pub fn sort_dedup(rows: &Rows) -> Rows {

@@ -33,7 +33,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::buffer::WriteBuffer;
 use crate::clock::{ClockRegistry, ClockSet, FitConfig};
-use crate::datafile::{Rows, WriteOptions};
+use crate::datafile::WriteOptions;
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};

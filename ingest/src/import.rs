@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use lockstep_engine::Store;
-use lockstep_engine::datafile::Rows;
+use lockstep_engine::Rows;
 use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
 use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
 

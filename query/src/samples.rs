@@ -39,7 +39,7 @@ use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
-use lockstep_engine::datafile::Rows;
+use lockstep_engine::Rows;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;

@@ -1,4 +1,5 @@
-//! Whole-set fitting and refinement from collective barriers.
+//! Fitting: one host ([`fit_host`]: observations → segmentation (`fit.rs`) → model
+//! (`segments.rs`)), and a whole set with refinement from collective barriers ([`fit_set`]).
 //!
 //! Assumption (documented in `docs/clock.md`): all ranks of one collective instance leave it
 //! within `barrier_exit_spread_ns` of reference time of each other (a collective is a barrier:
@@ -19,6 +20,32 @@ use super::model::{ClockModel, ClockSet, InputWatermark, clamp_i64};
 use super::segments::assemble;
 use super::{BarrierEvent, OffsetObservation, SyncExchange, UNCERTAINTY_UNKNOWN, sync_error};
 use crate::error::Result;
+
+/// Fits one host's model from its exchanges and direct offset observations.
+///
+/// Errors ([`crate::Error::ClockSync`]): no data at all; an observation of another host; an
+/// invalid observation (see [`SyncExchange::validate`], [`OffsetObservation::validate`]);
+/// an invalid config. Exact duplicate observations are counted once. The reference host
+/// (`cfg.reference_host`) gets [`ClockModel::identity`] whatever its data.
+pub fn fit_host(
+    host: &str,
+    exchanges: &[SyncExchange],
+    direct: &[OffsetObservation],
+    cfg: &FitConfig,
+) -> Result<ClockModel> {
+    cfg.validate()?;
+    if cfg.reference_host.as_deref() == Some(host) {
+        return Ok(ClockModel::identity(host));
+    }
+    let bands = host_bands(host, exchanges, direct, cfg)?;
+    if bands.is_empty() {
+        return Err(sync_error(
+            host,
+            "no clock sync data (no exchanges and no direct offsets)",
+        ));
+    }
+    Ok(assemble(host, &segment(bands, cfg), cfg))
+}
 
 /// One rank of an instance: host, local end time, and its exit interval if the host has a model.
 type Member<'a> = (&'a str, i64, Option<(i128, i128)>);

@@ -12,8 +12,7 @@
 
 use super::config::FitConfig;
 use super::polygon::Feasible;
-use super::segments::assemble;
-use super::{ClockModel, OffsetObservation, SyncExchange, sync_error};
+use super::{OffsetObservation, SyncExchange, sync_error};
 use crate::error::Result;
 
 /// One observation as a two-sided bound on `θ`, integer ns.
@@ -406,32 +405,6 @@ pub(crate) fn segment(mut bands: Vec<Band>, cfg: &FitConfig) -> HostFit {
         fit.spans.push(Span { pieces });
     }
     fit
-}
-
-/// Fits one host's model from its exchanges and direct offset observations.
-///
-/// Errors ([`crate::Error::ClockSync`]): no data at all; an observation of another host; an
-/// invalid observation (see [`SyncExchange::validate`], [`OffsetObservation::validate`]);
-/// an invalid config. Exact duplicate observations are counted once. The reference host
-/// (`cfg.reference_host`) gets [`ClockModel::identity`] whatever its data.
-pub fn fit_host(
-    host: &str,
-    exchanges: &[SyncExchange],
-    direct: &[OffsetObservation],
-    cfg: &FitConfig,
-) -> Result<ClockModel> {
-    cfg.validate()?;
-    if cfg.reference_host.as_deref() == Some(host) {
-        return Ok(ClockModel::identity(host));
-    }
-    let bands = host_bands(host, exchanges, direct, cfg)?;
-    if bands.is_empty() {
-        return Err(sync_error(
-            host,
-            "no clock sync data (no exchanges and no direct offsets)",
-        ));
-    }
-    Ok(assemble(host, &segment(bands, cfg), cfg))
 }
 
 /// Validates and converts one host's observations to bands.

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::statistics::Statistics;
 
-use super::{RowFilter, Rows, decode_values, file_schema};
+use super::{RowFilter, decode_values, file_schema};
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 

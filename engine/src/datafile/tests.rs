@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::Rows;
 use crate::error::Error;
 use crate::storage::OsStorage;
 use arrow::array::{ArrayRef, Float64Array, Int8Array, Int64Array, RecordBatch, UInt32Array};

@@ -12,7 +12,8 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
-use super::{FileStats, ROW_GROUP_ROWS, Rows, WriteOptions, columns, encode_values, file_schema};
+use super::{FileStats, ROW_GROUP_ROWS, WriteOptions, columns, encode_values, file_schema};
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::storage::{Storage, StorageFile};
 

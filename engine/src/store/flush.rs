@@ -7,7 +7,8 @@ use super::{LiveFile, Store, lock_poisoned, split_by_partition_owned};
 use crate::buffer::WriteBuffer;
 use std::path::PathBuf;
 
-use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, Rows, WriteOptions};
+use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, WriteOptions};
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::wal::Wal;

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Rejection, Store, lock_poisoned, split_by_partition_owned};
-use crate::datafile::{self, Rows};
+use crate::datafile;
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::FileEntry;
 use crate::merge::{merge_streams, sort_dedup_owned};

@@ -9,7 +9,7 @@ use super::lock::WriterLock;
 use super::{LiveFile, State, Store, StoreConfig, StoreMetrics, lock_poisoned, record};
 use crate::buffer::WriteBuffer;
 use crate::clock::ClockRegistry;
-use crate::datafile::Rows;
+use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::model::{SeriesId, SeriesKey};

@@ -15,7 +15,7 @@
 //! Differences wrap (two's complement), so every `i64` round-trips. Tag 1 (u32 id, u32 n,
 //! i64 time * n, f64 value * n per run) is still read.
 
-use crate::datafile::Rows;
+use crate::model::Rows;
 use crate::model::{Labels, SeriesId, SeriesKey};
 
 /// The fixed-width record of the first releases (read only).

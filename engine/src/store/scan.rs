@@ -9,7 +9,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use roaring::RoaringBitmap;
 
 use super::{LiveFile, Store, lock_poisoned, split_by_partition};
-use crate::datafile::{self, RowFilter, Rows};
+use crate::datafile::{self, RowFilter};
+use crate::model::Rows;
 use crate::error::Result;
 use crate::merge::sort_dedup;
 use crate::storage::Storage;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lockstep_engine::model::{MAX_TIME_NS, MIN_TIME_NS};
-use lockstep_engine::datafile::Rows;
+use lockstep_engine::Rows;
 use lockstep_engine::{SeriesId, SeriesKey, SeriesSamples, Store, WriteBatch};
 use lockstep_proto::ingest::v1::{SeriesColumns, SeriesRejection, WriteRequest};
 use tonic::Status;

@@ -3,7 +3,7 @@
 //! GPU activity, and the job's fabric error rates.
 
 use lockstep_engine::Store;
-use lockstep_engine::datafile::Rows;
+use lockstep_engine::Rows;
 use lockstep_engine::metrics::MetricClass;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use lockstep_engine::Store;
 use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
 use lockstep_engine::clock::{ClockModel, ClockSet};
-use lockstep_engine::datafile::Rows;
+use lockstep_engine::Rows;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
 
