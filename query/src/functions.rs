@@ -13,19 +13,16 @@ pub mod before;
 pub mod change_points;
 mod constant_args;
 mod counter;
+pub mod counters;
 mod group_rows;
 pub mod ddsketch;
 pub mod ddsketch_merge;
 pub mod ddsketch_quantile;
 pub mod gap_fill;
-pub mod increase;
 pub mod lag_corr;
-pub mod normalized_increase;
-pub mod normalized_rate;
 pub mod onset;
 mod point_state;
 pub mod quantile_cont;
-pub mod rate;
 pub mod throttle_reasons;
 pub mod value_at;
 
@@ -41,8 +38,8 @@ pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalo
     use datafusion::logical_expr::AggregateUDF;
     register_time_series_functions(ctx);
     register_analysis_functions(ctx);
-    ctx.register_udaf(AggregateUDF::from(normalized_increase::NormalizedIncrease::new(catalog.clone())));
-    ctx.register_udaf(AggregateUDF::from(normalized_rate::NormalizedRate::new(catalog)));
+    ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_increase(catalog.clone())));
+    ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_rate(catalog)));
 }
 
 /// Registers the correlation and change-point functions: `lag_corr`, `change_points`, `onset`.
@@ -63,8 +60,8 @@ fn register_time_series_functions(ctx: &SessionContext) {
     ctx.register_udaf(AggregateUDF::from(ddsketch::DdSketchAgg::new()));
     ctx.register_udaf(AggregateUDF::from(ddsketch_merge::DdSketchMerge::new()));
     ctx.register_udf(ScalarUDF::from(ddsketch_quantile::DdSketchQuantile::new()));
-    ctx.register_udaf(AggregateUDF::from(increase::Increase::new()));
-    ctx.register_udaf(AggregateUDF::from(rate::Rate::new()));
+    ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::increase()));
+    ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::rate()));
     ctx.register_udaf(AggregateUDF::from(gap_fill::GapFill::new()));
     ctx.register_udaf(AggregateUDF::from(value_at::ValueAt::new()));
     ctx.register_udf(ScalarUDF::from(before::Before::new()));

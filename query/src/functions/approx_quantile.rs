@@ -16,76 +16,41 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::constant_args::{check_arity, coerce_float, constant_quantile, reject_distinct};
+use super::constant_args::QuantileForm;
 use super::ddsketch::{
     SketchAccumulator, SketchInput, SketchOutput, groups_accumulator, mapping_arg, output_type,
     sketch_state_fields,
 };
 
-/// The approximate quantile aggregate; `fixed_permille` is set for `approx_pNN(value)`.
+/// The approximate quantile aggregate in one of its forms (`approx_quantile(value, q [, alpha])`,
+/// `approx_p99(value [, alpha])`, …).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ApproxQuantile {
-    name: &'static str,
-    fixed_permille: Option<u16>,
+    form: QuantileForm,
     signature: Signature,
 }
 
 impl ApproxQuantile {
-    /// `approx_quantile(value, q [, alpha])`.
-    pub fn new() -> Self {
-        Self {
-            name: "approx_quantile",
-            fixed_permille: None,
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-
-    /// A fixed-quantile form such as `approx_p99(value [, alpha])`.
-    pub fn fixed(name: &'static str, permille: u16) -> Self {
-        Self {
-            name,
-            fixed_permille: Some(permille),
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-
     fn parts(&self, args: &AccumulatorArgs) -> Result<(SketchInput, SketchOutput)> {
-        reject_distinct(args, self.name)?;
-        let (q, alpha_pos) = match self.fixed_permille {
-            Some(p) => (f64::from(p) / 1000.0, 1),
-            None => (constant_quantile(&args.exprs[1], self.name)?, 2),
-        };
+        let (q, alpha_pos) = self.form.quantile(args)?;
         Ok((
-            SketchInput::Values(mapping_arg(args, alpha_pos, self.name)?),
+            SketchInput::Values(mapping_arg(args, alpha_pos, self.form.name)?),
             SketchOutput::Quantile(q),
         ))
     }
 }
 
-impl Default for ApproxQuantile {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// All approximate-quantile UDAFs.
+/// All approximate-quantile UDAFs: `approx_quantile`, `approx_p50`, … `approx_p999`.
 pub fn udafs() -> Vec<AggregateUDF> {
-    let mut v = vec![AggregateUDF::from(ApproxQuantile::new())];
-    for (name, permille) in [
-        ("approx_p50", 500),
-        ("approx_p90", 900),
-        ("approx_p95", 950),
-        ("approx_p99", 990),
-        ("approx_p999", 999),
-    ] {
-        v.push(AggregateUDF::from(ApproxQuantile::fixed(name, permille)));
-    }
-    v
+    QuantileForm::family("approx_quantile", |f| f.2)
+        .into_iter()
+        .map(|form| AggregateUDF::from(ApproxQuantile { form, signature: Signature::user_defined(Volatility::Immutable) }))
+        .collect()
 }
 
 impl AggregateUDFImpl for ApproxQuantile {
     fn name(&self) -> &str {
-        self.name
+        self.form.name
     }
 
     fn signature(&self) -> &Signature {
@@ -93,30 +58,7 @@ impl AggregateUDFImpl for ApproxQuantile {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let names: &[&str] = if self.fixed_permille.is_some() {
-            check_arity(
-                self.name,
-                arg_types,
-                1,
-                2,
-                "1 or 2 arguments (value [, alpha])",
-            )?;
-            &["value", "alpha"]
-        } else {
-            check_arity(
-                self.name,
-                arg_types,
-                2,
-                3,
-                "2 or 3 arguments (value, q [, alpha])",
-            )?;
-            &["value", "q", "alpha"]
-        };
-        arg_types
-            .iter()
-            .zip(names)
-            .map(|(t, n)| coerce_float(self.name, n, t))
-            .collect()
+        self.form.coerce(arg_types, &["alpha"])
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -129,7 +71,7 @@ impl AggregateUDFImpl for ApproxQuantile {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let (input, output) = self.parts(&args)?;
-        Ok(Box::new(SketchAccumulator::new(self.name, input, output)))
+        Ok(Box::new(SketchAccumulator::new(self.form.name, input, output)))
     }
 
     fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
@@ -141,6 +83,6 @@ impl AggregateUDFImpl for ApproxQuantile {
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
         let (input, output) = self.parts(&args)?;
-        Ok(groups_accumulator(self.name, input, output))
+        Ok(groups_accumulator(self.form.name, input, output))
     }
 }

@@ -191,3 +191,59 @@ pub(crate) fn reject_distinct(
     }
     Ok(())
 }
+
+/// The fixed-quantile forms shared by the exact and the approximate quantile families:
+/// thousandths, exact name (`p99`), approximate name (`approx_p99`).
+pub(crate) const FIXED_QUANTILES: [(u16, &str, &str); 5] = [
+    (500, "p50", "approx_p50"),
+    (900, "p90", "approx_p90"),
+    (950, "p95", "approx_p95"),
+    (990, "p99", "approx_p99"),
+    (999, "p999", "approx_p999"),
+];
+
+/// A quantile function's name and form: general (`quantile_cont(value, q, …)`) or with a fixed
+/// quantile (`p99(value, …)`); the arguments after `value` and `q` are the family's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct QuantileForm {
+    /// SQL name.
+    pub name: &'static str,
+    /// Fixed quantile in thousandths (`p99` = 990), `None` for the general form.
+    pub fixed_permille: Option<u16>,
+}
+
+impl QuantileForm {
+    /// The general form `general` followed by every fixed form, named by `fixed_name`.
+    pub(crate) fn family(
+        general: &'static str,
+        fixed_name: impl Fn(&(u16, &'static str, &'static str)) -> &'static str,
+    ) -> Vec<QuantileForm> {
+        std::iter::once(QuantileForm { name: general, fixed_permille: None })
+            .chain(FIXED_QUANTILES.iter().map(|f| QuantileForm { name: fixed_name(f), fixed_permille: Some(f.0) }))
+            .collect()
+    }
+
+    /// Checks the arity (`value`, `q` unless fixed, then up to `optional.len()` optional
+    /// arguments) and coerces every argument to Float64.
+    pub(crate) fn coerce(&self, args: &[DataType], optional: &[&str]) -> Result<Vec<DataType>> {
+        let required: &[&str] = if self.fixed_permille.is_some() { &["value"] } else { &["value", "q"] };
+        let (min, max) = (required.len(), required.len() + optional.len());
+        let usage = if min == max {
+            format!("{min} argument{} ({})", if min == 1 { "" } else { "s" }, required.join(", "))
+        } else {
+            format!("{min} or {max} arguments ({} [, {}])", required.join(", "), optional.join(", "))
+        };
+        check_arity(self.name, args, min, max, &usage)?;
+        args.iter().zip(required.iter().chain(optional)).map(|(t, n)| coerce_float(self.name, n, t)).collect()
+    }
+
+    /// The quantile (the fixed one, or the constant `q` argument) and the position of the first
+    /// optional argument. DISTINCT is refused.
+    pub(crate) fn quantile(&self, args: &datafusion::logical_expr::function::AccumulatorArgs) -> Result<(f64, usize)> {
+        reject_distinct(args, self.name)?;
+        match self.fixed_permille {
+            Some(p) => Ok((f64::from(p) / 1000.0, 1)),
+            None => Ok((constant_quantile(&args.exprs[1], self.name)?, 2)),
+        }
+    }
+}

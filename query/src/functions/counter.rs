@@ -1,5 +1,5 @@
-//! Counter arithmetic shared by `increase` and `rate`: samples ordered by time, resets and
-//! wrap-around of narrow hardware counters, and the accumulator both aggregates use.
+//! Counter arithmetic of the counter family (`functions/counters.rs`): samples ordered by
+//! time, resets and wrap-around of narrow hardware counters, and the accumulator they share.
 //!
 //! Samples are kept (not summarised) because partial states merge in any order and a
 //! sample arriving later may belong between two earlier ones; they are sorted by

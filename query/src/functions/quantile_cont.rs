@@ -33,69 +33,32 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::constant_args::{check_arity, coerce_float, constant_quantile, reject_distinct};
+use super::constant_args::QuantileForm;
 
-/// The exact quantile aggregate; `fixed` is set for the `pNN(value)` convenience forms.
+/// The exact quantile aggregate in one of its forms (`quantile_cont(value, q)`, `p99(value)`, …).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct QuantileCont {
-    name: &'static str,
-    /// Fixed quantile in thousandths (`p99` = 990), `None` for `quantile_cont(value, q)`.
-    fixed_permille: Option<u16>,
+    form: QuantileForm,
     signature: Signature,
 }
 
 impl QuantileCont {
-    /// `quantile_cont(value, q)`.
-    pub fn new() -> Self {
-        Self {
-            name: "quantile_cont",
-            fixed_permille: None,
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-
-    /// A one-argument form with a fixed quantile, e.g. `p99(value)`.
-    pub fn fixed(name: &'static str, permille: u16) -> Self {
-        Self {
-            name,
-            fixed_permille: Some(permille),
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
-    }
-
     fn quantile(&self, args: &AccumulatorArgs) -> Result<f64> {
-        reject_distinct(args, self.name)?;
-        match self.fixed_permille {
-            Some(p) => Ok(f64::from(p) / 1000.0),
-            None => constant_quantile(&args.exprs[1], self.name),
-        }
-    }
-}
-
-impl Default for QuantileCont {
-    fn default() -> Self {
-        Self::new()
+        Ok(self.form.quantile(args)?.0)
     }
 }
 
 /// All exact-quantile UDAFs: `quantile_cont`, `p50`, `p90`, `p95`, `p99`, `p999`.
 pub fn udafs() -> Vec<AggregateUDF> {
-    let mut v = vec![AggregateUDF::from(QuantileCont::new())];
-    for (name, permille) in [
-        ("p50", 500),
-        ("p90", 900),
-        ("p95", 950),
-        ("p99", 990),
-        ("p999", 999),
-    ] {
-        v.push(AggregateUDF::from(QuantileCont::fixed(name, permille)));
-    }
-    v
+    QuantileForm::family("quantile_cont", |f| f.1)
+        .into_iter()
+        .map(|form| AggregateUDF::from(QuantileCont { form, signature: Signature::user_defined(Volatility::Immutable) }))
+        .collect()
 }
 
 impl AggregateUDFImpl for QuantileCont {
     fn name(&self) -> &str {
-        self.name
+        self.form.name
     }
 
     fn signature(&self) -> &Signature {
@@ -103,15 +66,7 @@ impl AggregateUDFImpl for QuantileCont {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        if self.fixed_permille.is_some() {
-            check_arity(self.name, arg_types, 1, 1, "1 argument (value)")?;
-            return Ok(vec![coerce_float(self.name, "value", &arg_types[0])?]);
-        }
-        check_arity(self.name, arg_types, 2, 2, "2 arguments (value, q)")?;
-        Ok(vec![
-            coerce_float(self.name, "value", &arg_types[0])?,
-            coerce_float(self.name, "q", &arg_types[1])?,
-        ])
+        self.form.coerce(arg_types, &[])
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
