@@ -258,6 +258,33 @@ fn rows(stdout: &str) -> usize {
     }
 }
 
+/// The SQL of an example: a statement, or the query argument of a `lockstep sql` command.
+fn example_sql(e: &Example) -> Option<&str> {
+    match &e.kind {
+        Kind::Sql(sql) => Some(sql),
+        Kind::Shell(words) => (words[0] == "sql").then(|| words.last().unwrap().as_str()),
+    }
+}
+
+/// Runs one example in `cwd` against the store `db`; the failure, if any.
+fn check(cwd: &Path, db: &str, e: &Example) -> Option<String> {
+    let args: Vec<&str> = match &e.kind {
+        Kind::Sql(sql) => vec!["sql", "--data-dir", db, "--format", "json", sql],
+        Kind::Shell(words) => words.iter().map(String::as_str).collect(),
+    };
+    let out = run_in(cwd, &args);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        Some(format!("{}: failed: {}", e.at, stderr.trim()))
+    } else if args[0] == "diagnose" && (stdout.contains("NaN") || stderr.contains("warning")) {
+        Some(format!("{}: NaN or a warning:\n{stdout}{stderr}", e.at))
+    } else if args[0] == "sql" && !e.empty_ok && rows(&stdout) == 0 {
+        Some(format!("{}: returned no rows (fence the block `sql empty` if that is intended)", e.at))
+    } else {
+        None
+    }
+}
+
 /// The extractor finds what the documentation's blocks hold.
 #[test]
 fn extractor_reads_sql_and_shell_blocks() {
@@ -326,17 +353,9 @@ fn documented_examples_run_against_the_demo_store() {
     known.extend(csv_column("SELECT family FROM metric_catalog"));
     let known_chars: Vec<Vec<char>> = known.iter().map(|n| n.chars().collect()).collect();
 
-    let mut failures = Vec::new();
     let mut unknown = BTreeSet::new();
     for e in &examples {
-        let (args, sql): (Vec<&str>, Option<&str>) = match &e.kind {
-            Kind::Sql(sql) => (vec!["sql", "--data-dir", db, "--format", "json", sql], Some(sql)),
-            Kind::Shell(words) => {
-                let sql = (words[0] == "sql").then(|| words.last().unwrap().as_str());
-                (words.iter().map(String::as_str).collect(), sql)
-            }
-        };
-        for (name, pattern) in sql.map(metric_names).unwrap_or_default() {
+        for (name, pattern) in example_sql(e).map(metric_names).unwrap_or_default() {
             let exists = if pattern {
                 let p: Vec<char> = name.chars().collect();
                 known_chars.iter().any(|k| like(&p, k))
@@ -347,16 +366,48 @@ fn documented_examples_run_against_the_demo_store() {
                 unknown.insert(format!("{}: {name:?}", e.at));
             }
         }
-        let out = run_in(cwd, &args);
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        if !out.status.success() {
-            failures.push(format!("{}: failed: {}", e.at, stderr.trim()));
-        } else if args[0] == "diagnose" && (stdout.contains("NaN") || stderr.contains("warning")) {
-            failures.push(format!("{}: empty window or NaN:\n{stdout}{stderr}", e.at));
-        } else if args[0] == "sql" && !e.empty_ok && rows(&stdout) == 0 {
-            failures.push(format!("{}: returned no rows (mark the block `sql empty` if intended)", e.at));
-        }
     }
+    // The examples only read (the import writes its own store), so two run at a time.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    while let Some(e) = examples.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        failures.extend(check(cwd, db, e));
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    failures.sort();
+
+    // The README's former postmortem windows held no data and printed NaN without a word.
+    let out = run_in(
+        cwd,
+        &[
+            "diagnose",
+            "--data-dir",
+            db,
+            "--job",
+            "llm-70b",
+            "--baseline-from",
+            "2026-03-02T09:00:00Z",
+            "--baseline-to",
+            "2026-03-02T09:03:00Z",
+            "--from",
+            "2026-03-03T08:00:00Z",
+            "--to",
+            "2026-03-03T09:00:00Z",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("warning: the after window [2026-03-03T08:00:00"), "{stderr}");
+    assert!(!stderr.contains("before window"), "{stderr}");
+
     assert!(
         failures.is_empty() && unknown.is_empty(),
         "{} of {} documented examples failed:\n{}\nmetric names that are neither a series of the demo's store nor a catalog family:\n{}",
