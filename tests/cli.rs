@@ -5,6 +5,8 @@
 mod clock;
 #[path = "cli/diagnose.rs"]
 mod diagnose;
+#[path = "cli/docs.rs"]
+mod docs;
 #[path = "cli/serve.rs"]
 mod serve;
 

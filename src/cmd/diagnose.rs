@@ -71,6 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             anyhow::bail!("compare mode needs --from and --to for the second window");
         };
         let c = compare(&store, &args.job, (bf, bt), (af, at))?;
+        for w in c.warnings() {
+            eprintln!("warning: {w}");
+        }
         match args.format {
             Format::Text => print!("{}", c.render()),
             Format::Json => println!("{}", c.to_json()),

@@ -46,6 +46,9 @@ pub struct Comparison {
     pub after: (i64, i64),
     /// Compared quantities.
     pub metrics: Vec<MetricComparison>,
+    /// Samples of the compared series in the first and the second window; 0 means the window
+    /// holds no data of the job, and its columns are NaN (see [`Comparison::warnings`]).
+    pub samples: (usize, usize),
 }
 
 /// What a quantity pools.
@@ -100,6 +103,7 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
     }
     let mut metrics = Vec::new();
     let mut scratch = Vec::new();
+    let mut samples = [0usize; 2];
     for q in &QUANTITIES {
         let mut stats = [(f64::NAN, f64::NAN); 2];
         let mut any = false;
@@ -108,6 +112,7 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
             let mut sum = 0.0;
             for (_, m) in picked.iter().filter(|(_, m)| (q.pick)(m)) {
                 let s = derive(m, &parts, timeline, from, to);
+                samples[k] += s.v.len();
                 if q.sum_of_means {
                     let mu = mean(s.v.iter().copied());
                     if mu.is_finite() {
@@ -139,10 +144,29 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
             change_pct,
         });
     }
-    Ok(Comparison { job: job.to_string(), before, after, metrics })
+    Ok(Comparison { job: job.to_string(), before, after, metrics, samples: (samples[0], samples[1]) })
 }
 
 impl Comparison {
+    /// One warning per window that holds no samples of the job (a window outside the data,
+    /// e.g. a mistyped date): its columns are NaN.
+    pub fn warnings(&self) -> Vec<String> {
+        let t = super::text::fmt_rfc3339;
+        [("before", self.before, self.samples.0), ("after", self.after, self.samples.1)]
+            .into_iter()
+            .filter(|(_, _, n)| *n == 0)
+            .map(|(name, (from, to), _)| {
+                format!(
+                    "the {name} window [{} .. {}) holds no samples of job {}, so its columns are NaN; \
+                     choose windows inside the job's data (SELECT min(time), max(time) FROM samples)",
+                    t(from),
+                    t(to),
+                    self.job
+                )
+            })
+            .collect()
+    }
+
     /// A text table of what changed.
     pub fn render(&self) -> String {
         use std::fmt::Write as _;
