@@ -18,7 +18,7 @@ use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
 use super::{arrays, keep};
-use crate::functions::group_rows::{emit_offsets, grow_groups};
+use crate::functions::group_rows::{RowColumns, grow_groups, take_grouped};
 
 /// Evaluates one group from its points: times (ns) and the `K` value columns, in arrival order.
 pub(crate) type EvalFn<const K: usize> = Box<dyn Fn(&[i64], [&[f64]; K]) -> Result<ScalarValue> + Send>;
@@ -26,8 +26,7 @@ pub(crate) type EvalFn<const K: usize> = Box<dyn Fn(&[i64], [&[f64]; K]) -> Resu
 /// Point state of all groups.
 pub(crate) struct PointGroups<const K: usize> {
     groups: Vec<u32>,
-    times: Vec<i64>,
-    cols: [Vec<f64>; K],
+    points: Points<K>,
     num_groups: usize,
     eval: EvalFn<K>,
     name: &'static str,
@@ -43,6 +42,39 @@ impl<const K: usize> std::fmt::Debug for PointGroups<K> {
     }
 }
 
+/// The points of the rows: times and `K` value columns.
+struct Points<const K: usize> {
+    times: Vec<i64>,
+    cols: [Vec<f64>; K],
+}
+
+impl<const K: usize> RowColumns for Points<K> {
+    fn zeroed(n: usize) -> Self {
+        Points { times: vec![0; n], cols: std::array::from_fn(|_| vec![0.0; n]) }
+    }
+    fn split_off(&mut self, at: usize) -> Self {
+        Points { times: self.times.split_off(at), cols: std::array::from_fn(|i| self.cols[i].split_off(at)) }
+    }
+    fn copy_row(&self, from: usize, dst: &mut Self, to: usize) {
+        dst.times[to] = self.times[from];
+        for (d, s) in dst.cols.iter_mut().zip(&self.cols) {
+            d[to] = s[from];
+        }
+    }
+    fn move_row(&mut self, from: usize, to: usize) {
+        self.times[to] = self.times[from];
+        for c in &mut self.cols {
+            c[to] = c[from];
+        }
+    }
+    fn truncate(&mut self, n: usize) {
+        self.times.truncate(n);
+        for c in &mut self.cols {
+            c.truncate(n);
+        }
+    }
+}
+
 /// The emitted groups' points, grouped: rows `offsets[g]..offsets[g + 1]` belong to group `g`.
 struct Grouped<const K: usize> {
     offsets: Vec<i32>,
@@ -54,8 +86,7 @@ impl<const K: usize> PointGroups<K> {
     pub(crate) fn new(name: &'static str, eval: EvalFn<K>) -> Self {
         Self {
             groups: Vec::new(),
-            times: Vec::new(),
-            cols: std::array::from_fn(|_| Vec::new()),
+            points: Points { times: Vec::new(), cols: std::array::from_fn(|_| Vec::new()) },
             num_groups: 0,
             eval,
             name,
@@ -64,62 +95,15 @@ impl<const K: usize> PointGroups<K> {
 
     /// Removes the groups selected by `emit_to` and returns their rows grouped.
     fn take_grouped(&mut self, emit_to: EmitTo) -> Result<Grouped<K>> {
-        let (emit, offsets) = emit_offsets(&self.groups, self.num_groups, emit_to, self.name)?;
-        let taken = offsets[emit] as usize;
-        let shift = emit as u32;
-        if self.groups.is_sorted() {
-            // Already grouped: the emitted groups are a prefix of the rows.
-            let rest_groups = self.groups.split_off(taken);
-            let rest_times = self.times.split_off(taken);
-            let rest_cols: [Vec<f64>; K] = std::array::from_fn(|i| self.cols[i].split_off(taken));
-            let out = Grouped {
-                offsets,
-                times: std::mem::replace(&mut self.times, rest_times),
-                cols: std::mem::replace(&mut self.cols, rest_cols),
-            };
-            self.groups = rest_groups;
-            for g in &mut self.groups {
-                *g -= shift;
-            }
-            self.num_groups -= emit;
-            return Ok(out);
-        }
-        let mut cursor: Vec<i32> = offsets[..emit].to_vec();
-        let mut times = vec![0i64; taken];
-        let mut cols: [Vec<f64>; K] = std::array::from_fn(|_| vec![0.0; taken]);
-        let mut w = 0;
-        for r in 0..self.groups.len() {
-            let g = self.groups[r];
-            if g < shift {
-                let c = &mut cursor[g as usize];
-                let dst = *c as usize;
-                times[dst] = self.times[r];
-                for (out, src) in cols.iter_mut().zip(&self.cols) {
-                    out[dst] = src[r];
-                }
-                *c += 1;
-            } else {
-                self.groups[w] = g - shift;
-                self.times[w] = self.times[r];
-                for c in &mut self.cols {
-                    c[w] = c[r];
-                }
-                w += 1;
-            }
-        }
-        self.groups.truncate(w);
-        self.times.truncate(w);
-        for c in &mut self.cols {
-            c.truncate(w);
-        }
-        self.num_groups -= emit;
+        let (offsets, Points { times, cols }) =
+            take_grouped(&mut self.groups, &mut self.points, &mut self.num_groups, emit_to, self.name)?;
         Ok(Grouped { offsets, times, cols })
     }
 
     fn push_rows(&mut self, g: u32, times: &[i64], cols: [&[f64]; K]) {
         self.groups.extend(std::iter::repeat_n(g, times.len()));
-        self.times.extend_from_slice(times);
-        for (dst, src) in self.cols.iter_mut().zip(cols) {
+        self.points.times.extend_from_slice(times);
+        for (dst, src) in self.points.cols.iter_mut().zip(cols) {
             dst.extend_from_slice(src);
         }
     }
@@ -155,8 +139,8 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
             let selected = opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
             if selected && keep(times, &cols, row) {
                 self.groups.push(g as u32);
-                self.times.push(times.value(row));
-                for (dst, src) in self.cols.iter_mut().zip(&cols) {
+                self.points.times.push(times.value(row));
+                for (dst, src) in self.points.cols.iter_mut().zip(&cols) {
                     dst.push(src.value(row));
                 }
             }
@@ -253,8 +237,8 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
 
     fn size(&self) -> usize {
         self.groups.capacity() * 4
-            + self.times.capacity() * 8
-            + self.cols.iter().map(|c| c.capacity() * 8).sum::<usize>()
+            + self.points.times.capacity() * 8
+            + self.points.cols.iter().map(|c| c.capacity() * 8).sum::<usize>()
     }
 }
 

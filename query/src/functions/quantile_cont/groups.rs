@@ -14,7 +14,7 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
 use super::quantile_of;
-use crate::functions::group_rows::{emit_offsets, grow_groups};
+use crate::functions::group_rows::{grow_groups, take_grouped};
 
 /// Exact-quantile state of all groups.
 #[derive(Debug)]
@@ -38,38 +38,7 @@ impl QuantileGroups {
     /// Removes the groups selected by `emit_to` and returns their values grouped:
     /// `offsets[g]..offsets[g + 1]` are the values of emitted group `g`.
     fn take_grouped(&mut self, emit_to: EmitTo) -> Result<(Vec<i32>, Vec<f64>)> {
-        let (emit, offsets) = emit_offsets(&self.groups, self.num_groups, emit_to, "quantile_cont")?;
-        let mut cursor: Vec<i32> = offsets[..emit].to_vec();
-        let mut out = vec![0.0f64; offsets[emit] as usize];
-        if emit == self.num_groups {
-            for (&g, &v) in self.groups.iter().zip(&self.values) {
-                let c = &mut cursor[g as usize];
-                out[*c as usize] = v;
-                *c += 1;
-            }
-            self.groups.clear();
-            self.values.clear();
-        } else {
-            // Emit the first groups, shift the remaining group indices down.
-            let shift = emit as u32;
-            let mut w = 0;
-            for r in 0..self.groups.len() {
-                let (g, v) = (self.groups[r], self.values[r]);
-                if g < shift {
-                    let c = &mut cursor[g as usize];
-                    out[*c as usize] = v;
-                    *c += 1;
-                } else {
-                    self.groups[w] = g - shift;
-                    self.values[w] = v;
-                    w += 1;
-                }
-            }
-            self.groups.truncate(w);
-            self.values.truncate(w);
-        }
-        self.num_groups -= emit;
-        Ok((offsets, out))
+        take_grouped(&mut self.groups, &mut self.values, &mut self.num_groups, emit_to, "quantile_cont")
     }
 }
 
