@@ -56,7 +56,7 @@ pub fn file_schema() -> SchemaRef {
 }
 
 /// Facts about a written data file, recorded in the manifest.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStats {
     /// Rows in the file.
     pub rows: u64,

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::datafile::FileStats;
 use crate::error::{Error, Result};
 use crate::storage::{Storage, write_atomic};
 
@@ -23,37 +24,17 @@ pub struct FileEntry {
     pub partition: i64,
     /// Path relative to the store directory.
     pub path: String,
-    /// Rows in the file.
-    pub rows: u64,
-    /// Bytes on disk.
-    pub bytes: u64,
-    /// Smallest local timestamp.
-    pub min_time: i64,
-    /// Largest local timestamp.
-    pub max_time: i64,
-    /// Smallest series id.
-    pub min_series: u32,
-    /// Largest series id.
-    pub max_series: u32,
+    /// Rows, size and key ranges of the file (flattened into the entry's JSON).
+    #[serde(flatten)]
+    pub stats: FileStats,
     /// 0 for flushed/imported files, n+1 for a compaction of level-n files.
     pub level: u32,
 }
 
 impl FileEntry {
     /// The entry of a written file.
-    pub fn new(id: u64, partition: i64, path: String, stats: &crate::datafile::FileStats, level: u32) -> Self {
-        FileEntry {
-            id,
-            partition,
-            path,
-            rows: stats.rows,
-            bytes: stats.bytes,
-            min_time: stats.min_time,
-            max_time: stats.max_time,
-            min_series: stats.min_series,
-            max_series: stats.max_series,
-            level,
-        }
+    pub fn new(id: u64, partition: i64, path: String, stats: &FileStats, level: u32) -> Self {
+        FileEntry { id, partition, path, stats: *stats, level }
     }
 }
 
@@ -114,12 +95,12 @@ impl Manifest {
 
     /// Total bytes of live data files.
     pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.bytes).sum()
+        self.files.iter().map(|f| f.stats.bytes).sum()
     }
 
     /// Total rows of live data files (before cross-file deduplication).
     pub fn total_rows(&self) -> u64 {
-        self.files.iter().map(|f| f.rows).sum()
+        self.files.iter().map(|f| f.stats.rows).sum()
     }
 }
 
@@ -135,8 +116,9 @@ mod tests {
         assert_eq!(Manifest::load(&OsStorage, &path).unwrap(), None);
         let mut m = Manifest::new(3_600_000_000_000);
         m.files.push(FileEntry {
-            id: 1, partition: 5, path: "data/p5/1.parquet".into(), rows: 10, bytes: 100,
-            min_time: 0, max_time: 9, min_series: 0, max_series: 3, level: 0,
+            id: 1, partition: 5, path: "data/p5/1.parquet".into(),
+            stats: FileStats { rows: 10, bytes: 100, min_time: 0, max_time: 9, min_series: 0, max_series: 3 },
+            level: 0,
         });
         m.next_file_id = 2;
         m.save(&OsStorage, &path).unwrap();

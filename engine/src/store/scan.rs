@@ -73,12 +73,12 @@ impl Store {
         for f in files.iter() {
             let e = &f.entry;
             if let Some((lo, hi)) = request.time
-                && (e.max_time < lo || e.min_time >= hi)
+                && (e.stats.max_time < lo || e.stats.min_time >= hi)
             {
                 continue;
             }
             if let Some(set) = &request.series
-                && set.range_cardinality(e.min_series..=e.max_series) == 0
+                && set.range_cardinality(e.stats.min_series..=e.stats.max_series) == 0
             {
                 continue;
             }

@@ -93,9 +93,9 @@ fn a_large_flush_is_two_files_split_at_a_series_boundary() {
         store.flush().unwrap();
         let files = store.manifest().unwrap().files.clone();
         assert_eq!(files.len(), 2, "180 rows >= 50: two files");
-        assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), 180);
-        assert!(files[0].max_series < files[1].min_series, "a series is in one file only: {files:?}");
-        assert!(files.iter().all(|f| f.rows >= 60), "split near the middle: {files:?}");
+        assert_eq!(files.iter().map(|f| f.stats.rows).sum::<u64>(), 180);
+        assert!(files[0].stats.max_series < files[1].stats.min_series, "a series is in one file only: {files:?}");
+        assert!(files.iter().all(|f| f.stats.rows >= 60), "split near the middle: {files:?}");
         assert_eq!(dump(&store), model);
         // Below the threshold: one file.
         let b = vec![(2, T0, -1.0), (7, T0 + 5_000_000_000, -2.0)];
