@@ -36,7 +36,7 @@ fn fit(all: &[SyncExchange], cfg: &FitConfig) -> ClockSet {
     }
 }
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 const EPOCH: i64 = 1_800_000_000 * SEC;
 const HOSTS: usize = 32;
 const SPAN: i64 = 3_600 * SEC;

@@ -22,6 +22,11 @@ pub const RESERVED_LABELS: &[&str] =
 /// the bound keeps one hostile series definition from costing unbounded catalog memory.
 pub const MAX_LABELS: usize = 128;
 
+/// Nanoseconds per second: every timestamp and duration in Lockstep is in ns.
+pub const SEC: i64 = 1_000_000_000;
+/// Nanoseconds per millisecond.
+pub const MILLI: i64 = 1_000_000;
+
 /// Timestamps must lie in `[MIN_TIME_NS, MAX_TIME_NS]`: 1970-01-01 to 2262-04-11 minus a day,
 /// so that clock corrections of up to a day never overflow `i64`.
 pub const MIN_TIME_NS: i64 = 0;

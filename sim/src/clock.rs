@@ -21,7 +21,7 @@ use super::SimError;
 use super::rng::Rng;
 use super::sink::writer_properties;
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// Period between two exchanges of one host.
 pub(crate) const SYNC_PERIOD_NS: i64 = 5 * SEC;
 const FLUSH_ROWS: usize = 65_536;

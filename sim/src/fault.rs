@@ -7,7 +7,7 @@ use super::cluster::{Cluster, GPUS_PER_NODE, NICS_PER_NODE, Peer, UPLINKS_PER_LE
 use super::rng::{Rng, hash_normal, ramp};
 use super::scenario::Scenario;
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// Nominal boost clock of the simulated GPUs (MHz).
 pub(crate) const MAX_SM_CLOCK: f64 = 1980.0;
 /// Temperature at which the GPU starts software thermal slowdown (°C).

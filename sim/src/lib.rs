@@ -57,7 +57,7 @@ use storage::PoolModel;
 use workload::{JobParams, JobSim};
 use world::World;
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 const BATCH_ROWS: usize = 65_536;
 /// Default start of a run: 2026-03-02T09:00:00Z.
 pub const DEFAULT_START_NS: i64 = 1_772_442_000_000_000_000;

@@ -6,7 +6,7 @@
 use super::fault::FaultPlan;
 use super::rng::{Rng, hash_normal, hash_unit};
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// Bandwidth each storage server contributes (bytes/s).
 const SERVER_BPS: f64 = 10e9;
 const BASE_READ_LAT_S: f64 = 1.1e-3;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::*;
 use crate::storage::{FaultyStorage, OsStorage, Storage};
 
-const SEC: i64 = 1_000_000_000;
+use crate::model::SEC;
 const EPOCH: i64 = 1_800_000_000 * SEC;
 
 /// splitmix64: a tiny deterministic RNG for simulations.

@@ -182,7 +182,7 @@ pub fn counter_rates_into(
             continue;
         }
         let inc = counter_increase(values[i - 1], values[i], width);
-        out.push(inc * scale / (dt as f64 / 1e9));
+        out.push(inc * scale / (dt as f64 / crate::model::SEC as f64));
     }
 }
 

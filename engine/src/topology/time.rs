@@ -57,7 +57,7 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
     };
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    let ns = seconds.checked_mul(1_000_000_000)?.checked_add(nanos)?;
+    let ns = seconds.checked_mul(crate::model::SEC)?.checked_add(nanos)?;
     (MIN_TIME_NS..=MAX_TIME_NS).contains(&ns).then_some(ns)
 }
 

@@ -53,7 +53,7 @@ fn literal_time(expr: &Expr, i: usize) -> Result<i64> {
         Expr::Literal(ScalarValue::TimestampNanosecond(Some(v), _), _) => Ok(*v),
         Expr::Literal(ScalarValue::TimestampMicrosecond(Some(v), _), _) => Ok(v.saturating_mul(1_000)),
         Expr::Literal(ScalarValue::TimestampMillisecond(Some(v), _), _) => Ok(v.saturating_mul(1_000_000)),
-        Expr::Literal(ScalarValue::TimestampSecond(Some(v), _), _) => Ok(v.saturating_mul(1_000_000_000)),
+        Expr::Literal(ScalarValue::TimestampSecond(Some(v), _), _) => Ok(v.saturating_mul(lockstep_engine::model::SEC)),
         _ => plan_err!("diagnose: argument {i} must be a time literal (RFC 3339 string, timestamp or integer ns)"),
     }
 }

@@ -4,19 +4,20 @@ use std::fmt::Write as _;
 
 use super::context::SeriesMeta;
 use super::{Diagnosis, UNCERTAINTY_UNKNOWN};
+use lockstep_engine::model::{MILLI, SEC};
 
 /// `HH:MM:SS.mmm` (UTC) of a reference time.
 pub fn fmt_time(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    let secs = ns.div_euclid(SEC);
+    let ms = ns.rem_euclid(SEC) / MILLI;
     let sod = secs.rem_euclid(86_400);
     format!("{:02}:{:02}:{:02}.{ms:03}", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
 /// RFC 3339 UTC with nanoseconds (used in SQL literals).
 pub fn fmt_rfc3339(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let nanos = ns.rem_euclid(1_000_000_000);
+    let secs = ns.div_euclid(SEC);
+    let nanos = ns.rem_euclid(SEC);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
@@ -29,10 +30,10 @@ pub fn fmt_duration(ns: i64) -> String {
         return "unknown".to_string();
     }
     let a = ns.unsigned_abs();
-    if a >= 1_000_000_000 {
-        format!("{:.2} s", ns as f64 / 1e9)
-    } else if a >= 1_000_000 {
-        format!("{:.1} ms", ns as f64 / 1e6)
+    if a >= SEC.unsigned_abs() {
+        format!("{:.2} s", ns as f64 / SEC as f64)
+    } else if a >= MILLI.unsigned_abs() {
+        format!("{:.1} ms", ns as f64 / MILLI as f64)
     } else if a >= 1_000 {
         format!("{:.0} µs", ns as f64 / 1e3)
     } else {

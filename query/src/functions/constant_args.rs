@@ -91,7 +91,7 @@ pub(crate) fn constant_timestamp_ns(
         ScalarValue::TimestampNanosecond(v, _) => *v,
         ScalarValue::TimestampMicrosecond(v, _) => v.and_then(|v| v.checked_mul(1_000)),
         ScalarValue::TimestampMillisecond(v, _) => v.and_then(|v| v.checked_mul(1_000_000)),
-        ScalarValue::TimestampSecond(v, _) => v.and_then(|v| v.checked_mul(1_000_000_000)),
+        ScalarValue::TimestampSecond(v, _) => v.and_then(|v| v.checked_mul(lockstep_engine::model::SEC)),
         ScalarValue::Int64(v) => *v,
         other => {
             return plan_err!("{function}: argument {argument} must be a timestamp, got {other}");

@@ -373,7 +373,7 @@ impl Accumulator for CounterAccumulator {
         Ok(ScalarValue::Float64(match self.output {
             CounterOutput::Increase => Some(inc),
             CounterOutput::Rate => match self.span_ns() {
-                Some(span) if span > 0 => Some(inc / (span as f64 / 1e9)),
+                Some(span) if span > 0 => Some(inc / (span as f64 / lockstep_engine::model::SEC as f64)),
                 _ => None,
             },
         }))

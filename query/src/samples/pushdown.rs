@@ -57,7 +57,7 @@ fn literal_time(e: &Expr) -> Option<i64> {
         Expr::Literal(ScalarValue::TimestampNanosecond(Some(v), _), _) => Some(*v),
         Expr::Literal(ScalarValue::TimestampMicrosecond(Some(v), _), _) => v.checked_mul(1_000),
         Expr::Literal(ScalarValue::TimestampMillisecond(Some(v), _), _) => v.checked_mul(1_000_000),
-        Expr::Literal(ScalarValue::TimestampSecond(Some(v), _), _) => v.checked_mul(1_000_000_000),
+        Expr::Literal(ScalarValue::TimestampSecond(Some(v), _), _) => v.checked_mul(lockstep_engine::model::SEC),
         Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
         _ => None,
     }

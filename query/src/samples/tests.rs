@@ -13,7 +13,7 @@ use lockstep_engine::{Store, WriteBatch};
 use super::*;
 
 const HOUR: i64 = 3_600_000_000_000;
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// A partition boundary (partitions are 1 h of local time).
 const H: i64 = 490_000 * HOUR;
 /// Host `a`'s clock runs 2 s ahead of the reference.
