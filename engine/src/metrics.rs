@@ -15,6 +15,7 @@ mod builtin;
 mod config;
 pub mod counter;
 pub mod entity;
+pub mod names;
 pub mod throttle;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The built-in metric families (documented in `docs/metrics.md`).
 
-use crate::metrics::{
+use crate::metrics::{names, 
     Comparison, CounterWidth, Direction, Domain, EntityKind, MetricClass, MetricInfo, MetricKind,
 };
 
@@ -193,21 +193,21 @@ const fn app(
 #[rustfmt::skip]
 const SPECS: &[Spec] = &[
     // dcgm-exporter (label gpu; entity {host}/gpu{gpu}).
-    dcgm("DCGM_FI_DEV_GPU_UTIL", "percent", C::Utilization,
+    dcgm(names::GPU_UTIL, "percent", C::Utilization,
         "share of the sample period in which any kernel ran on the GPU (coarse)"),
-    dcgm("DCGM_FI_PROF_SM_ACTIVE", "ratio", C::Utilization,
+    dcgm(names::SM_ACTIVE, "ratio", C::Utilization,
         "fraction of cycles an SM had at least one warp assigned, averaged over all SMs"),
     dcgm("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", C::Utilization,
         "fraction of cycles the tensor (HMMA) pipes were active"),
     dcgm("DCGM_FI_DEV_SM_CLOCK", "MHz", C::Clock, "SM clock frequency"),
     dcgm("DCGM_FI_DEV_GPU_TEMP", "celsius", C::Temperature, "GPU die temperature"),
     dcgm("DCGM_FI_DEV_POWER_USAGE", "watts", C::Power, "GPU power draw"),
-    dcgm("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", C::Throttle,
+    dcgm(names::THROTTLE_REASONS, "bitmask", C::Throttle,
         "why clocks are held down: decode with ThrottleReasons (thermal, power, hw slowdown)")
         .facts("NVML nvmlClocksThrottleReasons: 0x1 idle, 0x2 app clocks, 0x4 sw power cap, \
                 0x8 hw slowdown, 0x10 sync boost, 0x20 sw thermal, 0x40 hw thermal, \
                 0x80 hw power brake, 0x100 display clocks"),
-    dcgm("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "bitmask", C::Throttle,
+    dcgm(names::CLOCKS_EVENT_REASONS, "bitmask", C::Throttle,
         "newer DCGM name of DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (same bits)"),
     dcgm("DCGM_FI_DEV_XID_ERRORS", "xid", C::DeviceErrors,
         "code of the last XID error the driver reported for this GPU")
@@ -347,7 +347,7 @@ const SPECS: &[Spec] = &[
     sw("infiniband_switch_port_link_error_recovery_total", "events", C::LinkFlaps,
         "times the switch port's link retrained after an error").sat(8).facts(PMA),
     // node_exporter host metrics (entity: the node).
-    host("node_pressure_cpu_waiting_seconds_total", Domain::DataLoading, Counter, "seconds",
+    host(names::CPU_PRESSURE_WAITING, Domain::DataLoading, Counter, "seconds",
         C::CpuPressure, "time runnable tasks waited for a CPU (PSI some)"),
     host("node_cpu_seconds_total", Domain::DataLoading, Counter, "seconds", C::Utilization,
         "CPU time per cpu and mode (iowait, user, system, ...)"),
@@ -358,7 +358,7 @@ const SPECS: &[Spec] = &[
     host("node_disk_reads_completed_total", Domain::Storage, Counter, "reads", C::Throughput,
         "reads completed on a local disk"),
     // NCCL Inspector (labels collective, gpu, comm_name, slurm_job_id, message_size, ...).
-    nccl("nccl_collective_exec_time_microseconds", "microseconds", C::Latency,
+    nccl(names::COLLECTIVE_EXEC_TIME, "microseconds", C::Latency,
         "mean execution time of a collective over the dump interval")
         .facts("aggregated per communicator, collective, algorithm and message-size bucket; \
                 gpu label is GPU<n>"),
@@ -371,13 +371,13 @@ const SPECS: &[Spec] = &[
     nccl("nccl_p2p_bus_bandwidth_gbs", "GB/s", C::Throughput,
         "point-to-point bus bandwidth"),
     // Lockstep application and storage names (emit them, e.g. via OpenTelemetry).
-    app("train_step_duration_seconds", Domain::Training, Gauge, "seconds", C::StepTime, Job,
+    app(names::STEP_TIME, Domain::Training, Gauge, "seconds", C::StepTime, Job,
         "wall time of one training step on one rank (labels job, rank)"),
-    app("dataloader_wait_seconds", Domain::DataLoading, Gauge, "seconds", C::Wait, Node,
+    app(names::DATALOADER_WAIT, Domain::DataLoading, Gauge, "seconds", C::Wait, Node,
         "time a rank waited for its next batch in the step (labels job, rank)"),
     app("checkpoint_write_duration_seconds", Domain::Storage, Gauge, "seconds", C::Latency, Job,
         "wall time to write one checkpoint (labels job, optional pool, rank)"),
-    app("storage_read_latency_seconds", Domain::Storage, Gauge, "seconds", C::Latency,
+    app(names::STORAGE_READ_LATENCY, Domain::Storage, Gauge, "seconds", C::Latency,
         StoragePool, "read latency quantile of a storage pool (labels pool, quantile)"),
     app("storage_write_latency_seconds", Domain::Storage, Gauge, "seconds", C::Latency,
         StoragePool, "write latency quantile of a storage pool (labels pool, quantile)"),

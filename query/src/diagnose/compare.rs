@@ -4,7 +4,7 @@
 
 use lockstep_engine::Store;
 use lockstep_engine::Rows;
-use lockstep_engine::metrics::MetricClass;
+use lockstep_engine::metrics::{MetricClass, names};
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
 use serde::Serialize;
@@ -69,13 +69,13 @@ fn is_error_counter(m: &SeriesMeta) -> bool {
 }
 
 const QUANTITIES: [Quantity; 7] = [
-    Quantity { name: "train_step_duration_seconds (all ranks)", unit: "s", pick: |m| m.metric() == "train_step_duration_seconds", sum_of_means: false },
-    Quantity { name: "nccl_collective_exec_time_microseconds (all ranks)", unit: "µs", pick: |m| m.metric() == "nccl_collective_exec_time_microseconds", sum_of_means: false },
-    Quantity { name: "dataloader_wait_seconds (all ranks)", unit: "s", pick: |m| m.metric() == "dataloader_wait_seconds", sum_of_means: false },
-    Quantity { name: "storage_read_latency_seconds p99 (pool)", unit: "s", pick: |m| m.metric() == "storage_read_latency_seconds" && m.label("quantile") == Some("0.99"), sum_of_means: false },
-    Quantity { name: "DCGM_FI_PROF_SM_ACTIVE (all GPUs)", unit: "ratio", pick: |m| m.metric() == "DCGM_FI_PROF_SM_ACTIVE", sum_of_means: false },
+    Quantity { name: "train_step_duration_seconds (all ranks)", unit: "s", pick: |m| m.metric() == names::STEP_TIME, sum_of_means: false },
+    Quantity { name: "nccl_collective_exec_time_microseconds (all ranks)", unit: "µs", pick: |m| m.metric() == names::COLLECTIVE_EXEC_TIME, sum_of_means: false },
+    Quantity { name: "dataloader_wait_seconds (all ranks)", unit: "s", pick: |m| m.metric() == names::DATALOADER_WAIT, sum_of_means: false },
+    Quantity { name: "storage_read_latency_seconds p99 (pool)", unit: "s", pick: |m| m.metric() == names::STORAGE_READ_LATENCY && m.label("quantile") == Some("0.99"), sum_of_means: false },
+    Quantity { name: "DCGM_FI_PROF_SM_ACTIVE (all GPUs)", unit: "ratio", pick: |m| m.metric() == names::SM_ACTIVE, sum_of_means: false },
     Quantity { name: "fabric error, drop and retransmit rate (job paths, total)", unit: "/s", pick: is_error_counter, sum_of_means: true },
-    Quantity { name: "node_pressure_cpu_waiting_seconds rate (job nodes)", unit: "s/s", pick: |m| m.metric() == "node_pressure_cpu_waiting_seconds_total" && m.relation == lockstep_engine::metrics::Domain::Compute, sum_of_means: false },
+    Quantity { name: "node_pressure_cpu_waiting_seconds rate (job nodes)", unit: "s/s", pick: |m| m.metric() == names::CPU_PRESSURE_WAITING && m.relation == lockstep_engine::metrics::Domain::Compute, sum_of_means: false },
 ];
 
 /// Compares two windows of `job` (reference ns, `[from, to)` each) on the corrected timeline.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use lockstep_engine::clock::before;
-use lockstep_engine::metrics::{Direction, EntityKind, MetricClass};
+use lockstep_engine::metrics::{Direction, EntityKind, MetricClass, names};
 
 use super::analyze::{Features, Onset, Windows, features};
 use super::context::{JobContext, SeriesMeta};
@@ -18,8 +18,8 @@ mod causes;
 use causes::{network, storage_or_loading, straggler};
 
 const SEC: i64 = 1_000_000_000;
-const WAIT_METRIC: &str = "dataloader_wait_seconds";
-const EXEC_METRIC: &str = "nccl_collective_exec_time_microseconds";
+const WAIT_METRIC: &str = names::DATALOADER_WAIT;
+const EXEC_METRIC: &str = names::COLLECTIVE_EXEC_TIME;
 /// A series counts as changed beyond this robust |z| ...
 const Z_CHANGED: f64 = 5.0;
 /// ... and this relative change of its median (or a change from zero).
@@ -610,8 +610,8 @@ fn lanes(ctx: &JobContext, data: &Loaded, culprit_host: Option<&str>, fabric: &[
         Some(Lane { group: group.into(), label, unit, times: pts.iter().map(|p| p.0).collect(), values: pts.iter().map(|p| p.1).collect() })
     };
     let all = |_: &SeriesMeta| true;
-    out.extend(agg("GPU activity", "DCGM_FI_PROF_SM_ACTIVE", &all, "SM active (median over GPUs)".into()));
-    out.extend(agg("GPU activity", "DCGM_FI_DEV_GPU_UTIL", &all, "GPU util % (median over GPUs)".into()));
+    out.extend(agg("GPU activity", names::SM_ACTIVE, &all, "SM active (median over GPUs)".into()));
+    out.extend(agg("GPU activity", names::GPU_UTIL, &all, "GPU util % (median over GPUs)".into()));
     out.extend(agg("collective time", EXEC_METRIC, &all, "all-reduce exec time (median over ranks)".into()));
     if let Some(h) = culprit_host {
         let on = |m: &SeriesMeta| m.host == h;
@@ -637,7 +637,7 @@ fn lanes(ctx: &JobContext, data: &Loaded, culprit_host: Option<&str>, fabric: &[
     }
     for q in ["0.5", "0.99"] {
         let f = move |m: &SeriesMeta| m.label("quantile") == Some(q);
-        out.extend(agg("storage latency", "storage_read_latency_seconds", &f, format!("pool read latency p{}", if q == "0.5" { "50" } else { "99" })));
+        out.extend(agg("storage latency", names::STORAGE_READ_LATENCY, &f, format!("pool read latency p{}", if q == "0.5" { "50" } else { "99" })));
     }
     out.extend(agg("data-loader wait", WAIT_METRIC, &all, "data-loader wait (median over ranks)".into()));
     if let Some(h) = culprit_host {

@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Primary<'a> {
     let candidates: Vec<&Scored<'_>> = scored.iter().filter(|s| is_fabric_fault(s)).collect();
     ev.aggregate("collective", EXEC_METRIC, "median over ranks");
-    ev.aggregate("compute", "DCGM_FI_PROF_SM_ACTIVE", "median over GPUs");
+    ev.aggregate("compute", names::SM_ACTIVE, "median over GPUs");
     let loss = scored
         .iter()
         .filter(|s| is_port(s.meta) && s.changed() && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::LossRetransmit))
@@ -148,7 +148,7 @@ pub(super) fn straggler<'a>(
 
 pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>, ctx: &JobContext) -> Primary<'a> {
     ev.aggregate("data_loading", WAIT_METRIC, "median over ranks");
-    ev.aggregate("compute", "DCGM_FI_DEV_GPU_UTIL", "median over GPUs");
+    ev.aggregate("compute", names::GPU_UTIL, "median over GPUs");
     let pool_latency = scored
         .iter()
         .filter(|s| {
