@@ -16,6 +16,9 @@
 //! the definitions of any new series) is fsynced. Duplicate samples (same series, same local
 //! timestamp) resolve last-write-wins: a later write replaces an earlier one, in the buffer,
 //! across files (higher file id wins) and in compaction.
+//! Over 600 lines because the store's shared state and its invariants (gate, buffer, manifest,
+//! maintenance locks) are read best in one place; opening, flushing, scans, compaction,
+//! retention and import live in `store/*.rs`.
 
 mod flush;
 mod import;

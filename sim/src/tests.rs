@@ -1,6 +1,7 @@
 //! Tests of the whole simulator: every scenario writes a readable, self-consistent bundle, and
 //! the injected fault is visible in the exported signals (read back from the Parquet files, with
 //! times mapped to the reference clock through the truth's clocks).
+//! One file (over 600 lines) so that the scenarios share the bundle reader.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

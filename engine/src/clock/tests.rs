@@ -1,5 +1,6 @@
 //! Tests of the clock module: estimation against simulated truth, degenerate input, integer
 //! math, pruning ranges, barriers and persistence.
+//! One file (over 600 lines) so that every test shares the simulated-clock helpers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

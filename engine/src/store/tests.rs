@@ -1,5 +1,7 @@
 //! Store tests: round trips, last-write-wins, crash safety, a model-based test and the
 //! bad-data corpus.
+//! One file (over 600 lines) so that the model-based test and the crash tests share the
+//! reference model and the faulty storage set-up.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

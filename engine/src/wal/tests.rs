@@ -1,4 +1,5 @@
 //! Tests of the WAL: round trips, group commit, crash recovery at every byte, corruption.
+//! One file (over 600 lines) so that the crash tests share their fault-injection helpers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{self, Write};

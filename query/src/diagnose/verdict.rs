@@ -1,5 +1,7 @@
 //! From per-series features to the verdict: peer outlierness, the step-time decomposition, the
 //! bottleneck, the root-cause entity, suspects and the evidence chain.
+//! Over 600 lines: the verdict's steps share the scored series and the evidence builder; the
+//! per-cause rules are in `verdict/causes.rs`.
 
 use std::collections::HashMap;
 
