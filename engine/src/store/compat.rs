@@ -134,11 +134,14 @@ fn wal_segment_3() -> Vec<(Vec<u32>, Rows)> {
     vec![
         (
             vec![5],
-            // Series 4 at t+1s replaces 2048.5 from segment 2 (later record wins).
+            // Series 3's second time is coded against series 5's last interval (delta of
+            // delta across runs); series 4 at t+1s replaces 2048.5 from segment 2 (later
+            // record wins).
             rows(&[
                 (5, t, 1.5),
                 (5, t + S, -2.25),
                 (3, t + S / 2, 7.0),
+                (3, t + S / 2 + S, 8.0),
                 (4, t + S, 4096.0),
             ]),
         ),
@@ -209,6 +212,7 @@ fn expected_contents() -> BTreeMap<(String, i64), u64> {
         ("disk_free{host=\"h1\",mount=\"/\"}", t2, 1.5),
         ("disk_free{host=\"h1\",mount=\"/\"}", t2 + S, -2.25),
         ("errors_total{host=\"h0\"}", t2 + S / 2, 7.0),
+        ("errors_total{host=\"h0\"}", t2 + S / 2 + S, 8.0),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t2 + 10 * S, 1.0),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t2 + 5 * S, 2.0),
         (
