@@ -27,6 +27,8 @@ mod open;
 pub mod record;
 mod scan;
 #[cfg(test)]
+mod compat;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
