@@ -44,8 +44,8 @@ pub enum Printer<'a> {
         /// The batches so far.
         batches: Vec<RecordBatch>,
     },
-    /// CSV with a header (before the first batch).
-    Csv(arrow::csv::Writer<&'a mut dyn std::io::Write>),
+    /// CSV with a header (before the first batch); boxed, the writer's state is large.
+    Csv(Box<arrow::csv::Writer<&'a mut dyn std::io::Write>>),
     /// JSON Lines.
     Json(arrow::json::LineDelimitedWriter<&'a mut dyn std::io::Write>),
 }
@@ -55,7 +55,7 @@ impl<'a> Printer<'a> {
     pub fn new(format: Format, out: &'a mut dyn std::io::Write) -> Self {
         match format {
             Format::Table => Printer::Table { out, batches: Vec::new() },
-            Format::Csv => Printer::Csv(arrow::csv::WriterBuilder::new().with_header(true).build(out)),
+            Format::Csv => Printer::Csv(Box::new(arrow::csv::WriterBuilder::new().with_header(true).build(out))),
             Format::Json => Printer::Json(arrow::json::LineDelimitedWriter::new(out)),
         }
     }
@@ -77,7 +77,7 @@ impl<'a> Printer<'a> {
                 writeln!(out, "{}", arrow::util::pretty::pretty_format_batches(&batches)?)?;
                 out.flush()?;
             }
-            Printer::Csv(w) => w.into_inner().flush()?,
+            Printer::Csv(w) => (*w).into_inner().flush()?,
             Printer::Json(mut w) => {
                 w.finish()?;
                 w.into_inner().flush()?;

@@ -248,7 +248,7 @@ fn corrected_clocks_blame_the_fabric_raw_clocks_blame_storage() {
     assert_eq!(corrected.suspects[0].entity, fault, "{}", corrected.verdict);
     assert!(corrected.suspects[0].evidence.iter().any(|e| e.contains("the storage problem is a network problem")));
     // On the corrected timeline the fabric link precedes the storage latency link, beyond doubt.
-    let pos = |pred: &dyn Fn(&lockstep_query::diagnose::ChainLink) -> bool| corrected.chain.iter().position(|c| pred(c)).unwrap();
+    let pos = |pred: &dyn Fn(&lockstep_query::diagnose::ChainLink) -> bool| corrected.chain.iter().position(pred).unwrap();
     let fabric = pos(&|c| c.entity == fault);
     let latency = pos(&|c| c.metric.starts_with("storage_read_latency_seconds"));
     assert!(fabric < latency, "{:#?}", corrected.chain);

@@ -124,7 +124,7 @@ pub fn read_file(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> 
     Ok(out)
 }
 
-fn column<'a, T: 'static>(batch: &'a RecordBatch, i: usize) -> std::result::Result<&'a T, String> {
+fn column<T: 'static>(batch: &RecordBatch, i: usize) -> std::result::Result<&T, String> {
     batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| format!("column {i} has an unexpected type"))
 }
 

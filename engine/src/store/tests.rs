@@ -233,6 +233,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// What the model-based test expects a store (or a reader snapshot) to hold: (series, time) → value.
+type Model = BTreeMap<(String, i64), f64>;
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// Random write/flush/compact/retention/crash/reopen sequences and read-only snapshots
@@ -257,7 +260,7 @@ proptest! {
         };
         let mut model = BTreeMap::new();
         // Read-only snapshots with the model they must keep showing, whatever the writer does.
-        let mut readers: Vec<(Store, BTreeMap<(String, i64), f64>)> = Vec::new();
+        let mut readers: Vec<(Store, Model)> = Vec::new();
         for op in ops {
             match op {
                 Op::Write(samples) => {

@@ -241,7 +241,7 @@ pub fn collective_barriers(store: &Store) -> Result<Vec<BarrierEvent>, ImportErr
         for i in 0..rows.len() {
             let v = rows.value[i];
             let Some(&(host, ref job)) = meta.get(&rows.series[i]) else { continue };
-            if !(v >= 0.0 && v < 4_294_967_296.0 && v.fract() == 0.0) {
+            if !((0.0..4_294_967_296.0).contains(&v) && v.fract() == 0.0) {
                 continue;
             }
             let t = rows.time[i];

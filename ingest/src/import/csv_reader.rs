@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{ImportError, Progress, RowSink};
 
-fn parse<'a>(record: &'a csv::ByteRecord, i: usize) -> Option<&'a str> {
+fn parse(record: &csv::ByteRecord, i: usize) -> Option<&str> {
     record.get(i).and_then(|b| std::str::from_utf8(b).ok())
 }
 
@@ -47,7 +47,7 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
             }
         }
         row += 1;
-        if row % 65_536 == 0 {
+        if row.is_multiple_of(65_536) {
             progress(reader.position().byte(), total_bytes);
         }
         let time = match parse(&record, time_i).map(str::trim).map(str::parse::<i64>) {
