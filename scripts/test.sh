@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Lockstep's whole test suite on a fresh machine: installs what the cross-checks need
-# (Python packages, Debian packages), then runs every Rust test.
+# (Python packages, Debian packages, the rustfmt and clippy components), checks formatting and
+# lints (any clippy warning fails), then runs every Rust test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +17,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 export LOCKSTEP_REQUIRE_CHROMIUM=1
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "== installing rustup components: rustfmt clippy"
+  rustup component add rustfmt clippy
+fi
+
+# --- gates: formatting (rustfmt.toml) and lints (workspace lints in Cargo.toml) -------------
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy --all-targets -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
   echo "== cargo-nextest missing; using cargo test"
   exec cargo test --workspace --no-fail-fast
 fi
 
 # --- tests ---------------------------------------------------------------------------------
+echo "== tests"
 cargo nextest run --workspace --no-fail-fast --cargo-quiet
