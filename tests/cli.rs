@@ -7,6 +7,8 @@ mod clock;
 mod diagnose;
 #[path = "cli/docs.rs"]
 mod docs;
+#[path = "cli/prom.rs"]
+mod prom;
 #[path = "cli/serve.rs"]
 mod serve;
 

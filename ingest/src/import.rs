@@ -1,4 +1,5 @@
-//! Importing bundles: `samples.parquet` or `samples.csv` in the long format of the design.
+//! Importing bundles: `samples.parquet` or `samples.csv` in the long format of the design; and
+//! Prometheus text / OpenMetrics scrape files ([`prom`]).
 //!
 //! Long format: `time` (i64 ns since the Unix epoch, in the clock of `host`), `host`, `metric`,
 //! `value` (f64); every other column is a string label (null or empty = absent). Files are
@@ -9,6 +10,7 @@
 pub mod clock;
 mod csv_reader;
 mod parquet_reader;
+pub mod prom;
 mod resolver;
 
 use std::path::{Path, PathBuf};

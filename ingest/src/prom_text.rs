@@ -5,7 +5,8 @@
 //! OpenMetrics' `# EOF`), blank lines, and samples
 //! `name{label="value",...} value [timestamp_ms]` with label-value escapes `\\`, `\"`, `\n`,
 //! a trailing comma in the label set, values `NaN`, `+Inf`, `-Inf` and floats, and optional
-//! integer timestamps in milliseconds. Histograms and summaries are plain series
+//! integer timestamps in milliseconds (OpenMetrics, [`ParseOptions::openmetrics`]: seconds with
+//! an optional fraction). Histograms and summaries are plain series
 //! (`_bucket{le=..}`, `_sum`, `_count`, `{quantile=..}`).
 //!
 //! The `host` label (required by the engine) comes from the sample when present, otherwise
@@ -25,6 +26,9 @@ pub struct ParseOptions<'a> {
     pub default_host: Option<&'a str>,
     /// Timestamp (ns since the Unix epoch, host clock) for samples without one.
     pub default_time_ns: i64,
+    /// OpenMetrics timestamps: seconds since the epoch with an optional fraction (`1.5`),
+    /// instead of the Prometheus text format's integer milliseconds.
+    pub openmetrics: bool,
 }
 
 /// The declared type of a metric family.
@@ -113,8 +117,9 @@ pub enum PromTextError {
         /// The offending text.
         value: String,
     },
-    /// The timestamp is not an integer number of ms in the accepted time range.
-    #[error("line {line}: invalid timestamp {value:?} (integer ms since the epoch expected)")]
+    /// The timestamp is not an integer number of ms (OpenMetrics: seconds with an optional
+    /// fraction) in the accepted time range.
+    #[error("line {line}: invalid timestamp {value:?} (integer ms since the epoch, or seconds in OpenMetrics, expected)")]
     InvalidTimestamp {
         /// Line number.
         line: usize,
@@ -279,6 +284,8 @@ fn parse_sample(
     };
     let time = if ts_text.is_empty() {
         options.default_time_ns
+    } else if options.openmetrics {
+        seconds_to_ns(ts_text).ok_or_else(bad_ts)?
     } else {
         let ms: i64 = ts_text.parse().map_err(|_| bad_ts())?;
         ms.checked_mul(1_000_000).ok_or_else(bad_ts)?
@@ -427,3 +434,17 @@ fn is_label_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// `123`, `123.5` or `123.000000001` seconds → ns, exactly (digits past ns truncated).
+fn seconds_to_ns(text: &str) -> Option<i64> {
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: i64 = whole.parse().ok()?;
+    let mut nanos = 0i64;
+    for (i, b) in frac.bytes().take(9).enumerate() {
+        nanos += i64::from(b - b'0') * 10i64.pow(8 - i as u32);
+    }
+    secs.checked_mul(lockstep_engine::model::SEC)?.checked_add(nanos)
+}

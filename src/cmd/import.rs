@@ -1,10 +1,12 @@
-//! `lockstep import`: load a bundle into a store.
+//! `lockstep import`: load a bundle directory, or Prometheus text / OpenMetrics scrape files,
+//! into a store.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use lockstep_ingest::import::prom::{PromImportOptions, import_prom_files};
 use lockstep_ingest::import::{ImportOptions, import_bundle};
 
 /// Arguments of `lockstep import`.
@@ -12,15 +14,35 @@ use lockstep_ingest::import::{ImportOptions, import_bundle};
 pub struct Args {
     #[command(flatten)]
     store: super::StoreArgs,
-    /// Bundle directory holding samples.parquet or samples.csv.
-    bundle: PathBuf,
-    /// Import the valid rows and report how many were skipped, instead of importing nothing.
+    /// A bundle directory (samples.parquet or samples.csv, topology.json, jobs.json, clock
+    /// files), or one or more Prometheus text / OpenMetrics scrape files.
+    #[arg(required = true, value_name = "BUNDLE | SCRAPE...")]
+    paths: Vec<PathBuf>,
+    /// Import the valid rows and report how many were skipped, instead of importing nothing
+    /// (bundles only).
     #[arg(long)]
     skip_bad_rows: bool,
+    /// Scrape files: the host of samples without a `host` label (the scrape target).
+    #[arg(long)]
+    host: Option<String>,
+    /// Scrape files: the time of samples without a timestamp, RFC 3339 or ns since the epoch
+    /// (the target's clock); default: each file's modification time.
+    #[arg(long)]
+    scrape_time: Option<String>,
 }
 
 /// Runs the import and prints a summary.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let scrape_files = !(args.paths.len() == 1 && args.paths[0].is_dir());
+    if scrape_files {
+        return import_scrapes(args);
+    }
+    anyhow::ensure!(
+        args.host.is_none() && args.scrape_time.is_none(),
+        "--host and --scrape-time apply to scrape files, not to the bundle directory {}",
+        args.paths[0].display()
+    );
+    let bundle = &args.paths[0];
     let store = args.store.open()?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
@@ -31,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bar
     });
     let options = ImportOptions { skip_bad_rows: args.skip_bad_rows };
-    let report = import_bundle(&store, &args.bundle, &options, &mut |done, total| {
+    let report = import_bundle(&store, bundle, &options, &mut |done, total| {
         if let Some(bar) = &bar {
             if let Some(total) = total {
                 bar.set_length(total);
@@ -39,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bar.set_position(done);
         }
     })
-    .with_context(|| format!("importing {}", args.bundle.display()))?;
+    .with_context(|| format!("importing {}", bundle.display()))?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -66,5 +88,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("  {example}");
         }
     }
+    Ok(())
+}
+
+/// `lockstep import [--host H] [--scrape-time T] FILE...`: Prometheus text / OpenMetrics scrapes.
+fn import_scrapes(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(!args.skip_bad_rows, "--skip-bad-rows applies to bundles; a scrape import is all or nothing");
+    for path in &args.paths {
+        anyhow::ensure!(
+            path.is_file(),
+            "{} is not a file (give one bundle directory, or Prometheus text scrape files)",
+            path.display()
+        );
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+        anyhow::ensure!(
+            ext != "parquet" && ext != "csv",
+            "{} is a samples file: import the bundle directory that holds it",
+            path.display()
+        );
+    }
+    let scrape_time_ns = args.scrape_time.as_deref().map(super::diagnose::parse_time).transpose()?;
+    let options = PromImportOptions { host: args.host.clone(), scrape_time_ns };
+    let store = args.store.open()?;
+    let report = import_prom_files(&store, &args.paths, &options).context("importing scrape files")?;
+    store.compact(false).context("compacting after import")?;
+    store.close().context("closing the store")?;
+    let span = match report.time_span {
+        Some((lo, hi)) => format!("{} .. {}", crate::output::format_ns(lo), crate::output::format_ns(hi)),
+        None => "empty".into(),
+    };
+    println!("imported {} samples of {} series from {} scrape file(s)", report.samples, report.series, args.paths.len());
+    println!("time span: {span}");
     Ok(())
 }

@@ -32,6 +32,7 @@ fn scrape(text: &str, host: &str, time: i64) -> Exposition {
         &ParseOptions {
             default_host: Some(host),
             default_time_ns: time,
+            openmetrics: false,
         },
     )
     .unwrap()
@@ -43,6 +44,7 @@ fn err(text: &str) -> PromTextError {
         &ParseOptions {
             default_host: Some("h"),
             default_time_ns: 0,
+            openmetrics: false,
         },
     )
     .unwrap_err()
@@ -250,6 +252,7 @@ fn errors_name_the_line() {
         &ParseOptions {
             default_host: None,
             default_time_ns: 0,
+            openmetrics: false,
         },
     )
     .unwrap_err();
