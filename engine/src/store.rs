@@ -644,7 +644,7 @@ impl Store {
 
     fn document_path(&self, name: &str) -> Result<PathBuf> {
         if !DOCUMENTS.contains(&name) {
-            return Err(Error::InvalidBatch { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
+            return Err(Error::Internal { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
         }
         Ok(self.dir.join(name))
     }
