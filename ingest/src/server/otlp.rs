@@ -28,6 +28,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use tonic::{Request, Response, Status};
 
 use super::convert::reason_code;
+use super::status::internal_status;
 use super::write::Shared;
 
 /// Most bucket series one histogram data point may produce.
@@ -393,7 +394,7 @@ pub(crate) fn convert(
             "export maps to {total} samples; the limit is {max_samples} per request, export smaller batches"
         )));
     }
-    let mut state = deltas.lock().map_err(|_| Status::internal("delta accumulator lock poisoned"))?;
+    let mut state = deltas.lock().map_err(|_| internal_status("delta accumulator failed", "lock poisoned"))?;
     for p in points {
         if p.delta {
             let new = p.samples.iter().filter(|(k, _)| !state.sums.contains_key(k)).count();

@@ -21,6 +21,7 @@ use super::config::ServerConfig;
 use super::memory;
 use super::otlp::{DeltaState, OtlpService};
 use super::stats::{StatsService, Telemetry};
+use super::status::DecodeErrors;
 use super::write::{Shared, WriteService};
 
 /// The largest HTTP/2 DATA frame the server accepts (the protocol default is 16 KiB).
@@ -187,10 +188,10 @@ impl Server {
                 .map_err(|e| ServeError::Tls(e.to_string()))?;
         }
         let router = builder
-            .add_service(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write")))
-            .add_service(InterceptedService::new(clock, auth(Role::Write, "lockstep.ingest.v1.ClockSync")))
-            .add_service(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService")))
-            .add_service(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats")));
+            .add_service(DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))))
+            .add_service(DecodeErrors(InterceptedService::new(clock, auth(Role::Write, "lockstep.ingest.v1.ClockSync"))))
+            .add_service(DecodeErrors(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService"))))
+            .add_service(DecodeErrors(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats"))));
 
         // Background: RSS sampling (memory-pressure flushes and trims), self-telemetry, clock refits.
         let background = {
