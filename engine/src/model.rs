@@ -267,6 +267,20 @@ impl SeriesKey {
     }
 }
 
+impl SeriesKey {
+    /// The key as text, cut to at most `max` bytes (with `...`): for messages about keys that
+    /// failed [`SeriesKey::validate`], which may be megabytes long.
+    pub fn display_bounded(&self, max: usize) -> String {
+        let mut text = self.to_string();
+        if text.len() > max {
+            let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            text.truncate(cut);
+            text.push_str("...");
+        }
+        text
+    }
+}
+
 impl fmt::Display for SeriesKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{{", self.metric)?;

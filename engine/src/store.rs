@@ -36,7 +36,7 @@ use crate::clock::{ClockRegistry, ClockSet, FitConfig};
 use crate::datafile::{Rows, WriteOptions};
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
+use crate::model::{MAX_METRIC_NAME_BYTES, MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
 use crate::series::SeriesCatalog;
 use crate::storage::Storage;
 use crate::wal::{Wal, WalConfig};
@@ -340,7 +340,8 @@ impl Store {
                 continue;
             }
             if let Err(error) = key.validate() {
-                rejected.push(Rejection { series: key.to_string(), samples: samples.timestamps.len(), error });
+                let series = key.display_bounded(MAX_METRIC_NAME_BYTES);
+                rejected.push(Rejection { series, samples: samples.timestamps.len(), error });
                 continue;
             }
             let mut rows = Rows::with_capacity(samples.timestamps.len());
