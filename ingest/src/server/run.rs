@@ -36,6 +36,33 @@ pub struct TlsPem {
     pub key: Vec<u8>,
 }
 
+impl TlsPem {
+    /// Parses the certificate chain and key as the server will: a caller checks this before
+    /// announcing the server, so that a bad key fails before "listening".
+    pub fn check(&self) -> Result<(), ServeError> {
+        tonic::transport::Server::builder().tls_config(self.server_config()).map(drop).map_err(tls_error)
+    }
+
+    fn server_config(&self) -> ServerTlsConfig {
+        ServerTlsConfig::new().identity(Identity::from_pem(&self.cert, &self.key))
+    }
+}
+
+/// A TLS error with its causes: tonic's own message is only "transport error".
+fn tls_error(error: tonic::transport::Error) -> ServeError {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    ServeError::Tls(text)
+}
+
 impl std::fmt::Debug for TlsPem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "TlsPem({} byte cert, key redacted)", self.cert.len())
@@ -183,9 +210,7 @@ impl Server {
                 .initial_connection_window_size(memory::h2_connection_window_for_limit(limit));
         }
         if let Some(tls) = &options.tls {
-            builder = builder
-                .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)))
-                .map_err(|e| ServeError::Tls(e.to_string()))?;
+            builder = builder.tls_config(tls.server_config()).map_err(tls_error)?;
         }
         let router = builder
             .add_service(DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))))
