@@ -102,14 +102,21 @@ mod tests {
     #[test]
     fn each_message_once() {
         assert_eq!(
-            join(&["opening store db", "i/o error on db/x: Permission denied (os error 13)", "Permission denied (os error 13)"]),
+            join(&[
+                "opening store db",
+                "i/o error on db/x: Permission denied (os error 13)",
+                "Permission denied (os error 13)"
+            ]),
             "opening store db: i/o error on db/x: Permission denied (os error 13)"
         );
         assert_eq!(
             join(&["Arrow error: Cast error: bad", "Arrow error: Cast error: bad", "Cast error: bad"]),
             "Arrow error: Cast error: bad"
         );
-        assert_eq!(join(&["SQL error: x at Line: 1, Column: 1", "sql parser error: x at Line: 1, Column: 1"]), "SQL error: x at Line: 1, Column: 1");
+        assert_eq!(
+            join(&["SQL error: x at Line: 1, Column: 1", "sql parser error: x at Line: 1, Column: 1"]),
+            "SQL error: x at Line: 1, Column: 1"
+        );
         assert_eq!(join(&["TLS", "transport error", "transport error: no keys"]), "TLS: transport error: no keys");
         assert_eq!(join(&["a", "b", "a"]), "a: b");
         assert_eq!(join(&["x", "index out of range"]), "x: index out of range");

@@ -214,7 +214,10 @@ impl Server {
         }
         let router = builder
             .add_service(DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))))
-            .add_service(DecodeErrors(InterceptedService::new(clock, auth(Role::Write, "lockstep.ingest.v1.ClockSync"))))
+            .add_service(DecodeErrors(InterceptedService::new(
+                clock,
+                auth(Role::Write, "lockstep.ingest.v1.ClockSync"),
+            )))
             .add_service(DecodeErrors(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService"))))
             .add_service(DecodeErrors(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats"))));
 

@@ -36,12 +36,16 @@ pub(crate) fn engine_status(error: &Error, retry_after_ms: u64) -> Status {
         ErrorKind::ResourceExhausted => {
             retryable(Code::ResourceExhausted, format!("store resource exhausted (ref {id})"), retry_after_ms)
         }
-        ErrorKind::DataCorruption => Status::data_loss(format!("stored data failed a check (ref {id}); see the server log")),
+        ErrorKind::DataCorruption => {
+            Status::data_loss(format!("stored data failed a check (ref {id}); see the server log"))
+        }
         ErrorKind::InvalidConfig => Status::internal(format!("server misconfigured (ref {id}); see the server log")),
         ErrorKind::InvalidArgument => {
             Status::failed_precondition(format!("the store refused the request (ref {id}); see the server log"))
         }
-        ErrorKind::NotFound | ErrorKind::Internal => Status::internal(format!("internal error (ref {id}); see the server log")),
+        ErrorKind::NotFound | ErrorKind::Internal => {
+            Status::internal(format!("internal error (ref {id}); see the server log"))
+        }
     }
 }
 
@@ -176,7 +180,10 @@ mod tests {
             (Error::ReadOnly { path: path.clone() }, Code::FailedPrecondition),
             (Error::InvalidConfig { reason: format!("bad setting in {}", path.display()) }, Code::Internal),
             (Error::Internal { reason: "spill thread panicked".into() }, Code::Internal),
-            (Error::Unavailable { reason: format!("i/o error on {}; wal is poisoned", path.display()) }, Code::Unavailable),
+            (
+                Error::Unavailable { reason: format!("i/o error on {}; wal is poisoned", path.display()) },
+                Code::Unavailable,
+            ),
         ];
         for (error, code) in errors {
             let status = engine_status(&error, 10);

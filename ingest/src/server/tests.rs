@@ -94,14 +94,22 @@ async fn malformed_protobuf_is_invalid_argument() {
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     // Field 1 with wire type 7 (no such wire type), then a truncated varint.
     let garbage = vec![0x0f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x0a, 0x50];
-    for path in ["/lockstep.ingest.v1.Write/Write", "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", "/lockstep.ingest.v1.ClockSync/Upload"] {
+    for path in [
+        "/lockstep.ingest.v1.Write/Write",
+        "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+        "/lockstep.ingest.v1.ClockSync/Upload",
+    ] {
         grpc.ready().await.unwrap();
         let e = grpc
             .unary::<_, Vec<u8>, _>(tonic::Request::new(garbage.clone()), PathAndQuery::from_static(path), RawCodec)
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{path}: {e:?}");
-        assert!(e.message().starts_with("malformed request: failed to decode Protobuf message"), "{path}: {}", e.message());
+        assert!(
+            e.message().starts_with("malformed request: failed to decode Protobuf message"),
+            "{path}: {}",
+            e.message()
+        );
     }
     // A stream: the first message is valid, the second is not.
     let valid = prost::Message::encode_to_vec(&write_request("node-1"));

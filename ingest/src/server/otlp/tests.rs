@@ -199,7 +199,10 @@ fn exponential_bounds_outside_f64_and_repeated_quantiles_are_rejected() {
     let c = convert(&store, &deltas, request(Some("h"), vec![exp(0, 1020)]), 10_000, 10).unwrap();
     assert_eq!(c.rejected_points, 0, "{}", c.error_message());
 
-    let q = |quantile: f64, value: f64| opentelemetry_proto::tonic::metrics::v1::summary_data_point::ValueAtQuantile { quantile, value };
+    let q = |quantile: f64, value: f64| opentelemetry_proto::tonic::metrics::v1::summary_data_point::ValueAtQuantile {
+        quantile,
+        value,
+    };
     let summary = metric(
         "s",
         metric::Data::Summary(opentelemetry_proto::tonic::metrics::v1::Summary {
@@ -225,7 +228,8 @@ fn a_metric_name_of_one_mebibyte_is_rejected_by_the_store() {
     let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
     let deltas = Mutex::new(DeltaState::default());
     let gauge = |name: &str| metric(name, metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![])] }));
-    let c = convert(&store, &deltas, request(Some("h"), vec![gauge(&"m".repeat(1 << 20)), gauge("ok")]), 10, 10).unwrap();
+    let c =
+        convert(&store, &deltas, request(Some("h"), vec![gauge(&"m".repeat(1 << 20)), gauge("ok")]), 10, 10).unwrap();
     let outcome = store.write(&c.batch).unwrap();
     assert_eq!((outcome.accepted, outcome.rejected.len()), (1, 1));
     let message = outcome.rejected[0].error.to_string();
