@@ -184,10 +184,10 @@ pub enum Error {
     /// Arrow kernel failure (a bug if it happens).
     #[error("arrow error: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
-    /// Clock-sync input or config is unusable (impossible timestamps, no data for a host).
+    /// Clock-sync input is unusable (impossible timestamps, no data for a host).
     #[error("clock sync for host {host}: {reason}")]
     ClockSync {
-        /// The host (`*` for config errors).
+        /// The host.
         host: String,
         /// Why it was rejected.
         reason: String,

@@ -302,12 +302,9 @@ fn degenerate_inputs_give_clear_errors() {
         max_drift_ppb: 0,
         ..FitConfig::default()
     };
-    assert!(
-        fit_host("h", &[ok], &[], &bad_cfg)
-            .unwrap_err()
-            .to_string()
-            .contains("max_drift_ppb")
-    );
+    let err = fit_host("h", &[ok], &[], &bad_cfg).unwrap_err();
+    assert!(err.to_string().contains("max_drift_ppb"), "{err}");
+    assert_eq!(err.kind(), crate::ErrorKind::InvalidConfig, "a bad setting is not the caller's input");
 }
 
 #[test]
