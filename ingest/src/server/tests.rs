@@ -156,3 +156,25 @@ async fn a_failing_store_yields_statuses_without_paths() {
     drop(stop);
     task.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_names_with_nul_or_of_a_mebibyte_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let (url, stop, task) = start(store).await;
+    let mut client = WriteClient::new(Channel::from_shared(url).unwrap().connect().await.unwrap());
+    let cases = [
+        ("gpu\0util".to_string(), r#"metric name "gpu\0util" contains '\0'"#),
+        ("m".repeat(1 << 20), "is 1048576 bytes long (at most 256)"),
+    ];
+    for (metric, want) in cases {
+        let mut request = write_request("node-1");
+        request.definitions[0].metric = metric;
+        let e = client.write(request).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().starts_with("definitions[0] (ref 1): invalid series: "), "{}", e.message());
+        assert!(e.message().contains(want) && e.message().len() < 400, "{}", e.message());
+    }
+    drop(stop);
+    task.await.unwrap();
+}
