@@ -57,22 +57,61 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// The error and its causes joined by ": ", like `{:#}`, but leaving out a cause whose text (or
-/// its text after a "kind error: " prefix) an outer message already contains: many errors
-/// (DataFusion's, the engine's i/o errors) embed their source in their own message, which
-/// `{:#}` would then print two to four times.
+/// The error and its causes joined by ": ", like `{:#}`, but each text once: a cause whose
+/// text (or its text after a "kind error: " prefix) an outer message already contains is left
+/// out, and a cause that starts with the message just before it (`X: ...` after `X`) replaces it. Many
+/// errors (DataFusion's, the engine's i/o errors, tonic's) embed their source in their own
+/// message or start with it, which `{:#}` would then print two to four times.
 fn error_text(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let msg = cause.to_string();
+    join_chain(e.chain().map(ToString::to_string))
+}
+
+fn join_chain(messages: impl IntoIterator<Item = String>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for msg in messages {
+        let msg = msg.trim().to_string();
         let tail = msg.split_once(": ").map_or(msg.as_str(), |(_, tail)| tail);
+        let text = parts.join(": ");
         if msg.is_empty() || text.contains(&msg) || (tail.len() >= 16 && text.contains(tail)) {
             continue;
         }
-        if !text.is_empty() {
-            text.push_str(": ");
+        match parts.last_mut() {
+            Some(last) if msg.strip_prefix(last.as_str()).is_some_and(|rest| rest.starts_with(": ")) => *last = msg,
+            _ => parts.push(msg),
         }
-        text.push_str(&msg);
     }
-    text
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_chain;
+
+    fn join(parts: &[&str]) -> String {
+        join_chain(parts.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn each_message_once() {
+        assert_eq!(
+            join(&[
+                "opening store db",
+                "i/o error on db/x: Permission denied (os error 13)",
+                "Permission denied (os error 13)"
+            ]),
+            "opening store db: i/o error on db/x: Permission denied (os error 13)"
+        );
+        assert_eq!(
+            join(&["Arrow error: Cast error: bad", "Arrow error: Cast error: bad", "Cast error: bad"]),
+            "Arrow error: Cast error: bad"
+        );
+        assert_eq!(
+            join(&["SQL error: x at Line: 1, Column: 1", "sql parser error: x at Line: 1, Column: 1"]),
+            "SQL error: x at Line: 1, Column: 1"
+        );
+        assert_eq!(join(&["TLS", "transport error", "transport error: no keys"]), "TLS: transport error: no keys");
+        assert_eq!(join(&["a", "b", "a"]), "a: b");
+        assert_eq!(join(&["x", "index out of range"]), "x: index out of range");
+        assert_eq!(join(&["reading config c.toml", "", "TOML parse error"]), "reading config c.toml: TOML parse error");
+    }
 }

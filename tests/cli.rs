@@ -201,6 +201,43 @@ fn write_loop_child() {
     }
 }
 
+/// Failing commands print one `error:` line whose ": "-separated parts do not repeat, for
+/// errors from SQL planning and execution, a corrupt store and a missing file.
+#[test]
+fn errors_print_once_without_repetition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("manifest.json"), "{ not json").unwrap();
+    let broken = broken.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["sql", "--data-dir", db, "SELEC nonsense"],
+        vec!["sql", "--data-dir", db, "SELECT nope FROM samples"],
+        vec!["sql", "--data-dir", db, "SELECT CAST('x' AS INT)"],
+        vec!["sql", "--data-dir", db, "SELECT 1/0"],
+        vec!["sql", "--data-dir", db, "SELECT * FROM nothere"],
+        vec!["sql", "--data-dir", broken, "SELECT 1"],
+        vec!["import", "--data-dir", db, "/nonexistent-bundle"],
+    ];
+    for args in cases {
+        let out = lockstep(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        let parts: Vec<&str> = first.trim_start_matches("error: ").split(": ").filter(|p| p.len() >= 12).collect();
+        for (i, part) in parts.iter().enumerate() {
+            assert!(!parts[i + 1..].contains(part), "{args:?}: {part:?} repeats in {err}");
+        }
+    }
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]

@@ -109,9 +109,22 @@ fn check_time(host: &str, what: &str, t: i64) -> Result<()> {
     }
 }
 
+/// A host name must be usable as the `host` label of a series: not empty, at most
+/// [`crate::model::MAX_LABEL_VALUE_BYTES`] bytes, no NUL.
 fn check_host(host: &str) -> Result<()> {
+    use crate::model::MAX_LABEL_VALUE_BYTES;
     if host.is_empty() {
         return Err(sync_error(host, "host name is empty"));
+    }
+    if host.len() > MAX_LABEL_VALUE_BYTES || host.contains('\0') {
+        let shown: String = host.chars().take(64).collect();
+        return Err(sync_error(
+            &format!("{shown:?}..."),
+            format!(
+                "host name of {} bytes must be at most {MAX_LABEL_VALUE_BYTES} bytes without NUL",
+                host.len()
+            ),
+        ));
     }
     Ok(())
 }

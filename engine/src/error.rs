@@ -18,6 +18,8 @@ pub enum ErrorKind {
     Unavailable,
     /// Data on disk failed a check (CRC, schema, format).
     DataCorruption,
+    /// A setting (store, writer, limits) is unusable: the operator's problem, not the caller's.
+    InvalidConfig,
     /// An I/O error or a bug.
     Internal,
 }
@@ -50,6 +52,18 @@ pub enum Error {
     #[error("invalid write batch: {reason}")]
     InvalidBatch {
         /// Why it was rejected.
+        reason: String,
+    },
+    /// A configuration value is unusable (e.g. a zero partition width or a bad zstd level).
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong, naming the setting.
+        reason: String,
+    },
+    /// A bug: a background thread panicked, an internal invariant does not hold.
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What went wrong.
         reason: String,
     },
     /// A value cannot be stored (e.g. a timestamp outside the accepted range).
@@ -170,10 +184,10 @@ pub enum Error {
     /// Arrow kernel failure (a bug if it happens).
     #[error("arrow error: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
-    /// Clock-sync input or config is unusable (impossible timestamps, no data for a host).
+    /// Clock-sync input is unusable (impossible timestamps, no data for a host).
     #[error("clock sync for host {host}: {reason}")]
     ClockSync {
-        /// The host (`*` for config errors).
+        /// The host.
         host: String,
         /// Why it was rejected.
         reason: String,
@@ -256,8 +270,32 @@ impl Error {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 ErrorKind::NotFound
             }
-            Error::Io { .. } | Error::Parquet { .. } | Error::Arrow(_) => ErrorKind::Internal,
+            Error::InvalidConfig { .. } => ErrorKind::InvalidConfig,
+            Error::Io { .. } | Error::Parquet { .. } | Error::Arrow(_) | Error::Internal { .. } => {
+                ErrorKind::Internal
+            }
         }
+    }
+
+    /// Whether the message names a file or directory of the server (the store, a segment, a
+    /// data file): such messages are for the server's log, not for a remote client.
+    pub fn names_path(&self) -> bool {
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::WalCorrupt { .. }
+                | Error::WalRecordInvalid { .. }
+                | Error::ManifestCorrupt { .. }
+                | Error::CatalogCorrupt { .. }
+                | Error::DataFileInvalid { .. }
+                | Error::Parquet { .. }
+                | Error::StoreLocked { .. }
+                | Error::NoStore { .. }
+                | Error::ManifestMissing { .. }
+                | Error::ReadOnly { .. }
+                | Error::SnapshotRace { .. }
+                | Error::ClockStateCorrupt { .. }
+        )
     }
 
     /// Wraps an I/O error with the path it happened on.

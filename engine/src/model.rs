@@ -26,6 +26,32 @@ pub const MAX_LABELS: usize = 128;
 pub const SEC: i64 = 1_000_000_000;
 /// Nanoseconds per millisecond.
 pub const MILLI: i64 = 1_000_000;
+/// Longest metric name, in bytes (OpenTelemetry allows instrument names up to 255 characters).
+pub const MAX_METRIC_NAME_BYTES: usize = 256;
+/// Longest label key, in bytes.
+pub const MAX_LABEL_KEY_BYTES: usize = 128;
+/// Longest label value, in bytes.
+pub const MAX_LABEL_VALUE_BYTES: usize = 4096;
+
+/// Why `name` cannot be a metric name or label key (`what`), if it cannot: empty, longer than
+/// `max` bytes, or holding a control character (NUL, newline, ...), whitespace or one of
+/// `{ } = , "` (which would make the printed series `metric{key="value"}` ambiguous).
+fn check_name(what: &str, name: &str, max: usize) -> Option<String> {
+    if name.is_empty() {
+        return Some(format!("{what} is empty"));
+    }
+    let shown = || {
+        let cut = name.char_indices().nth(64).map_or(name.len(), |(i, _)| i);
+        format!("{:?}{}", &name[..cut], if cut < name.len() { "..." } else { "" })
+    };
+    if name.len() > max {
+        return Some(format!("{what} {} is {} bytes long (at most {max})", shown(), name.len()));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control() || c.is_whitespace() || "{}=,\"".contains(*c)) {
+        return Some(format!("{what} {} contains {c:?} (control characters, whitespace and {{ }} = , \" are not allowed)", shown()));
+    }
+    None
+}
 
 /// Timestamps must lie in `[MIN_TIME_NS, MAX_TIME_NS]`: 1970-01-01 to 2262-04-11 minus a day,
 /// so that clock corrections of up to a day never overflow `i64`.
@@ -201,10 +227,13 @@ impl SeriesKey {
         self.labels.get(HOST_LABEL).map(String::as_str)
     }
 
-    /// Checks the key: non-empty metric, a `host` label, no reserved or empty label keys.
+    /// Checks the key: a valid metric name, a `host` label, at most [`MAX_LABELS`] labels,
+    /// valid label keys (not reserved) and values. Names and keys are 1 to
+    /// [`MAX_METRIC_NAME_BYTES`] / [`MAX_LABEL_KEY_BYTES`] bytes without control characters,
+    /// whitespace or `{ } = , "`; values are at most [`MAX_LABEL_VALUE_BYTES`] bytes without NUL.
     pub fn validate(&self) -> Result<()> {
-        if self.metric.is_empty() {
-            return Err(Error::InvalidSeries { reason: "metric name is empty".into() });
+        if let Some(reason) = check_name("metric name", &self.metric, MAX_METRIC_NAME_BYTES) {
+            return Err(Error::InvalidSeries { reason });
         }
         if self.host().is_none() {
             return Err(Error::MissingHost { metric: self.metric.clone() });
@@ -214,19 +243,45 @@ impl SeriesKey {
                 reason: format!("series {} has {} labels (at most {MAX_LABELS})", self.metric, self.labels.len()),
             });
         }
-        for key in self.labels.keys() {
-            if key.is_empty() {
-                return Err(Error::InvalidSeries {
-                    reason: format!("series {self} has an empty label key"),
-                });
+        for (key, value) in self.labels.iter() {
+            if let Some(reason) = check_name("label key", key, MAX_LABEL_KEY_BYTES) {
+                return Err(Error::InvalidSeries { reason: format!("{reason} (series {})", self.metric) });
             }
             if RESERVED_LABELS.contains(&key.as_str()) {
                 return Err(Error::InvalidSeries {
-                    reason: format!("label key {key:?} is reserved (series {self})"),
+                    reason: format!("label key {key:?} is reserved (series {})", self.metric),
+                });
+            }
+            if value.len() > MAX_LABEL_VALUE_BYTES {
+                return Err(Error::InvalidSeries {
+                    reason: format!(
+                        "value of label {key:?} is {} bytes long (at most {MAX_LABEL_VALUE_BYTES}; series {})",
+                        value.len(),
+                        self.metric
+                    ),
+                });
+            }
+            if value.contains('\0') {
+                return Err(Error::InvalidSeries {
+                    reason: format!("value of label {key:?} contains NUL (series {})", self.metric),
                 });
             }
         }
         Ok(())
+    }
+}
+
+impl SeriesKey {
+    /// The key as text, cut to at most `max` bytes (with `...`): for messages about keys that
+    /// failed [`SeriesKey::validate`], which may be megabytes long.
+    pub fn display_bounded(&self, max: usize) -> String {
+        let mut text = self.to_string();
+        if text.len() > max {
+            let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            text.truncate(cut);
+            text.push_str("...");
+        }
+        text
     }
 }
 
@@ -341,6 +396,33 @@ mod tests {
         labels.push(("zz".into(), "v".into()));
         let err = SeriesKey::new("m", labels).validate().unwrap_err().to_string();
         assert!(err.contains("129 labels (at most 128)"), "{err}");
+    }
+
+    #[test]
+    fn names_are_limited_in_length_and_characters() {
+        let key = |metric: &str, k: &str, v: &str| SeriesKey::new(metric, [("host", "h"), (k, v)]).validate();
+        assert!(key("DCGM_FI_DEV_GPU_UTIL", "gpu", "0").is_ok());
+        assert!(key("nccl:allreduce.bytes", "gpu-id", "a value with spaces").is_ok());
+        let long = "m".repeat(1 << 20);
+        let cases = [
+            (key("gpu\0util", "gpu", "0"), "metric name \"gpu\\0util\" contains '\\0'"),
+            (key(&long, "gpu", "0"), "is 1048576 bytes long (at most 256)"),
+            (key(&"m".repeat(257), "gpu", "0"), "(at most 256)"),
+            (key("m", "gpu id", "0"), "label key \"gpu id\" contains ' '"),
+            (key("m", "a=b", "0"), "contains '='"),
+            (key("m", &"k".repeat(129), "0"), "label key \"kkkk"),
+            (key("m", "gpu", &long), "value of label \"gpu\" is 1048576 bytes long (at most 4096"),
+            (key("m", "gpu", "a\0b"), "value of label \"gpu\" contains NUL"),
+        ];
+        for (result, want) in cases {
+            let e = result.unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            let text = e.to_string();
+            assert!(text.contains(want), "{text} lacks {want}");
+            assert!(text.len() < 400, "the message quotes a long name in full: {} bytes", text.len());
+        }
+        assert!(key("m", "gpu", &"v".repeat(4096)).is_ok());
+        assert!(key(&"m".repeat(256), "gpu", "0").is_ok());
     }
 
     #[test]

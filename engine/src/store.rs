@@ -42,7 +42,7 @@ use crate::datafile::WriteOptions;
 use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::model::{MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
+use crate::model::{MAX_METRIC_NAME_BYTES, MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
 use crate::series::SeriesCatalog;
 use crate::storage::Storage;
 use crate::wal::{Wal, WalConfig};
@@ -346,7 +346,8 @@ impl Store {
                 continue;
             }
             if let Err(error) = key.validate() {
-                rejected.push(Rejection { series: key.to_string(), samples: samples.timestamps.len(), error });
+                let series = key.display_bounded(MAX_METRIC_NAME_BYTES);
+                rejected.push(Rejection { series, samples: samples.timestamps.len(), error });
                 continue;
             }
             let mut rows = Rows::with_capacity(samples.timestamps.len());
@@ -650,7 +651,7 @@ impl Store {
 
     fn document_path(&self, name: &str) -> Result<PathBuf> {
         if !DOCUMENTS.contains(&name) {
-            return Err(Error::InvalidBatch { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
+            return Err(Error::Internal { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
         }
         Ok(self.dir.join(name))
     }

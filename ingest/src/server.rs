@@ -22,3 +22,6 @@ pub use auth::{Role, TokenFileError, TokenSet};
 pub use config::{Limits, ServerConfig};
 pub use run::{ServeError, ServeOptions, ServeReport, Server, TlsPem, check_exposure};
 pub use stats::Telemetry;
+
+#[cfg(test)]
+mod tests;

@@ -234,7 +234,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     check_exposure(listen, tokens.is_some(), insecure)?;
     let tls = match (&tls_cert, &tls_key) {
-        (Some(c), Some(k)) => Some(TlsPem { cert: read(c, "TLS certificate")?, key: read(k, "TLS key")? }),
+        (Some(c), Some(k)) => {
+            let pem = TlsPem { cert: read(c, "TLS certificate")?, key: read(k, "TLS key")? };
+            // Before the store is opened and "listening" is printed: a bad key fails here.
+            pem.check().with_context(|| format!("TLS certificate {} and key {}", c.display(), k.display()))?;
+            Some(pem)
+        }
         (None, None) => None,
         _ => anyhow::bail!("--tls-cert and --tls-key must be given together"),
     };

@@ -423,6 +423,29 @@ fn serve_tls_round_trip() {
     assert_eq!(rows[0]["n"], 2);
 }
 
+/// A bad TLS key (or certificate) fails before the server prints "listening" and before it
+/// creates the store, with the parser's reason in one error line.
+#[test]
+fn serve_with_a_bad_tls_key_fails_before_listening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cert, key) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
+    std::fs::write(&key, "not a key\n").unwrap();
+    let db = tmp.path().join("db");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+    assert!(!db.exists(), "the store was created before TLS was checked");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("TLS") && errors[0].contains("private key"), "{stderr}");
+}
+
 /// The OpenTelemetry Python SDK (OTLP/gRPC exporter) exports a gauge, a counter and a
 /// histogram to `lockstep serve`; the values are queryable by SQL.
 #[test]

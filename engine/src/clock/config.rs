@@ -69,7 +69,11 @@ impl Default for FitConfig {
 impl FitConfig {
     /// Checks that every knob is in range.
     pub fn validate(&self) -> Result<()> {
-        let bad = |reason: String| Err(super::sync_error("*", reason));
+        let bad = |reason: String| {
+            Err(crate::Error::InvalidConfig {
+                reason: format!("clock fit: {reason}"),
+            })
+        };
         if !(1..=10_000_000).contains(&self.max_drift_ppb) {
             return bad(format!(
                 "max_drift_ppb={} must be in [1, 10000000]",

@@ -303,11 +303,12 @@ fn degenerate_inputs_give_clear_errors() {
         max_drift_ppb: 0,
         ..FitConfig::default()
     };
-    assert!(
-        fit_host("h", &[ok], &[], &bad_cfg)
-            .unwrap_err()
-            .to_string()
-            .contains("max_drift_ppb")
+    let err = fit_host("h", &[ok], &[], &bad_cfg).unwrap_err();
+    assert!(err.to_string().contains("max_drift_ppb"), "{err}");
+    assert_eq!(
+        err.kind(),
+        crate::ErrorKind::InvalidConfig,
+        "a bad setting is not the caller's input"
     );
 }
 
@@ -682,4 +683,26 @@ fn failed_append_is_not_acknowledged() {
     }
     let reg = ClockRegistry::open(inner, dir.path(), FitConfig::default()).unwrap();
     assert_eq!(reg.input_counts().exchanges, 1);
+}
+
+#[test]
+fn host_names_are_bounded_like_label_values() {
+    let exchange = |host: String| SyncExchange {
+        host,
+        t1: EPOCH,
+        t2: EPOCH + 10,
+        t3: EPOCH + 20,
+        t4: EPOCH + 30,
+    };
+    assert!(exchange("node-1".into()).validate().is_ok());
+    for host in ["h".repeat(1 << 20), "node\0one".to_string()] {
+        let err = exchange(host).validate().unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+        let text = err.to_string();
+        assert!(
+            text.contains("without NUL") && text.len() < 300,
+            "{}",
+            &text[..text.len().min(300)]
+        );
+    }
 }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::storage::{Storage, StorageFile};
 
 fn writer_properties(opts: WriteOptions) -> Result<WriterProperties> {
-    let level = ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::InvalidBatch {
+    let level = ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::InvalidConfig {
         reason: format!("bad zstd level {}: {e}", opts.zstd_level),
     })?;
     let col = |name: &str| ColumnPath::from(name);

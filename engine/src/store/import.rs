@@ -167,7 +167,7 @@ impl BulkImport<'_> {
     /// Waits for the running spill and records its files.
     fn join_spill(&mut self) -> Result<()> {
         let Some(handle) = self.spilling.take() else { return Ok(()) };
-        let (staged, result) = handle.join().map_err(|_| Error::InvalidBatch { reason: "import spill thread panicked".into() })?;
+        let (staged, result) = handle.join().map_err(|_| Error::Internal { reason: "import spill thread panicked".into() })?;
         self.staged.extend(staged);
         result
     }

@@ -52,7 +52,7 @@ impl Store {
             Some(m) => m,
             None => {
                 if config.partition_ns <= 0 {
-                    return Err(Error::InvalidBatch {
+                    return Err(Error::InvalidConfig {
                         reason: format!("partition_ns must be positive, got {}", config.partition_ns),
                     });
                 }

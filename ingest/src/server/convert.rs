@@ -13,6 +13,7 @@ use lockstep_proto::ingest::v1::{SeriesColumns, SeriesRejection, WriteRequest};
 use tonic::Status;
 
 use super::config::Limits;
+use super::status::internal_status;
 use crate::import::clock::COLLECTIVE_END_METRIC;
 
 /// Series refs defined so far in one request or stream, with the store's id once the series
@@ -40,7 +41,7 @@ impl SeriesTable {
             )));
         };
         if entry.id.is_none() {
-            let internal = |e: lockstep_engine::Error| Status::internal(e.to_string());
+            let internal = |e: lockstep_engine::Error| internal_status("series lookup failed", e);
             entry.id = store.series_id(&entry.key).map_err(internal)?;
             // Share the catalog's copy of the key: a stream's table then costs a pointer per
             // series instead of a second copy of every key.
@@ -152,8 +153,8 @@ impl Prepared {
             let id = rows.series[run.start];
             let key = store
                 .series_key(id)
-                .map_err(|e| Status::internal(e.to_string()))?
-                .ok_or_else(|| Status::internal(format!("series id {id} vanished from the catalog")))?;
+                .map_err(|e| internal_status("series lookup failed", e))?
+                .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?;
             let samples = SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
             batch.series.push(((*key).clone(), samples));
         }

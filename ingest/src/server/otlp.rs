@@ -28,6 +28,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use tonic::{Request, Response, Status};
 
 use super::convert::reason_code;
+use super::status::internal_status;
 use super::write::Shared;
 
 /// Most bucket series one histogram data point may produce.
@@ -146,14 +147,32 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<String> {
 
 /// The resource labels plus a data point's attributes (an attribute overrides a resource label
 /// of the same key). Collected in one sort, so that any number of attributes in any order
-/// costs O(n log n); `SeriesKey::validate` then refuses more than `MAX_LABELS`.
-fn labels(base: &Labels, attrs: &[KeyValue]) -> Labels {
-    let point = attrs.iter().filter_map(|kv| {
-        let key = label_key(&kv.key);
-        let value = kv.value.as_ref().map(any_to_string).unwrap_or_default();
-        (!key.is_empty() && !value.is_empty()).then_some((key, value))
-    });
-    base.iter().map(|(k, v)| (k.clone(), v.clone())).chain(point).collect()
+/// costs O(n log n); `SeriesKey::validate` then refuses more than `MAX_LABELS`. Two attributes
+/// whose keys sanitise to the same label (`gpu.id` and `gpu_id`) are an error, not a silent
+/// choice of one value.
+fn labels(base: &Labels, attrs: &[KeyValue]) -> Result<Labels, (&'static str, String)> {
+    let mut point: Vec<(String, &str, String)> = attrs
+        .iter()
+        .filter_map(|kv| {
+            let key = label_key(&kv.key);
+            let value = kv.value.as_ref().map(any_to_string).unwrap_or_default();
+            (!key.is_empty() && !value.is_empty()).then_some((key, kv.key.as_str(), value))
+        })
+        .collect();
+    point.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(w) = point.windows(2).find(|w| w[0].0 == w[1].0) {
+        let cut = |s: &str| s.chars().take(64).collect::<String>();
+        return Err((
+            "label_collision",
+            format!(
+                "attributes {:?} and {:?} both map to label {:?}; rename one",
+                cut(w[0].1),
+                cut(w[1].1),
+                cut(&w[0].0)
+            ),
+        ));
+    }
+    Ok(base.iter().map(|(k, v)| (k.clone(), v.clone())).chain(point.into_iter().map(|(k, _, v)| (k, v))).collect())
 }
 
 fn with(labels: &Labels, k: &str, v: String) -> Labels {
@@ -241,6 +260,27 @@ fn exp_histogram(
     if !(p.zero_threshold >= 0.0 && p.zero_threshold.is_finite()) {
         return Err(format!("exponential histogram {name}: zero_threshold {} is invalid", p.zero_threshold));
     }
+    // Every bound must be finite and the bounds strictly increasing: at extreme offsets
+    // `base^index` overflows to infinity or underflows to 0, and equal bounds would merge
+    // buckets into one `le` series.
+    let bounds = neg
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(k, _)| -exp_bound(i64::from(neg_off) + k as i64, p.scale))
+        .chain(std::iter::once(p.zero_threshold))
+        .chain((0..pos.len()).map(|k| exp_bound(i64::from(pos_off) + k as i64 + 1, p.scale)));
+    let mut previous = f64::NEG_INFINITY;
+    for bound in bounds {
+        if !bound.is_finite() || bound <= previous {
+            return Err(format!(
+                "exponential histogram {name}: bucket bounds at scale {} (positive offset {pos_off}, negative \
+                 offset {neg_off}) are not finite and distinct in f64 (bound {bound} after {previous})",
+                p.scale
+            ));
+        }
+        previous = bound;
+    }
     let bucket = format!("{name}_bucket");
     let mut out = Vec::with_capacity(pos.len() + neg.len() + 6);
     let mut cum = 0u64;
@@ -261,6 +301,18 @@ fn exp_histogram(
     out.push((key(bucket, with(l, "le", le(f64::INFINITY))), p.count as f64));
     summary_parts(name, l, p.count, p.sum, p.min, p.max, &mut out);
     Ok(out)
+}
+
+/// Refuses a data point whose samples name one series twice (duplicate quantiles, bucket
+/// bounds that print alike): only one of the values could be kept.
+fn distinct_series(samples: Vec<(SeriesKey, f64)>) -> Result<Vec<(SeriesKey, f64)>, (&'static str, String)> {
+    if samples.len() > 1 {
+        let mut seen = std::collections::HashSet::with_capacity(samples.len());
+        if let Some((k, _)) = samples.iter().find(|(k, _)| !seen.insert(k)) {
+            return Err(("label_collision", format!("data point maps to series {} twice", k.display_bounded(256))));
+        }
+    }
+    Ok(samples)
 }
 
 fn time(t: u64) -> Result<i64, (&'static str, String)> {
@@ -318,7 +370,7 @@ pub(crate) fn convert(
                     if flags & FLAG_NO_RECORDED_VALUE != 0 {
                         return;
                     }
-                    let made = made.and_then(|s| time(t).map(|t| (t, s)));
+                    let made = made.and_then(distinct_series).and_then(|s| time(t).map(|t| (t, s)));
                     match made {
                         Err((reason, msg)) => out.reject(reason, 1, || format!("{name}: {msg}")),
                         Ok((t, samples)) => {
@@ -337,8 +389,8 @@ pub(crate) fn convert(
                     None => out.reject("unsupported", 1, || format!("{name}: metric has no data")),
                     Some(metric::Data::Gauge(g)) => {
                         for p in g.data_points {
-                            let l = labels(&base, &p.attributes);
-                            let made = number(&p.value).map(|v| vec![(key(name.clone(), l), v)]);
+                            let made = labels(&base, &p.attributes)
+                                .and_then(|l| number(&p.value).map(|v| vec![(key(name.clone(), l), v)]));
                             add(&mut out, p.time_unix_nano, p.flags, false, made);
                         }
                     }
@@ -346,8 +398,8 @@ pub(crate) fn convert(
                         Err(msg) => out.reject("unspecified_temporality", s.data_points.len() as u64, || msg),
                         Ok(delta) => {
                             for p in s.data_points {
-                                let l = labels(&base, &p.attributes);
-                                let made = number(&p.value).map(|v| vec![(key(name.clone(), l), v)]);
+                                let made = labels(&base, &p.attributes)
+                                    .and_then(|l| number(&p.value).map(|v| vec![(key(name.clone(), l), v)]));
                                 add(&mut out, p.time_unix_nano, p.flags, delta, made);
                             }
                         }
@@ -356,8 +408,8 @@ pub(crate) fn convert(
                         Err(msg) => out.reject("unspecified_temporality", h.data_points.len() as u64, || msg),
                         Ok(delta) => {
                             for p in h.data_points {
-                                let l = labels(&base, &p.attributes);
-                                let made = histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m));
+                                let made = labels(&base, &p.attributes)
+                                    .and_then(|l| histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m)));
                                 add(&mut out, p.time_unix_nano, p.flags, delta, made);
                             }
                         }
@@ -366,22 +418,24 @@ pub(crate) fn convert(
                         Err(msg) => out.reject("unspecified_temporality", h.data_points.len() as u64, || msg),
                         Ok(delta) => {
                             for p in h.data_points {
-                                let l = labels(&base, &p.attributes);
-                                let made = exp_histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m));
+                                let made = labels(&base, &p.attributes)
+                                    .and_then(|l| exp_histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m)));
                                 add(&mut out, p.time_unix_nano, p.flags, delta, made);
                             }
                         }
                     },
                     Some(metric::Data::Summary(s)) => {
                         for p in s.data_points {
-                            let l = labels(&base, &p.attributes);
-                            let mut samples: Vec<(SeriesKey, f64)> = p
-                                .quantile_values
-                                .iter()
-                                .map(|q| (key(name.clone(), with(&l, "quantile", q.quantile.to_string())), q.value))
-                                .collect();
-                            summary_parts(&name, &l, p.count, Some(p.sum), None, None, &mut samples);
-                            add(&mut out, p.time_unix_nano, p.flags, false, Ok(samples));
+                            let made = labels(&base, &p.attributes).map(|l| {
+                                let mut samples: Vec<(SeriesKey, f64)> = p
+                                    .quantile_values
+                                    .iter()
+                                    .map(|q| (key(name.clone(), with(&l, "quantile", q.quantile.to_string())), q.value))
+                                    .collect();
+                                summary_parts(&name, &l, p.count, Some(p.sum), None, None, &mut samples);
+                                samples
+                            });
+                            add(&mut out, p.time_unix_nano, p.flags, false, made);
                         }
                     }
                 }
@@ -393,7 +447,7 @@ pub(crate) fn convert(
             "export maps to {total} samples; the limit is {max_samples} per request, export smaller batches"
         )));
     }
-    let mut state = deltas.lock().map_err(|_| Status::internal("delta accumulator lock poisoned"))?;
+    let mut state = deltas.lock().map_err(|_| internal_status("delta accumulator failed", "lock poisoned"))?;
     for p in points {
         if p.delta {
             let new = p.samples.iter().filter(|(k, _)| !state.sums.contains_key(k)).count();

@@ -21,6 +21,7 @@ use super::config::ServerConfig;
 use super::memory;
 use super::otlp::{DeltaState, OtlpService};
 use super::stats::{StatsService, Telemetry};
+use super::status::DecodeErrors;
 use super::write::{Shared, WriteService};
 
 /// The largest HTTP/2 DATA frame the server accepts (the protocol default is 16 KiB).
@@ -33,6 +34,33 @@ pub struct TlsPem {
     pub cert: Vec<u8>,
     /// Private key (PEM).
     pub key: Vec<u8>,
+}
+
+impl TlsPem {
+    /// Parses the certificate chain and key as the server will: a caller checks this before
+    /// announcing the server, so that a bad key fails before "listening".
+    pub fn check(&self) -> Result<(), ServeError> {
+        tonic::transport::Server::builder().tls_config(self.server_config()).map(drop).map_err(tls_error)
+    }
+
+    fn server_config(&self) -> ServerTlsConfig {
+        ServerTlsConfig::new().identity(Identity::from_pem(&self.cert, &self.key))
+    }
+}
+
+/// A TLS error with its causes: tonic's own message is only "transport error".
+fn tls_error(error: tonic::transport::Error) -> ServeError {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    ServeError::Tls(text)
 }
 
 impl std::fmt::Debug for TlsPem {
@@ -182,15 +210,16 @@ impl Server {
                 .initial_connection_window_size(memory::h2_connection_window_for_limit(limit));
         }
         if let Some(tls) = &options.tls {
-            builder = builder
-                .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key)))
-                .map_err(|e| ServeError::Tls(e.to_string()))?;
+            builder = builder.tls_config(tls.server_config()).map_err(tls_error)?;
         }
         let router = builder
-            .add_service(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write")))
-            .add_service(InterceptedService::new(clock, auth(Role::Write, "lockstep.ingest.v1.ClockSync")))
-            .add_service(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService")))
-            .add_service(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats")));
+            .add_service(DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))))
+            .add_service(DecodeErrors(InterceptedService::new(
+                clock,
+                auth(Role::Write, "lockstep.ingest.v1.ClockSync"),
+            )))
+            .add_service(DecodeErrors(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService"))))
+            .add_service(DecodeErrors(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats"))));
 
         // Background: RSS sampling (memory-pressure flushes and trims), self-telemetry, clock refits.
         let background = {

@@ -15,7 +15,7 @@ use super::clock::Refitter;
 use super::config::Limits;
 use super::convert::{Prepared, SeriesTable, Write, prepare, request_size};
 use super::stats::Telemetry;
-use super::status::{engine_status, join_status, retryable};
+use super::status::{decode_status, engine_status, join_status, retryable};
 
 /// State shared by every service of one server.
 #[derive(Debug)]
@@ -221,7 +221,7 @@ impl write_server::Write for WriteService {
                     Ok(Some(r)) => r,
                     Ok(None) => break,
                     Err(status) => {
-                        let _ = pending_tx.send(Pending::Fail(status)).await;
+                        let _ = pending_tx.send(Pending::Fail(decode_status(status))).await;
                         break;
                     }
                 };

@@ -144,3 +144,95 @@ fn exponential_histogram_bounds() {
     );
     assert_eq!(find(&c, "x_count", None), vec![(T as i64, 7.0)]);
 }
+
+/// `gpu.id` and `gpu_id` both sanitise to `gpu_id`: the point is rejected with a reason
+/// naming both attributes (before, one value silently won); other points are kept.
+#[test]
+fn attributes_colliding_after_sanitising_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let points = vec![
+        num(T, 1.0, vec![kv("gpu.id", "0"), kv("gpu_id", "1")]),
+        num(T, 2.0, vec![kv("gpu.id", "0"), kv("gpu.id", "1")]),
+        num(T, 3.0, vec![kv("gpu.id", "2"), kv("nic", "eth0")]),
+    ];
+    let gauge = metric("gpu.util", metric::Data::Gauge(Gauge { data_points: points }));
+    let c = convert(&store, &deltas, request(Some("node-1"), vec![gauge]), 1000, 10).unwrap();
+    assert_eq!(c.rejected_points, 2);
+    assert_eq!(c.by_reason, vec![("label_collision", 2)]);
+    let message = c.error_message();
+    assert!(message.contains(r#"attributes "gpu.id" and "gpu_id" both map to label "gpu_id""#), "{message}");
+    assert_eq!(find(&c, "gpu_util", Some(("gpu_id", "2"))), vec![(T as i64, 3.0)]);
+    assert_eq!(c.batch.len(), 1);
+}
+
+/// Exponential bucket bounds that overflow f64 (or underflow to 0) would print as colliding
+/// `le` labels: the point is rejected; summaries with a repeated quantile likewise.
+#[test]
+fn exponential_bounds_outside_f64_and_repeated_quantiles_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let exp = |scale: i32, offset: i32| {
+        metric(
+            "x",
+            metric::Data::ExponentialHistogram(opentelemetry_proto::tonic::metrics::v1::ExponentialHistogram {
+                data_points: vec![ExponentialHistogramDataPoint {
+                    time_unix_nano: T,
+                    count: 3,
+                    scale,
+                    positive: Some(exponential_histogram_data_point::Buckets { offset, bucket_counts: vec![1, 1, 1] }),
+                    ..Default::default()
+                }],
+                aggregation_temporality: 2,
+            }),
+        )
+    };
+    for (scale, offset) in [(0, 1022), (0, i32::MAX - 1), (0, -1100), (-10, 2), (20, i32::MIN)] {
+        let c = convert(&store, &deltas, request(Some("h"), vec![exp(scale, offset)]), 10_000, 10).unwrap();
+        assert_eq!((c.rejected_points, c.batch.len()), (1, 0), "scale {scale} offset {offset}");
+        assert_eq!(c.by_reason, vec![("invalid_histogram", 1)]);
+        assert!(c.error_message().contains("are not finite and distinct"), "{}", c.error_message());
+    }
+    // The largest finite bounds still pass: 2^1021, 2^1022, 2^1023.
+    let c = convert(&store, &deltas, request(Some("h"), vec![exp(0, 1020)]), 10_000, 10).unwrap();
+    assert_eq!(c.rejected_points, 0, "{}", c.error_message());
+
+    let q = |quantile: f64, value: f64| opentelemetry_proto::tonic::metrics::v1::summary_data_point::ValueAtQuantile {
+        quantile,
+        value,
+    };
+    let summary = metric(
+        "s",
+        metric::Data::Summary(opentelemetry_proto::tonic::metrics::v1::Summary {
+            data_points: vec![opentelemetry_proto::tonic::metrics::v1::SummaryDataPoint {
+                time_unix_nano: T,
+                count: 2,
+                sum: 3.0,
+                quantile_values: vec![q(0.5, 1.0), q(0.5, 2.0)],
+                ..Default::default()
+            }],
+        }),
+    );
+    let c = convert(&store, &deltas, request(Some("h"), vec![summary]), 10_000, 10).unwrap();
+    assert_eq!(c.by_reason, vec![("label_collision", 1)]);
+    assert!(c.error_message().contains("twice"), "{}", c.error_message());
+}
+
+/// The engine validates names on every path: an OTLP metric name of 1 MiB is rejected by the
+/// store with a message that says why without quoting the whole name.
+#[test]
+fn a_metric_name_of_one_mebibyte_is_rejected_by_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let gauge = |name: &str| metric(name, metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![])] }));
+    let c =
+        convert(&store, &deltas, request(Some("h"), vec![gauge(&"m".repeat(1 << 20)), gauge("ok")]), 10, 10).unwrap();
+    let outcome = store.write(&c.batch).unwrap();
+    assert_eq!((outcome.accepted, outcome.rejected.len()), (1, 1));
+    let message = outcome.rejected[0].error.to_string();
+    assert!(message.contains("is 1048576 bytes long (at most 256)"), "{}", &message[..message.len().min(300)]);
+    assert!(message.len() < 400 && outcome.rejected[0].series.len() < 400);
+}
