@@ -9,7 +9,8 @@
 //! Each statement must succeed and return at least one row, so an example with a wrong metric
 //! name or a time range outside the demo's data (2026-03-02 09:00–09:10 UTC) fails too.
 //! Fence info words after `sql`: `no-run` skips the block (it cannot run against the demo's
-//! store; the prose says why), `empty` lets its statements return no rows. Any other word is
+//! store; the prose says why), `empty` lets its statements return no rows; after `sh`, `no-run`
+//! skips a block that needs something the test does not have (an exporter to scrape). Any other word is
 //! an error, so a typo cannot silently skip a block.
 
 use std::collections::BTreeSet;
@@ -87,6 +88,13 @@ fn extract(file: &str, text: &str) -> (Vec<Example>, Vec<String>) {
                 }
             }
             "sh" | "bash" | "shell" | "console" => {
+                for f in &flags {
+                    assert!(*f == "no-run", "{file}:{start}: unknown fence info word {f:?} (no-run)");
+                }
+                if flags.contains(&"no-run") {
+                    skipped.push(format!("{file}:{start}: a no-run shell block"));
+                    continue;
+                }
                 let block: String = body.iter().map(|(_, l)| format!("{l}\n")).collect();
                 for (line, words) in shell_commands(&block, start + 1) {
                     let runs = words.first().is_some_and(|w| w == "lockstep")
