@@ -1,5 +1,6 @@
 //! End-to-end tests of the `lockstep` binary: import, SQL, read-only refusal, a killed
 //! writer process, and the crate dependency direction.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/clock.rs"]
 mod clock;

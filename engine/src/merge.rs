@@ -183,6 +183,7 @@ fn upper_bound(rows: &Rows, from: usize, bound: (u32, i64)) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

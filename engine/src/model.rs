@@ -350,6 +350,7 @@ pub fn validate_time(series: &SeriesKey, time: i64) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -10,6 +10,7 @@
 //! `generate_fixture_store` wrote the files once; it is `#[ignore]`d and refuses to overwrite
 //! them. Never regenerate the committed fixture with the current code: it guards that what
 //! old releases wrote stays readable.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -272,6 +272,7 @@ pub(crate) fn encode_v1(defs: &[(SeriesId, &SeriesKey)], rows: &Rows) -> Vec<u8>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -2,6 +2,7 @@
 //! bad-data corpus.
 //! One file (over 600 lines) so that the model-based test and the crash tests share the
 //! reference model and the faulty storage set-up.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
 use lockstep_engine::store::ScanRequest;
 use lockstep_engine::StoreConfig;

@@ -56,7 +56,7 @@ fn sample(e: &Exposition, metric: &str, labels: &[(&str, &str)]) -> (SeriesKey, 
         k.metric == metric
             && labels
                 .iter()
-                .all(|(n, v)| k.labels.get(*n).map(String::as_str) == Some(*v))
+                .all(|(n, v)| k.labels.get(n).map(String::as_str) == Some(*v))
     });
     let (k, s) = hits
         .next()

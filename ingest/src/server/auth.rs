@@ -187,6 +187,7 @@ impl TokenSet {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use tonic::Code;

@@ -366,6 +366,7 @@ fn prepare_columns(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use lockstep_engine::StoreConfig;

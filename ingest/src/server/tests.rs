@@ -1,5 +1,6 @@
 //! A real server on 127.0.0.1:0 and a real tonic client: malformed protobuf is
 //! `INVALID_ARGUMENT`, and a failing store yields statuses that name no server path.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
