@@ -74,9 +74,7 @@ struct Truth {
 impl Truth {
     fn local(&self, r: i64) -> i64 {
         let s = if r >= self.step_at { self.step } else { 0 };
-        r + self.theta0
-            + ((i128::from(r - EPOCH) * i128::from(self.drift_ppb)) / 1_000_000_000) as i64
-            + s
+        r + self.theta0 + ((i128::from(r - EPOCH) * i128::from(self.drift_ppb)) / 1_000_000_000) as i64 + s
     }
 }
 
@@ -94,11 +92,7 @@ fn simulate(seed: u64, min_fwd: i64, min_rev: i64) -> Vec<Host> {
             let truth = Truth {
                 theta0: rng.uniform(-5e9, 5e9) as i64,
                 drift_ppb: rng.uniform(-50_000.0, 50_000.0) as i64,
-                step: if rng.unit() < 0.5 {
-                    magnitude
-                } else {
-                    -magnitude
-                },
+                step: if rng.unit() < 0.5 { magnitude } else { -magnitude },
                 step_at: EPOCH + rng.uniform(900e9, 2_700e9) as i64,
             };
             let name = format!("node-{h:02}");
@@ -120,11 +114,7 @@ fn simulate(seed: u64, min_fwd: i64, min_rev: i64) -> Vec<Host> {
                 }
                 tick += 5 * SEC;
             }
-            Host {
-                name,
-                truth,
-                exchanges,
-            }
+            Host { name, truth, exchanges }
         })
         .collect()
 }
@@ -157,16 +147,11 @@ fn naive_fit(points: &Points) -> (f64, f64, f64) {
 
 /// Min-delay filter: the smallest-delay exchange of each block of 8.
 fn min_delay_picks(points: &Points) -> Points {
-    points
-        .chunks(8)
-        .filter_map(|c| c.iter().copied().min_by(|a, b| a.2.total_cmp(&b.2)))
-        .collect()
+    points.chunks(8).filter_map(|c| c.iter().copied().min_by(|a, b| a.2.total_cmp(&b.2))).collect()
 }
 
 fn interpolate(picks: &Points, x: f64) -> (f64, f64) {
-    let i = picks
-        .partition_point(|p| p.0 <= x)
-        .clamp(1, picks.len().max(2) - 1);
+    let i = picks.partition_point(|p| p.0 <= x).clamp(1, picks.len().max(2) - 1);
     if picks.len() < 2 {
         return picks.first().map_or((0.0, f64::INFINITY), |p| (p.1, p.2));
     }
@@ -228,17 +213,11 @@ fn fmt_ns(ns: i64) -> String {
 
 fn run(title: &str, seed: u64, min_fwd: i64, min_rev: i64) -> bool {
     let hosts = simulate(seed, min_fwd, min_rev);
-    let all: Vec<SyncExchange> = hosts
-        .iter()
-        .flat_map(|h| h.exchanges.iter().cloned())
-        .collect();
+    let all: Vec<SyncExchange> = hosts.iter().flat_map(|h| h.exchanges.iter().cloned()).collect();
     let started = Instant::now();
     let default_set = fit(&all, &FitConfig::default());
     let fit_ms = started.elapsed().as_secs_f64() * 1e3;
-    let told = FitConfig {
-        min_one_way_delay_ns: 2_000,
-        ..FitConfig::default()
-    };
+    let told = FitConfig { min_one_way_delay_ns: 2_000, ..FitConfig::default() };
     let told_set = fit(&all, &told);
     let floor = (min_fwd - min_rev).abs() / 2;
     println!("\n### {title}");
@@ -266,35 +245,19 @@ fn run(title: &str, seed: u64, min_fwd: i64, min_rev: i64) -> bool {
         let segs = segment_points(host);
         let lines = [naive_fit(&segs[0]), naive_fit(&segs[1])];
         let picks = [min_delay_picks(&segs[0]), min_delay_picks(&segs[1])];
-        let last_before = host
-            .exchanges
-            .iter()
-            .filter(|e| e.t2 < t.step_at)
-            .map(|e| e.t2)
-            .max()
-            .unwrap_or(EPOCH);
-        let first_after = host
-            .exchanges
-            .iter()
-            .filter(|e| e.t2 >= t.step_at)
-            .map(|e| e.t2)
-            .min()
-            .unwrap_or(EPOCH + SPAN);
+        let last_before = host.exchanges.iter().filter(|e| e.t2 < t.step_at).map(|e| e.t2).max().unwrap_or(EPOCH);
+        let first_after =
+            host.exchanges.iter().filter(|e| e.t2 >= t.step_at).map(|e| e.t2).min().unwrap_or(EPOCH + SPAN);
         let back = (-t.step).max(0);
         steps_found += default_set.model(&host.name).map_or(0, |m| m.steps);
         let mut r = EPOCH;
         while r < EPOCH + SPAN {
             let local = t.local(r);
-            let in_window =
-                r >= last_before - back - 50_000_000 && r <= first_after + back + 50_000_000;
+            let in_window = r >= last_before - back - 50_000_000 && r <= first_after + back + 50_000_000;
             let side = usize::from(r >= t.step_at);
             let x = (local - EPOCH) as f64;
             let (a, b, half) = lines[side];
-            naive.push(
-                ((local as f64 - (a + b * x)) as i64 - r).abs(),
-                half,
-                in_window,
-            );
+            naive.push(((local as f64 - (a + b * x)) as i64 - r).abs(), half, in_window);
             let (off, u) = interpolate(&picks[side], x);
             filter.push(((local as f64 - off) as i64 - r).abs(), u, in_window);
             for (set, errs) in [(&default_set, &mut ours), (&told_set, &mut ours_told)] {
@@ -319,22 +282,9 @@ fn run(title: &str, seed: u64, min_fwd: i64, min_rev: i64) -> bool {
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     // CLOCK_BENCH_SEED varies the simulation (default 42).
-    let seed = std::env::var("CLOCK_BENCH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(42u64);
-    let a = run(
-        "Symmetric minimum delays (2 µs each way)",
-        seed,
-        2_000,
-        2_000,
-    );
-    let b = run(
-        "Asymmetric minimum delays (10 µs forward, 2 µs reverse)",
-        seed + 1,
-        10_000,
-        2_000,
-    );
+    let seed = std::env::var("CLOCK_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42u64);
+    let a = run("Symmetric minimum delays (2 µs each way)", seed, 2_000, 2_000);
+    let b = run("Asymmetric minimum delays (10 µs forward, 2 µs reverse)", seed + 1, 10_000, 2_000);
     if !(a && b) {
         std::process::exit(1);
     }

@@ -51,22 +51,11 @@ fn generate(rows: usize, path: &Path) -> usize {
     let per_series = rows / SERIES;
     let schema = Arc::new(Schema::new(vec![
         Field::new("series", DataType::Int32, false),
-        Field::new(
-            "time",
-            DataType::Timestamp(TimeUnit::Nanosecond, None),
-            false,
-        ),
+        Field::new("time", DataType::Timestamp(TimeUnit::Nanosecond, None), false),
         Field::new("value", DataType::Float64, false),
     ]));
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(1 << 20))
-        .build();
-    let mut writer = ArrowWriter::try_new(
-        std::fs::File::create(path).unwrap(),
-        schema.clone(),
-        Some(props),
-    )
-    .unwrap();
+    let props = WriterProperties::builder().set_max_row_group_row_count(Some(1 << 20)).build();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
     let mut rng = Rng(7);
     let mut total = 0;
     for chunk in (0..SERIES).collect::<Vec<_>>().chunks(50) {
@@ -82,8 +71,7 @@ fn generate(rows: usize, path: &Path) -> usize {
                 s.push(series as i32);
                 t.push(START_NS + i as i64 * 10_000_000 + jitter);
                 // lognormal via Box-Muller
-                let z = (-2.0 * rng.uniform().ln()).sqrt()
-                    * (2.0 * std::f64::consts::PI * rng.uniform()).cos();
+                let z = (-2.0 * rng.uniform().ln()).sqrt() * (2.0 * std::f64::consts::PI * rng.uniform()).cos();
                 v.push(scale * (0.8 * z).exp());
             }
         }
@@ -111,12 +99,7 @@ fn query(percentile: &str, table: &str) -> String {
 }
 
 /// Best wall time over `repeat` runs, plus the result row count and the sum of p99s.
-async fn run_lockstep(
-    batches: &[RecordBatch],
-    threads: usize,
-    percentile: &str,
-    repeat: usize,
-) -> (f64, usize, f64) {
+async fn run_lockstep(batches: &[RecordBatch], threads: usize, percentile: &str, repeat: usize) -> (f64, usize, f64) {
     let config = SessionConfig::new().with_target_partitions(threads);
     let ctx = if std::env::var("LOCKSTEP_BENCH_DF_PLAN").is_ok_and(|v| v == "1") {
         let ctx = SessionContext::new_with_config(config);
@@ -130,11 +113,7 @@ async fn run_lockstep(
     for (i, b) in batches.iter().enumerate() {
         parts[i * threads / batches.len()].push(b.clone());
     }
-    ctx.register_table(
-        "t",
-        Arc::new(MemTable::try_new(batches[0].schema(), parts).unwrap()),
-    )
-    .unwrap();
+    ctx.register_table("t", Arc::new(MemTable::try_new(batches[0].schema(), parts).unwrap())).unwrap();
     let sql = query(percentile, "t");
     let mut best = f64::INFINITY;
     let mut result = (0, 0.0);
@@ -146,16 +125,7 @@ async fn run_lockstep(
             best = best.min(secs);
         }
         let rows = out.iter().map(RecordBatch::num_rows).sum();
-        let sum = out
-            .iter()
-            .map(|b| {
-                b.column(2)
-                    .as_primitive::<Float64Type>()
-                    .iter()
-                    .flatten()
-                    .sum::<f64>()
-            })
-            .sum();
+        let sum = out.iter().map(|b| b.column(2).as_primitive::<Float64Type>().iter().flatten().sum::<f64>()).sum();
         result = (rows, sum);
     }
     (best, result.0, result.1)
@@ -169,12 +139,7 @@ fn run_duckdb(path: &Path, repeat: usize) -> Vec<(usize, String, f64, usize, f64
         .arg(path)
         .arg(repeat.to_string())
         .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "running {}: {e} (needs python3 with duckdb)",
-                script.display()
-            )
-        });
+        .unwrap_or_else(|e| panic!("running {}: {e} (needs python3 with duckdb)", script.display()));
     assert!(
         out.status.success(),
         "DuckDB driver failed (pip install duckdb pyarrow): {}",
@@ -199,28 +164,14 @@ fn run_duckdb(path: &Path, repeat: usize) -> Vec<(usize, String, f64, usize, f64
 
 #[tokio::main]
 async fn main() {
-    let rows: usize = std::env::var("LOCKSTEP_BENCH_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
-    let repeat: usize = std::env::var("LOCKSTEP_BENCH_REPEAT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rows: usize = std::env::var("LOCKSTEP_BENCH_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
+    let repeat: usize = std::env::var("LOCKSTEP_BENCH_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("samples.parquet");
     let generated = generate(rows, &path);
-    let reader =
-        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
-    let batches: Vec<RecordBatch> = reader
-        .with_batch_size(8192)
-        .build()
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect();
-    println!(
-        "{generated} samples, {SERIES} series, 1 s buckets; best of {repeat} runs after a warm-up\n"
-    );
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
+    let batches: Vec<RecordBatch> = reader.with_batch_size(8192).build().unwrap().map(|b| b.unwrap()).collect();
+    println!("{generated} samples, {SERIES} series, 1 s buckets; best of {repeat} runs after a warm-up\n");
 
     let duck = run_duckdb(&path, repeat);
     println!(
@@ -228,21 +179,14 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     for threads in [1, 2] {
-        for (kind, func) in [
-            ("exact p99 + avg", "quantile_cont"),
-            ("sketch p99 + avg", "approx_quantile"),
-        ] {
+        for (kind, func) in [("exact p99 + avg", "quantile_cont"), ("sketch p99 + avg", "approx_quantile")] {
             let (secs, groups, sum) = run_lockstep(&batches, threads, func, repeat).await;
             let Some(d) = duck.iter().find(|d| d.0 == threads && d.1 == func) else {
                 panic!("no DuckDB result for {threads} threads {func}");
             };
             assert_eq!(groups, d.3, "group count differs from DuckDB");
             if func == "quantile_cont" {
-                assert!(
-                    (sum - d.4).abs() <= 1e-9 * d.4.abs(),
-                    "exact p99 sums differ: {sum} vs {}",
-                    d.4
-                );
+                assert!((sum - d.4).abs() <= 1e-9 * d.4.abs(), "exact p99 sums differ: {sum} vs {}", d.4);
             }
             let mrows = |s: f64| generated as f64 / s / 1e6;
             println!(
@@ -254,8 +198,5 @@ async fn main() {
             );
         }
     }
-    println!(
-        "\n({} result groups per query)",
-        duck.first().map_or(0, |d| d.3)
-    );
+    println!("\n({} result groups per query)", duck.first().map_or(0, |d| d.3));
 }

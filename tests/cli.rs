@@ -37,7 +37,11 @@ fn make_bundle(dir: &Path) {
             let util = if i >= 300 && gpu == 2 { 40.0 } else { 95.0 };
             csv.push_str(&format!("{},node-01,DCGM_FI_DEV_GPU_UTIL,{util},{gpu},\n", T + i * 1_000_000_000 + gpu));
         }
-        csv.push_str(&format!("{},node-01,train_step_duration_seconds,{},,llm\n", T + i * 1_000_000_000, 1.0 + (i / 300) as f64));
+        csv.push_str(&format!(
+            "{},node-01,train_step_duration_seconds,{},,llm\n",
+            T + i * 1_000_000_000,
+            1.0 + (i / 300) as f64
+        ));
     }
     std::fs::write(dir.join("samples.csv"), csv).unwrap();
 }
@@ -52,12 +56,24 @@ fn import_then_query() {
     let out = ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
     assert!(out.contains("imported 3000 samples of 5 series"), "{out}");
 
-    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
-        "SELECT gpu, count(*) AS n, avg(value) AS mean FROM samples WHERE metric = 'DCGM_FI_DEV_GPU_UTIL' AND time >= '2026-01-01T00:05:00Z' GROUP BY gpu ORDER BY gpu"]);
+    let out = ok(&[
+        "sql",
+        "--data-dir",
+        db,
+        "--format",
+        "csv",
+        "SELECT gpu, count(*) AS n, avg(value) AS mean FROM samples WHERE metric = 'DCGM_FI_DEV_GPU_UTIL' AND time >= '2026-01-01T00:05:00Z' GROUP BY gpu ORDER BY gpu",
+    ]);
     assert_eq!(out, "gpu,n,mean\n0,300,95.0\n1,300,95.0\n2,300,40.0\n3,300,95.0\n");
 
-    let out = ok(&["sql", "--data-dir", db, "--format", "json",
-        "SELECT job, max(value) AS worst FROM samples WHERE metric = 'train_step_duration_seconds' GROUP BY job"]);
+    let out = ok(&[
+        "sql",
+        "--data-dir",
+        db,
+        "--format",
+        "json",
+        "SELECT job, max(value) AS worst FROM samples WHERE metric = 'train_step_duration_seconds' GROUP BY job",
+    ]);
     assert_eq!(out.trim(), r#"{"job":"llm","worst":2.0}"#);
 
     let out = ok(&["sql", "--data-dir", db, "SELECT count(*) AS n FROM samples WHERE host IN ('node-01', 'x')"]);
@@ -74,18 +90,26 @@ fn catalog_extension_and_switch_guids_name_series_in_sql() {
     let mut csv = String::from("time,host,metric,value,guid,port\n");
     for i in 0..10i64 {
         csv.push_str(&format!("{},node-01,site_pdu_power_watts,{},,\n", T + i * 1_000_000_000, 500 + i));
-        csv.push_str(&format!("{},ufm-1,infiniband_switch_port_symbol_error_total,{i},0xABC,4\n", T + i * 1_000_000_000));
+        csv.push_str(&format!(
+            "{},ufm-1,infiniband_switch_port_symbol_error_total,{i},0xABC,4\n",
+            T + i * 1_000_000_000
+        ));
     }
     std::fs::write(bundle.join("samples.csv"), csv).unwrap();
-    std::fs::write(bundle.join("topology.json"), r#"{
+    std::fs::write(
+        bundle.join("topology.json"),
+        r#"{
       "nodes": [{"name": "node-01", "gpus": 8, "nics": [
         {"device": "mlx5_0", "port": 1, "fabric": "infiniband", "switch": "leaf-1", "switch_port": 1}]}],
       "switches": [
         {"name": "leaf-1", "tier": "leaf", "links": [{"port": 31, "peer": "spine-1", "peer_port": 4}]},
         {"name": "spine-1", "tier": "spine", "guid": "0xabc"}]
-    }"#).unwrap();
+    }"#,
+    )
+    .unwrap();
     let toml = "[[metric]]\nfamily = \"site_pdu_power_watts\"\ndomain = \"compute\"\nkind = \"gauge\"\nunit = \"watts\"\nclass = \"power\"\nentity = \"node\"\nmeaning = \"rack PDU outlet power of the node\"\n";
-    std::fs::write(bundle.join("metrics.toml"), toml.replace("kind = \"gauge\"", "kind = \"gauge\"\nscale = -1.0")).unwrap();
+    std::fs::write(bundle.join("metrics.toml"), toml.replace("kind = \"gauge\"", "kind = \"gauge\"\nscale = -1.0"))
+        .unwrap();
     let db = tmp.path().join("db");
     let db = db.to_str().unwrap();
     let out = lockstep(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
@@ -95,13 +119,28 @@ fn catalog_extension_and_switch_guids_name_series_in_sql() {
 
     std::fs::write(bundle.join("metrics.toml"), toml).unwrap();
     ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
-    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
-        "SELECT metric, domain, entity, count(*) AS n FROM samples GROUP BY metric, domain, entity ORDER BY metric"]);
-    assert_eq!(out, "metric,domain,entity,n\n\
+    let out = ok(&[
+        "sql",
+        "--data-dir",
+        db,
+        "--format",
+        "csv",
+        "SELECT metric, domain, entity, count(*) AS n FROM samples GROUP BY metric, domain, entity ORDER BY metric",
+    ]);
+    assert_eq!(
+        out,
+        "metric,domain,entity,n\n\
         infiniband_switch_port_symbol_error_total,network,spine-1:4,10\n\
-        site_pdu_power_watts,compute,node-01,10\n");
-    let out = ok(&["sql", "--data-dir", db, "--format", "csv",
-        "SELECT domain, unit FROM metric_catalog WHERE family = 'site_pdu_power_watts'"]);
+        site_pdu_power_watts,compute,node-01,10\n"
+    );
+    let out = ok(&[
+        "sql",
+        "--data-dir",
+        db,
+        "--format",
+        "csv",
+        "SELECT domain, unit FROM metric_catalog WHERE family = 'site_pdu_power_watts'",
+    ]);
     assert_eq!(out, "domain,unit\ncompute,watts\n");
 }
 
@@ -147,7 +186,8 @@ fn sql_memory_limit_fails_clearly_and_stdin_query() {
     let db = db.to_str().unwrap();
     ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
 
-    let join = "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b ON a.value = b.value";
+    let join =
+        "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b ON a.value = b.value";
     let check = |out: std::process::Output| {
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
@@ -194,7 +234,11 @@ fn write_loop_child() {
         let mut batch = lockstep_engine::WriteBatch::default();
         for i in 0..50 {
             let n = b * 50 + i;
-            batch.push(lockstep_engine::SeriesKey::new("crash_test", [("host", format!("h{}", n % 7))]), T + n as i64, n as f64);
+            batch.push(
+                lockstep_engine::SeriesKey::new("crash_test", [("host", format!("h{}", n % 7))]),
+                T + n as i64,
+                n as f64,
+            );
         }
         assert!(store.write(&batch).unwrap().rejected.is_empty());
         writeln!(out, "acked {}", (b + 1) * 50).unwrap();
@@ -266,7 +310,9 @@ fn killed_writer_loses_nothing_acknowledged() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(last_acked >= 20_000);
-    let store = lockstep_engine::Store::open(&db, lockstep_engine::StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let store =
+        lockstep_engine::Store::open(&db, lockstep_engine::StoreConfig { max_future_ns: None, ..Default::default() })
+            .unwrap();
     let rows = store.scan_all(Default::default()).unwrap();
     let mut values: Vec<u64> = rows.value.iter().map(|v| *v as u64).collect();
     values.sort_unstable();
@@ -354,8 +400,19 @@ fn demo_refuses_foreign_directories_and_bad_arguments() {
 fn simulated_256_gpu_job_of_30_minutes_imports_and_is_queryable() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
-    let out = ok(&["simulate", "--scenario", "ib-link-errors", "--nodes", "32", "--minutes", "30", "--seed", "1",
-        "--out", bundle.to_str().unwrap()]);
+    let out = ok(&[
+        "simulate",
+        "--scenario",
+        "ib-link-errors",
+        "--nodes",
+        "32",
+        "--minutes",
+        "30",
+        "--seed",
+        "1",
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
     let number = |text: &str, before: &str| -> u64 {
         let head = text.split(before).next().unwrap();
         head.rsplit(|c: char| !c.is_ascii_digit()).find(|w| !w.is_empty()).unwrap().parse().unwrap()
@@ -367,7 +424,10 @@ fn simulated_256_gpu_job_of_30_minutes_imports_and_is_queryable() {
     let out = ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);
     assert!(out.contains(&format!("imported {samples} samples of {series} series")), "{out}");
     let csv = |sql: &str| ok(&["sql", "--data-dir", db, "--format", "csv", sql]);
-    assert_eq!(csv("SELECT count(*) AS n, count(DISTINCT series_id) AS s FROM samples"), format!("n,s\n{samples},{series}\n"));
+    assert_eq!(
+        csv("SELECT count(*) AS n, count(DISTINCT series_id) AS s FROM samples"),
+        format!("n,s\n{samples},{series}\n")
+    );
     assert_eq!(csv("SELECT count(*) AS gpus FROM job_entities('llm-70b') WHERE entity_kind = 'gpu'"), "gpus\n256\n");
     // Every domain has series, and every series resolves to an entity.
     let domains = csv("SELECT domain, count(DISTINCT series_id) AS s FROM samples GROUP BY domain ORDER BY domain");

@@ -27,10 +27,7 @@ impl WriteBuffer {
         if chunk.is_empty() {
             return;
         }
-        let (lo, hi) = chunk
-            .time
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let (lo, hi) = chunk.time.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         if self.rows == 0 {
             (self.min_time, self.max_time) = (lo, hi);
         } else {

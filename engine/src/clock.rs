@@ -92,20 +92,14 @@ pub fn before(t_a: i64, u_a: i64, t_b: i64, u_b: i64) -> bool {
 }
 
 fn sync_error(host: &str, reason: impl Into<String>) -> Error {
-    Error::ClockSync {
-        host: host.to_string(),
-        reason: reason.into(),
-    }
+    Error::ClockSync { host: host.to_string(), reason: reason.into() }
 }
 
 fn check_time(host: &str, what: &str, t: i64) -> Result<()> {
     if (MIN_TIME_NS..=MAX_TIME_NS).contains(&t) {
         Ok(())
     } else {
-        Err(sync_error(
-            host,
-            format!("{what}={t} is outside [{MIN_TIME_NS}, {MAX_TIME_NS}]"),
-        ))
+        Err(sync_error(host, format!("{what}={t} is outside [{MIN_TIME_NS}, {MAX_TIME_NS}]")))
     }
 }
 
@@ -120,10 +114,7 @@ fn check_host(host: &str) -> Result<()> {
         let shown: String = host.chars().take(64).collect();
         return Err(sync_error(
             &format!("{shown:?}..."),
-            format!(
-                "host name of {} bytes must be at most {MAX_LABEL_VALUE_BYTES} bytes without NUL",
-                host.len()
-            ),
+            format!("host name of {} bytes must be at most {MAX_LABEL_VALUE_BYTES} bytes without NUL", host.len()),
         ));
     }
     Ok(())
@@ -136,21 +127,13 @@ impl SyncExchange {
     /// clock step; this rejects the ones that betray themselves.
     pub fn validate(&self) -> Result<()> {
         check_host(&self.host)?;
-        for (what, t) in [
-            ("t1", self.t1),
-            ("t2", self.t2),
-            ("t3", self.t3),
-            ("t4", self.t4),
-        ] {
+        for (what, t) in [("t1", self.t1), ("t2", self.t2), ("t3", self.t3), ("t4", self.t4)] {
             check_time(&self.host, what, t)?;
         }
         if self.t3 < self.t2 {
             return Err(sync_error(
                 &self.host,
-                format!(
-                    "exchange at t1={}: reference reply t3 precedes receive t2",
-                    self.t1
-                ),
+                format!("exchange at t1={}: reference reply t3 precedes receive t2", self.t1),
             ));
         }
         if self.t4 < self.t1 {
@@ -185,18 +168,12 @@ impl OffsetObservation {
         check_host(&self.host)?;
         check_time(&self.host, "local_time", self.local_time)?;
         if self.offset_ns.checked_abs().is_none_or(|a| a > MAX_TIME_NS) {
-            return Err(sync_error(
-                &self.host,
-                format!("offset_ns={} is out of range", self.offset_ns),
-            ));
+            return Err(sync_error(&self.host, format!("offset_ns={} is out of range", self.offset_ns)));
         }
         if !(0..=MAX_TIME_NS).contains(&self.uncertainty_ns) {
             return Err(sync_error(
                 &self.host,
-                format!(
-                    "uncertainty_ns={} must be in [0, {MAX_TIME_NS}]",
-                    self.uncertainty_ns
-                ),
+                format!("uncertainty_ns={} must be in [0, {MAX_TIME_NS}]", self.uncertainty_ns),
             ));
         }
         Ok(())

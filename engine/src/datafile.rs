@@ -98,8 +98,7 @@ impl RowFilter<'_> {
     /// Whether a row passes.
     #[inline]
     pub fn matches(&self, series: u32, time: i64) -> bool {
-        self.time.is_none_or(|(lo, hi)| time >= lo && time < hi)
-            && self.series.is_none_or(|s| s.contains(series))
+        self.time.is_none_or(|(lo, hi)| time >= lo && time < hi) && self.series.is_none_or(|s| s.contains(series))
     }
 }
 

@@ -193,7 +193,9 @@ pub enum Error {
         reason: String,
     },
     /// Another process holds the store's writer lock (`LOCK`): one writer per store.
-    #[error("store {path} is locked by another writer ({holder}); only one process may write to a store at a time (readers such as `lockstep sql` need no lock)")]
+    #[error(
+        "store {path} is locked by another writer ({holder}); only one process may write to a store at a time (readers such as `lockstep sql` need no lock)"
+    )]
     StoreLocked {
         /// The store directory.
         path: PathBuf,
@@ -201,14 +203,18 @@ pub enum Error {
         holder: String,
     },
     /// A read-only open of a path that holds no store.
-    #[error("no Lockstep store at {path} (no manifest.json); check --data-dir, or create one with `lockstep serve` or `lockstep import`")]
+    #[error(
+        "no Lockstep store at {path} (no manifest.json); check --data-dir, or create one with `lockstep serve` or `lockstep import`"
+    )]
     NoStore {
         /// The path given.
         path: PathBuf,
     },
     /// A store directory has data files or WAL segments but no manifest: refused instead of
     /// being "repaired" into an empty store.
-    #[error("store {path} has {files} data or wal files but no manifest.json; refusing to open it. Restore manifest.json from a backup, or move data/ and wal/ away to start an empty store")]
+    #[error(
+        "store {path} has {files} data or wal files but no manifest.json; refusing to open it. Restore manifest.json from a backup, or move data/ and wal/ away to start an empty store"
+    )]
     ManifestMissing {
         /// The store directory.
         path: PathBuf,
@@ -267,13 +273,9 @@ impl Error {
             | Error::CatalogCorrupt { .. }
             | Error::DataFileInvalid { .. }
             | Error::ClockStateCorrupt { .. } => ErrorKind::DataCorruption,
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                ErrorKind::NotFound
-            }
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             Error::InvalidConfig { .. } => ErrorKind::InvalidConfig,
-            Error::Io { .. } | Error::Parquet { .. } | Error::Arrow(_) | Error::Internal { .. } => {
-                ErrorKind::Internal
-            }
+            Error::Io { .. } | Error::Parquet { .. } | Error::Arrow(_) | Error::Internal { .. } => ErrorKind::Internal,
         }
     }
 

@@ -86,10 +86,8 @@ impl Manifest {
 
     /// Writes the manifest atomically.
     pub fn save(&self, storage: &dyn Storage, path: &Path) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| Error::ManifestCorrupt {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::ManifestCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
         write_atomic(storage, path, &bytes).map_err(|e| Error::io(path, e))
     }
 
@@ -117,7 +115,9 @@ mod tests {
         assert_eq!(Manifest::load(&OsStorage, &path).unwrap(), None);
         let mut m = Manifest::new(3_600_000_000_000);
         m.files.push(FileEntry {
-            id: 1, partition: 5, path: "data/p5/1.parquet".into(),
+            id: 1,
+            partition: 5,
+            path: "data/p5/1.parquet".into(),
             stats: FileStats { rows: 10, bytes: 100, min_time: 0, max_time: 9, min_series: 0, max_series: 3 },
             level: 0,
         });

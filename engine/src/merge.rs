@@ -116,9 +116,7 @@ pub fn sort_dedup_owned(rows: Rows) -> Rows {
 
 /// Whether rows are already strictly increasing in (series, time).
 pub fn is_sorted_unique(rows: &Rows) -> bool {
-    (1..rows.len()).all(|i| {
-        (rows.series[i - 1], rows.time[i - 1]) < (rows.series[i], rows.time[i])
-    })
+    (1..rows.len()).all(|i| (rows.series[i - 1], rows.time[i - 1]) < (rows.series[i], rows.time[i]))
 }
 
 /// Merges streams of rows, each sorted by (series, time) without duplicates, into one such

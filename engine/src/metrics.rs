@@ -25,10 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::SeriesKey;
 
-pub use counter::{
-    Baseline, CounterStep, CounterWidth, Overflow, counter_increase, counter_rates_into,
-    counter_step,
-};
+pub use counter::{Baseline, CounterStep, CounterWidth, Overflow, counter_increase, counter_rates_into, counter_step};
 pub use entity::Entity;
 pub use throttle::ThrottleReasons;
 
@@ -329,21 +326,13 @@ impl MetricCatalog {
     /// `_sum` and `_count` of a known family.
     pub fn classify_metric(&self, metric: &str) -> Option<Classified<'_>> {
         if let Some(info) = self.families.get(metric) {
-            return Some(Classified {
-                info,
-                part: SeriesPart::Value,
-            });
+            return Some(Classified { info, part: SeriesPart::Value });
         }
-        const SUFFIXES: [(&str, SeriesPart); 3] = [
-            ("_bucket", SeriesPart::Bucket),
-            ("_sum", SeriesPart::Sum),
-            ("_count", SeriesPart::Count),
-        ];
+        const SUFFIXES: [(&str, SeriesPart); 3] =
+            [("_bucket", SeriesPart::Bucket), ("_sum", SeriesPart::Sum), ("_count", SeriesPart::Count)];
         SUFFIXES.iter().find_map(|(suffix, part)| {
             let base = metric.strip_suffix(suffix)?;
-            self.families
-                .get(base)
-                .map(|info| Classified { info, part: *part })
+            self.families.get(base).map(|info| Classified { info, part: *part })
         })
     }
 
@@ -372,11 +361,7 @@ impl MetricCatalog {
         key: &SeriesKey,
         switch_guids: &std::collections::HashMap<String, String>,
     ) -> Option<Entity> {
-        entity::resolve(
-            key,
-            self.classify(key).map(|c| c.info.entity_kind),
-            Some(switch_guids),
-        )
+        entity::resolve(key, self.classify(key).map(|c| c.info.entity_kind), Some(switch_guids))
     }
 
     /// All families in name order.

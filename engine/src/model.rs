@@ -48,7 +48,10 @@ fn check_name(what: &str, name: &str, max: usize) -> Option<String> {
         return Some(format!("{what} {} is {} bytes long (at most {max})", shown(), name.len()));
     }
     if let Some(c) = name.chars().find(|c| c.is_control() || c.is_whitespace() || "{}=,\"".contains(*c)) {
-        return Some(format!("{what} {} contains {c:?} (control characters, whitespace and {{ }} = , \" are not allowed)", shown()));
+        return Some(format!(
+            "{what} {} contains {c:?} (control characters, whitespace and {{ }} = , \" are not allowed)",
+            shown()
+        ));
     }
     None
 }
@@ -142,7 +145,8 @@ impl Labels {
 }
 
 /// Iterator over [`Labels`] as `(&key, &value)`.
-pub type LabelIter<'a> = std::iter::Map<std::slice::Iter<'a, (String, String)>, fn(&(String, String)) -> (&String, &String)>;
+pub type LabelIter<'a> =
+    std::iter::Map<std::slice::Iter<'a, (String, String)>, fn(&(String, String)) -> (&String, &String)>;
 
 impl<'a> IntoIterator for &'a Labels {
     type Item = (&'a String, &'a String);
@@ -391,7 +395,8 @@ mod tests {
 
     #[test]
     fn too_many_labels_are_refused_by_name() {
-        let mut labels: Vec<(String, String)> = (0..MAX_LABELS).map(|i| (format!("k{i:03}"), "v".to_string())).collect();
+        let mut labels: Vec<(String, String)> =
+            (0..MAX_LABELS).map(|i| (format!("k{i:03}"), "v".to_string())).collect();
         labels[0] = ("host".into(), "h".into());
         assert!(SeriesKey::new("m", labels.clone()).validate().is_ok());
         labels.push(("zz".into(), "v".into()));

@@ -87,22 +87,15 @@ impl SeriesCatalog {
             return Ok((*id, false));
         }
         key.validate()?;
-        let id = SeriesId::try_from(self.keys.len()).map_err(|_| Error::ResourceExhausted {
-            what: "series catalog",
-            limit: format!("{} series", u32::MAX),
-        })?;
+        let id = SeriesId::try_from(self.keys.len())
+            .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
         let key = Arc::new(key.clone());
         self.metric_postings.entry(key.metric.clone()).or_default().insert(id);
         for (k, v) in &key.labels {
             if !self.label_postings.contains_key(k) {
                 self.label_order.push(k.clone());
             }
-            self.label_postings
-                .entry(k.clone())
-                .or_default()
-                .entry(v.clone())
-                .or_default()
-                .insert(id);
+            self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default().insert(id);
         }
         self.ids.insert(key.clone(), id);
         self.keys.push(key);
@@ -119,8 +112,7 @@ impl SeriesCatalog {
 
     /// Distinct values of a label.
     pub fn label_values(&self, key: &str) -> Vec<String> {
-        let mut v: Vec<String> =
-            self.label_postings.get(key).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<String> = self.label_postings.get(key).map(|m| m.keys().cloned().collect()).unwrap_or_default();
         v.sort();
         v
     }
@@ -168,10 +160,8 @@ impl SeriesCatalog {
     /// Writes the catalog atomically to `path`.
     pub fn save(&self, storage: &dyn Storage, path: &Path) -> Result<()> {
         let snapshot = SnapshotRef { version: 1, series: self.keys.iter().map(|k| k.as_ref()).collect() };
-        let bytes = serde_json::to_vec(&snapshot).map_err(|e| Error::CatalogCorrupt {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let bytes = serde_json::to_vec(&snapshot)
+            .map_err(|e| Error::CatalogCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
         write_atomic(storage, path, &bytes).map_err(|e| Error::io(path, e))
     }
 
@@ -182,16 +172,13 @@ impl SeriesCatalog {
         }
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |reason: String| Error::CatalogCorrupt { path: path.to_path_buf(), reason };
-        let snapshot: Snapshot =
-            serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
         if snapshot.version != 1 {
             return Err(corrupt(format!("unknown version {}", snapshot.version)));
         }
         let mut catalog = Self::new();
         for key in &snapshot.series {
-            let (_, inserted) = catalog
-                .get_or_insert(key)
-                .map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
+            let (_, inserted) = catalog.get_or_insert(key).map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
             if !inserted {
                 return Err(corrupt(format!("duplicate series {key}")));
             }
@@ -218,10 +205,7 @@ mod tests {
         assert_eq!(c.get_or_insert(&key("util", "n1", "0")).unwrap(), (0, false));
         let f = SeriesFilter { metrics: Some(vec!["util".into()]), labels: vec![] };
         assert_eq!(c.select(&f).iter().collect::<Vec<_>>(), vec![0, 1]);
-        let f = SeriesFilter {
-            metrics: None,
-            labels: vec![("gpu".into(), vec![Some("1".into()), None])],
-        };
+        let f = SeriesFilter { metrics: None, labels: vec![("gpu".into(), vec![Some("1".into()), None])] };
         assert_eq!(c.select(&f).iter().collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(c.label_keys(), vec!["host", "gpu"]);
         c.get_or_insert(&SeriesKey::new("x", [("host", "a"), ("aaa", "1")])).unwrap();

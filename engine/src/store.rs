@@ -20,14 +20,14 @@
 //! maintenance locks) are read best in one place; opening, flushing, scans, compaction,
 //! retention and import live in `store/*.rs`.
 
+#[cfg(test)]
+mod compat;
 mod flush;
 mod import;
 pub mod lock;
 mod open;
 pub mod record;
 mod scan;
-#[cfg(test)]
-mod compat;
 #[cfg(test)]
 mod tests;
 
@@ -39,15 +39,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::buffer::WriteBuffer;
 use crate::clock::{ClockRegistry, ClockSet, FitConfig};
 use crate::datafile::WriteOptions;
-use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
+use crate::model::Rows;
 use crate::model::{MAX_METRIC_NAME_BYTES, MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
 use crate::series::SeriesCatalog;
 use crate::storage::Storage;
 use crate::wal::{Wal, WalConfig};
-use lock::WriterLock;
 use crate::wallclock::WallClock;
+use lock::WriterLock;
 
 pub use import::{BulkImport, ImportSummary};
 pub use scan::{Scan, ScanRequest, rows_to_batch, scan_schema};
@@ -418,10 +418,8 @@ impl Store {
                     ids.push(id);
                 }
                 let rows = assemble(&valid, &ids);
-                let def_refs: Vec<(SeriesId, &SeriesKey)> = defs
-                    .iter()
-                    .filter_map(|&id| catalog.key(id).map(|k| (id, k.as_ref())))
-                    .collect();
+                let def_refs: Vec<(SeriesId, &SeriesKey)> =
+                    defs.iter().filter_map(|&id| catalog.key(id).map(|k| (id, k.as_ref()))).collect();
                 let payload = record::encode(&def_refs, &rows);
                 let ticket = wal.submit(payload)?;
                 drop(catalog);
@@ -587,17 +585,16 @@ impl Store {
         }
         self.heal();
         let poisoned = self.gate.read().map_err(lock_poisoned)?.as_ref().is_some_and(Wal::is_poisoned);
-        let full = self.flush_failing()
-            && self.buffered_rows()? >= self.config.flush_rows.saturating_mul(BACKPRESSURE_FACTOR);
+        let full =
+            self.flush_failing() && self.buffered_rows()? >= self.config.flush_rows.saturating_mul(BACKPRESSURE_FACTOR);
         if poisoned || full {
             self.metrics.writes_refused.fetch_add(1, Ordering::Relaxed);
             let reason = match (poisoned, self.flush_error()) {
                 (true, Some(e)) => format!("the wal failed and the buffer cannot be flushed ({e}); retry later"),
                 (true, None) => "the wal failed; it is reopened after the next successful flush; retry later".into(),
-                (false, e) => format!(
-                    "the write buffer is full and flushes fail ({}); retry later",
-                    e.unwrap_or_default()
-                ),
+                (false, e) => {
+                    format!("the write buffer is full and flushes fail ({}); retry later", e.unwrap_or_default())
+                }
             };
             return Err(Error::Unavailable { reason });
         }
@@ -734,11 +731,7 @@ pub(crate) fn split_by_partition(rows: &Rows, partition_ns: i64) -> BTreeMap<i64
         return out;
     }
     for i in 0..rows.len() {
-        out.entry(rows.time[i].div_euclid(partition_ns)).or_default().push(
-            rows.series[i],
-            rows.time[i],
-            rows.value[i],
-        );
+        out.entry(rows.time[i].div_euclid(partition_ns)).or_default().push(rows.series[i], rows.time[i], rows.value[i]);
     }
     out
 }

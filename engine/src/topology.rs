@@ -189,24 +189,15 @@ impl Topology {
 
     /// Every host (compute nodes, then storage servers) with its NICs.
     pub fn hosts(&self) -> impl Iterator<Item = (&str, &[Nic])> {
-        let nodes = self
-            .nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n.nics.as_slice()));
-        let servers = self.storage_pools.iter().flat_map(|p| {
-            p.servers
-                .iter()
-                .map(|s| (s.name.as_str(), s.nics.as_slice()))
-        });
+        let nodes = self.nodes.iter().map(|n| (n.name.as_str(), n.nics.as_slice()));
+        let servers =
+            self.storage_pools.iter().flat_map(|p| p.servers.iter().map(|s| (s.name.as_str(), s.nics.as_slice())));
         nodes.chain(servers)
     }
 
     /// Normalised switch GUID → switch name, for naming ports of GUID-labelled series.
     pub fn switch_guids(&self) -> HashMap<String, String> {
-        self.switches
-            .iter()
-            .filter_map(|s| Some((normalize_guid(s.guid.as_deref()?), s.name.clone())))
-            .collect()
+        self.switches.iter().filter_map(|s| Some((normalize_guid(s.guid.as_deref()?), s.name.clone()))).collect()
     }
 
     /// Checks names, references and cabling: unique host, switch and pool names; every NIC
@@ -234,10 +225,7 @@ impl Topology {
         for p in &self.storage_pools {
             check_name("storage pool", &p.name)?;
             if !pools.insert(&p.name) {
-                return Err(invalid(format!(
-                    "storage pool {} is declared twice",
-                    p.name
-                )));
+                return Err(invalid(format!("storage pool {} is declared twice", p.name)));
             }
         }
         // (switch, port) → what is cabled there.
@@ -246,15 +234,10 @@ impl Topology {
             let mut seen: HashSet<(&str, &str)> = HashSet::new();
             for nic in nics {
                 if nic.device.is_empty() || nic.port.is_empty() || nic.switch_port.is_empty() {
-                    return Err(invalid(format!(
-                        "a NIC of {host} has an empty device or port"
-                    )));
+                    return Err(invalid(format!("a NIC of {host} has an empty device or port")));
                 }
                 if !seen.insert((&nic.device, &nic.port)) {
-                    return Err(invalid(format!(
-                        "NIC {} is declared twice",
-                        nic.entity(host)
-                    )));
+                    return Err(invalid(format!("NIC {} is declared twice", nic.entity(host))));
                 }
                 if !switches.contains(nic.switch.as_str()) {
                     return Err(invalid(format!(
@@ -273,16 +256,10 @@ impl Topology {
             for link in &s.links {
                 let here = (s.name.as_str(), link.port.as_str());
                 if link.port.is_empty() || link.peer_port.is_empty() {
-                    return Err(invalid(format!(
-                        "a link of switch {} has an empty port",
-                        s.name
-                    )));
+                    return Err(invalid(format!("a link of switch {} has an empty port", s.name)));
                 }
                 if link.peer == s.name {
-                    return Err(invalid(format!(
-                        "switch {} port {} links to itself",
-                        s.name, link.port
-                    )));
+                    return Err(invalid(format!("switch {} port {} links to itself", s.name, link.port)));
                 }
                 if hosts.contains(link.peer.as_str()) {
                     if cabled.get(&here) != Some(&Far::Host(&link.peer)) {
@@ -332,10 +309,7 @@ impl std::fmt::Display for Far<'_> {
 }
 
 fn port_reused(port: (&str, &str), first: Far<'_>, second: Far<'_>) -> Error {
-    invalid(format!(
-        "switch port {} is cabled to both {first} and {second}",
-        switch_port_name(port.0, port.1)
-    ))
+    invalid(format!("switch port {} is cabled to both {first} and {second}", switch_port_name(port.0, port.1)))
 }
 
 fn check_name(what: &str, name: &str) -> Result<()> {
@@ -348,10 +322,7 @@ fn check_name(what: &str, name: &str) -> Result<()> {
 }
 
 fn invalid(reason: String) -> Error {
-    Error::TopologyInvalid {
-        document: TOPOLOGY_DOC.to_owned(),
-        reason,
-    }
+    Error::TopologyInvalid { document: TOPOLOGY_DOC.to_owned(), reason }
 }
 
 /// Deserialises a label-like value given as a JSON string or integer.

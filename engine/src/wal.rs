@@ -140,22 +140,15 @@ impl Wal {
         let last_seq = segments.last().map_or(0, |s| s.seq).max(replay_after);
         let to_replay: Vec<_> = segments.into_iter().filter(|s| s.seq > replay_after).collect();
         let stats = replay::replay(storage.as_ref(), dir, &to_replay, on_record)?;
-        let first_seq = last_seq.checked_add(1).ok_or_else(|| Error::ResourceExhausted {
-            what: "wal segment sequence",
-            limit: u64::MAX.to_string(),
-        })?;
+        let first_seq = last_seq
+            .checked_add(1)
+            .ok_or_else(|| Error::ResourceExhausted { what: "wal segment sequence", limit: u64::MAX.to_string() })?;
 
         let queue_capacity = config.queue_capacity.max(1);
         let max_record_bytes = config.max_record_bytes.min(u32::MAX as usize);
         let shared = Arc::new(Shared::default());
-        let writer = Writer::new(
-            storage.clone(),
-            dir,
-            config.segment_bytes,
-            config.max_batch_bytes,
-            shared.clone(),
-            first_seq,
-        );
+        let writer =
+            Writer::new(storage.clone(), dir, config.segment_bytes, config.max_batch_bytes, shared.clone(), first_seq);
         let (sender, receiver) = channel::bounded(queue_capacity);
         let thread = std::thread::Builder::new()
             .name("lockstep-wal".into())
@@ -277,9 +270,9 @@ impl Wal {
     fn shutdown(&mut self) -> Result<()> {
         drop(self.sender.take());
         match self.thread.take() {
-            Some(thread) => thread.join().map_err(|_| Error::Unavailable {
-                reason: "wal writer thread panicked".into(),
-            }),
+            Some(thread) => {
+                thread.join().map_err(|_| Error::Unavailable { reason: "wal writer thread panicked".into() })
+            }
             None => Ok(()),
         }
     }
@@ -312,8 +305,7 @@ pub fn replay_read_only(
     replay_after: u64,
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayStats> {
-    let segments: Vec<_> =
-        replay::list_segments(storage, dir)?.into_iter().filter(|s| s.seq > replay_after).collect();
+    let segments: Vec<_> = replay::list_segments(storage, dir)?.into_iter().filter(|s| s.seq > replay_after).collect();
     replay::replay_with(storage, dir, &segments, false, on_record)
 }
 

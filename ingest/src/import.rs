@@ -16,8 +16,8 @@ mod resolver;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lockstep_engine::Store;
 use lockstep_engine::Rows;
+use lockstep_engine::Store;
 use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
 use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
 
@@ -356,6 +356,6 @@ impl<'a> RowSink<'a> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod codec_tests;
+#[cfg(test)]
+mod tests;

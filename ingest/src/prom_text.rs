@@ -119,7 +119,9 @@ pub enum PromTextError {
     },
     /// The timestamp is not an integer number of ms (OpenMetrics: seconds with an optional
     /// fraction) in the accepted time range.
-    #[error("line {line}: invalid timestamp {value:?} (integer ms since the epoch, or seconds in OpenMetrics, expected)")]
+    #[error(
+        "line {line}: invalid timestamp {value:?} (integer ms since the epoch, or seconds in OpenMetrics, expected)"
+    )]
     InvalidTimestamp {
         /// Line number.
         line: usize,
@@ -166,10 +168,7 @@ pub fn parse(text: &str, options: &ParseOptions<'_>) -> Result<Exposition, PromT
     let mut labels: Vec<(String, String)> = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = i + 1;
-        let body = raw
-            .strip_suffix('\r')
-            .unwrap_or(raw)
-            .trim_start_matches([' ', '\t']);
+        let body = raw.strip_suffix('\r').unwrap_or(raw).trim_start_matches([' ', '\t']);
         if body.is_empty() {
             continue;
         }
@@ -197,17 +196,10 @@ fn parse_comment(
     }
     let (name, rest) = split_token(rest.trim_start_matches([' ', '\t']));
     if !is_metric_name(name) {
-        return Err(PromTextError::InvalidMetricName {
-            line,
-            name: name.to_owned(),
-        });
+        return Err(PromTextError::InvalidMetricName { line, name: name.to_owned() });
     }
     let slot = *index.entry(name.to_owned()).or_insert_with(|| {
-        families.push(FamilyMeta {
-            name: name.to_owned(),
-            help: None,
-            family_type: None,
-        });
+        families.push(FamilyMeta { name: name.to_owned(), help: None, family_type: None });
         families.len() - 1
     });
     let rest = rest.strip_prefix([' ', '\t']).unwrap_or(rest);
@@ -222,10 +214,7 @@ fn parse_comment(
             "summary" => FamilyType::Summary,
             "untyped" | "unknown" => FamilyType::Untyped,
             _ => {
-                return Err(PromTextError::InvalidType {
-                    line,
-                    value: value.to_owned(),
-                });
+                return Err(PromTextError::InvalidType { line, value: value.to_owned() });
             }
         };
         families[slot].family_type = Some(t);
@@ -242,46 +231,27 @@ fn parse_sample(
     let name_len = body.find(['{', ' ', '\t']).unwrap_or(body.len());
     let name = &body[..name_len];
     if !is_metric_name(name) {
-        return Err(PromTextError::InvalidMetricName {
-            line,
-            name: name.to_owned(),
-        });
+        return Err(PromTextError::InvalidMetricName { line, name: name.to_owned() });
     }
     let mut rest = &body[name_len..];
     if let Some(after_brace) = rest.trim_start_matches([' ', '\t']).strip_prefix('{') {
         rest = parse_labels(after_brace, line, labels)?;
     }
     if !rest.starts_with([' ', '\t']) && !rest.is_empty() {
-        return Err(PromTextError::Malformed {
-            line,
-            reason: "expected a blank before the value",
-        });
+        return Err(PromTextError::Malformed { line, reason: "expected a blank before the value" });
     }
     let rest = rest.trim_start_matches([' ', '\t']);
     let (value_text, rest) = split_token(rest);
     if value_text.is_empty() {
-        return Err(PromTextError::Malformed {
-            line,
-            reason: "missing sample value",
-        });
+        return Err(PromTextError::Malformed { line, reason: "missing sample value" });
     }
-    let value: f64 = value_text
-        .parse()
-        .map_err(|_| PromTextError::InvalidValue {
-            line,
-            value: value_text.to_owned(),
-        })?;
+    let value: f64 =
+        value_text.parse().map_err(|_| PromTextError::InvalidValue { line, value: value_text.to_owned() })?;
     let (ts_text, rest) = split_token(rest.trim_start_matches([' ', '\t']));
     if !rest.trim_matches([' ', '\t']).is_empty() {
-        return Err(PromTextError::Malformed {
-            line,
-            reason: "unexpected text after the timestamp",
-        });
+        return Err(PromTextError::Malformed { line, reason: "unexpected text after the timestamp" });
     }
-    let bad_ts = || PromTextError::InvalidTimestamp {
-        line,
-        value: ts_text.to_owned(),
-    };
+    let bad_ts = || PromTextError::InvalidTimestamp { line, value: ts_text.to_owned() };
     let time = if ts_text.is_empty() {
         options.default_time_ns
     } else if options.openmetrics {
@@ -291,20 +261,12 @@ fn parse_sample(
         ms.checked_mul(1_000_000).ok_or_else(bad_ts)?
     };
     if !labels.iter().any(|(k, v)| k == HOST_LABEL && !v.is_empty()) {
-        let host = options
-            .default_host
-            .ok_or_else(|| PromTextError::MissingHost {
-                line,
-                metric: name.to_owned(),
-            })?;
+        let host = options.default_host.ok_or_else(|| PromTextError::MissingHost { line, metric: name.to_owned() })?;
         labels.retain(|(k, _)| k != HOST_LABEL);
         labels.push((HOST_LABEL.to_owned(), host.to_owned()));
     }
     let key = SeriesKey::new(name, labels.drain(..));
-    key.validate().map_err(|e| PromTextError::InvalidSeries {
-        line,
-        reason: e.to_string(),
-    })?;
+    key.validate().map_err(|e| PromTextError::InvalidSeries { line, reason: e.to_string() })?;
     if !ts_text.is_empty() {
         validate_time(&key, time).map_err(|_| bad_ts())?;
     }
@@ -312,55 +274,36 @@ fn parse_sample(
 }
 
 /// Parses `name="value",...}` (after the `{`), returning the text after the `}`.
-fn parse_labels<'a>(
-    mut s: &'a str,
-    line: usize,
-    labels: &mut Vec<(String, String)>,
-) -> Result<&'a str, PromTextError> {
+fn parse_labels<'a>(mut s: &'a str, line: usize, labels: &mut Vec<(String, String)>) -> Result<&'a str, PromTextError> {
     loop {
         s = s.trim_start_matches([' ', '\t']);
         if let Some(after) = s.strip_prefix('}') {
             return Ok(after);
         }
-        let name_len = s
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(s.len());
+        let name_len = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
         let name = &s[..name_len];
         if !is_label_name(name) {
             let shown = s.split(['=', ',', '}']).next().unwrap_or(s);
-            return Err(PromTextError::InvalidLabelName {
-                line,
-                name: shown.to_owned(),
-            });
+            return Err(PromTextError::InvalidLabelName { line, name: shown.to_owned() });
         }
         s = s[name_len..].trim_start_matches([' ', '\t']);
         s = s
             .strip_prefix('=')
-            .ok_or(PromTextError::Malformed {
-                line,
-                reason: "expected '=' after a label name",
-            })?
+            .ok_or(PromTextError::Malformed { line, reason: "expected '=' after a label name" })?
             .trim_start_matches([' ', '\t']);
-        s = s.strip_prefix('"').ok_or(PromTextError::Malformed {
-            line,
-            reason: "expected '\"' to open a label value",
-        })?;
+        s = s
+            .strip_prefix('"')
+            .ok_or(PromTextError::Malformed { line, reason: "expected '\"' to open a label value" })?;
         let (value, after) = read_label_value(s, line)?;
         if labels.iter().any(|(k, _)| k == name) {
-            return Err(PromTextError::DuplicateLabel {
-                line,
-                name: name.to_owned(),
-            });
+            return Err(PromTextError::DuplicateLabel { line, name: name.to_owned() });
         }
         labels.push((name.to_owned(), value));
         s = after.trim_start_matches([' ', '\t']);
         if let Some(after_comma) = s.strip_prefix(',') {
             s = after_comma;
         } else if !s.starts_with('}') {
-            return Err(PromTextError::Malformed {
-                line,
-                reason: "expected ',' or '}' after a label value",
-            });
+            return Err(PromTextError::Malformed { line, reason: "expected ',' or '}' after a label value" });
         }
     }
 }
@@ -377,20 +320,14 @@ fn read_label_value(s: &str, line: usize) -> Result<(String, &str), PromTextErro
                 Some((_, '"')) => value.push('"'),
                 Some((_, 'n')) => value.push('\n'),
                 Some((_, other)) => {
-                    return Err(PromTextError::InvalidEscape {
-                        line,
-                        escape: other,
-                    });
+                    return Err(PromTextError::InvalidEscape { line, escape: other });
                 }
                 None => break,
             },
             c => value.push(c),
         }
     }
-    Err(PromTextError::Malformed {
-        line,
-        reason: "unterminated label value",
-    })
+    Err(PromTextError::Malformed { line, reason: "unterminated label value" })
 }
 
 fn unescape_help(text: &str) -> String {

@@ -5,7 +5,6 @@ use lockstep_engine::Store;
 use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
 use lockstep_engine::topology::Topology;
 
-
 /// The catalog that SQL and the diagnosis use for the store in `dir`. A missing
 /// `metrics.toml` means the built-in catalog; an unreadable or invalid one is an error (it was
 /// validated at import, so it changed on disk since).

@@ -16,8 +16,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampNanosecondBuilder, UInt32Builder,
-    UInt64Builder,
+    Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampNanosecondBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
@@ -183,7 +182,12 @@ impl TableFunctionImpl for SamplesAtClockFunc {
                 ScalarValue::UInt64(Some(v)) => *v,
                 other => return plan_err!("samples_at_clock: version must be a non-negative integer, got {other}"),
             },
-            _ => return plan_err!("samples_at_clock takes one integer literal (the clock model version), got {} arguments", exprs.len()),
+            _ => {
+                return plan_err!(
+                    "samples_at_clock takes one integer literal (the clock model version), got {} arguments",
+                    exprs.len()
+                );
+            }
         };
         let version = ClockVersion::Pinned(version);
         // Fail at planning time for an unknown version, with the list of known ones.

@@ -293,4 +293,3 @@ pub fn diagnose(store: &Store, job: &str, opts: &DiagnoseOptions) -> Result<Diag
 pub fn diagnose_arc(store: &Arc<Store>, job: &str, opts: &DiagnoseOptions) -> Result<Diagnosis, DiagnoseError> {
     diagnose(store.as_ref(), job, opts)
 }
-

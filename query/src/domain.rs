@@ -45,11 +45,7 @@ impl DomainModel {
     /// Builds the job index; fails when a job names an unknown node or storage pool.
     pub fn new(topology: Arc<Topology>, jobs: Arc<Vec<Job>>) -> Result<Self> {
         let index = JobIndex::build(&topology, &jobs).map_err(engine_error)?;
-        Ok(DomainModel {
-            topology,
-            jobs,
-            index,
-        })
+        Ok(DomainModel { topology, jobs, index })
     }
 }
 
@@ -74,42 +70,28 @@ pub fn register_domain(
     for (name, batch) in tables {
         ctx.register_table(name, memtable(batch)?)?;
     }
-    ctx.register_udtf(
-        "job_entities",
-        Arc::new(JobEntitiesFunc::new(Arc::clone(&model))),
-    );
-    ctx.register_udtf(
-        "entity_jobs",
-        Arc::new(EntityJobsFunc::new(Arc::clone(&model))),
-    );
+    ctx.register_udtf("job_entities", Arc::new(JobEntitiesFunc::new(Arc::clone(&model))));
+    ctx.register_udtf("entity_jobs", Arc::new(EntityJobsFunc::new(Arc::clone(&model))));
     ctx.register_udtf("topology_path", Arc::new(TopologyPathFunc::new(model)));
     Ok(())
 }
 
 /// Wraps one batch as a single-partition in-memory table.
 fn memtable(batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(MemTable::try_new(
-        batch.schema(),
-        vec![vec![batch]],
-    )?))
+    Ok(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?))
 }
 
 /// Reads exactly `N` string-literal arguments of a table function.
 fn string_args<const N: usize>(args: &TableFunctionArgs, function: &str) -> Result<[String; N]> {
     let exprs = args.exprs();
     if exprs.len() != N {
-        return plan_err!(
-            "{function} takes {N} string argument(s), got {}",
-            exprs.len()
-        );
+        return plan_err!("{function} takes {N} string argument(s), got {}", exprs.len());
     }
     let mut out: [String; N] = std::array::from_fn(|_| String::new());
     for (i, expr) in exprs.iter().enumerate() {
         out[i] = match expr {
             Expr::Literal(
-                ScalarValue::Utf8(Some(s))
-                | ScalarValue::LargeUtf8(Some(s))
-                | ScalarValue::Utf8View(Some(s)),
+                ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
                 _,
             ) => s.clone(),
             _ => return plan_err!("{function}: argument {} must be a string literal", i + 1),

@@ -14,6 +14,6 @@ pub mod samples;
 pub mod session;
 
 pub use error::{QueryError, Result};
-pub use samples::ClockVersion;
 pub use limits::QueryLimits;
+pub use samples::ClockVersion;
 pub use session::{QueryEngine, QueryStream};

@@ -44,8 +44,7 @@ use datafusion::execution::DiskManager;
 use datafusion::execution::config::SessionConfig;
 use datafusion::execution::disk_manager::DiskManagerMode;
 use datafusion::execution::memory_pool::{
-    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation, TrackConsumersPool,
-    UnboundedMemoryPool,
+    FairSpillPool, MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation, TrackConsumersPool, UnboundedMemoryPool,
 };
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 

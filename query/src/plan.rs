@@ -32,17 +32,8 @@ use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use datafusion::prelude::SessionContext;
 
 /// Aggregates whose state is all of the group's rows.
-const WHOLE_SERIES: &[&str] = &[
-    "lag_corr",
-    "onset",
-    "change_points",
-    "quantile_cont",
-    "p50",
-    "p90",
-    "p95",
-    "p99",
-    "p999",
-];
+const WHOLE_SERIES: &[&str] =
+    &["lag_corr", "onset", "change_points", "quantile_cont", "p50", "p90", "p95", "p99", "p999"];
 
 /// The physical optimizer rule described in the [module docs](self).
 #[derive(Debug, Default)]

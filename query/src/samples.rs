@@ -37,9 +37,9 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use lockstep_engine::Rows;
 use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
-use lockstep_engine::Rows;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
@@ -209,8 +209,7 @@ impl ScanPlan {
                 let entity: StringArray = keys.iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
                 let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
                 for label in labels {
-                    let values: StringArray =
-                        keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
+                    let values: StringArray = keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
                     cols.push(Arc::new(values));
                 }
                 let mut hosts: Vec<String> = Vec::new();

@@ -155,11 +155,6 @@ fn register_domain_from_dir(ctx: &SessionContext, store: &Store, catalog: Arc<Me
         Some(text) => parse_jobs(&text)?,
         None => Vec::new(),
     };
-    crate::domain::register_domain(
-        ctx,
-        Arc::new(topology),
-        Arc::new(jobs),
-        catalog,
-    )?;
+    crate::domain::register_domain(ctx, Arc::new(topology), Arc::new(jobs), catalog)?;
     Ok(())
 }

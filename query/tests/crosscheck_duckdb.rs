@@ -59,12 +59,12 @@ fn generate() -> (Vec<i32>, Vec<i32>, Vec<Option<f64>>) {
             for _ in 0..n {
                 let v = match s % 10 {
                     0 => 50.0 + 10.0 * rng.normal(),
-                    1 => (2.0 * rng.normal()).exp(), // lognormal
+                    1 => (2.0 * rng.normal()).exp(),          // lognormal
                     2 => 1.0 / rng.uniform().powf(1.0 / 1.2), // Pareto, alpha 1.2
-                    3 => -(1.5 * rng.normal()).exp(), // negative heavy tail
-                    4 => 1e6 * rng.normal(),         // mixed signs
-                    5 => (rng.next() % 5) as f64,    // many ties
-                    6 => 7.25,                       // constant
+                    3 => -(1.5 * rng.normal()).exp(),         // negative heavy tail
+                    4 => 1e6 * rng.normal(),                  // mixed signs
+                    5 => (rng.next() % 5) as f64,             // many ties
+                    6 => 7.25,                                // constant
                     7 => match rng.next() % 50 {
                         // specials
                         0 => f64::NAN,
@@ -72,18 +72,11 @@ fn generate() -> (Vec<i32>, Vec<i32>, Vec<Option<f64>>) {
                         2 => f64::NEG_INFINITY,
                         _ => rng.normal(),
                     },
-                    8 => {
-                        1e-300 * rng.uniform()
-                            + 1e300 * f64::from(u8::from(rng.next().is_multiple_of(2)))
-                    }
+                    8 => 1e-300 * rng.uniform() + 1e300 * f64::from(u8::from(rng.next().is_multiple_of(2))),
                     _ => rng.uniform() * 1e-3,
                 };
                 // ~10% missing samples
-                let v = if rng.next().is_multiple_of(10) {
-                    None
-                } else {
-                    Some(v)
-                };
+                let v = if rng.next().is_multiple_of(10) { None } else { Some(v) };
                 series.push(s);
                 buckets.push(b);
                 values.push(v);
@@ -111,10 +104,7 @@ fn batch(series: &[i32], buckets: &[i32], values: &[Option<f64>]) -> RecordBatch
 }
 
 fn select_list(func: &str) -> String {
-    QS.iter()
-        .map(|q| format!("{func}(value, {q:?})"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    QS.iter().map(|q| format!("{func}(value, {q:?})")).collect::<Vec<_>>().join(", ")
 }
 
 /// Runs DuckDB over the Parquet file and returns its result batches.
@@ -142,12 +132,7 @@ fn duckdb_quantiles(dir: &Path) -> Vec<RecordBatch> {
         }
     }
     let file = std::fs::File::open(&output).unwrap();
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect()
+    ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap().map(|b| b.unwrap()).collect()
 }
 
 fn concat(batches: &[RecordBatch]) -> RecordBatch {
@@ -167,9 +152,7 @@ fn ulps(a: f64, b: f64) -> u64 {
 
 async fn lockstep(batch: &RecordBatch, func: &str) -> RecordBatch {
     // Several partitions and tiny batches so partial states are merged.
-    let config = SessionConfig::new()
-        .with_target_partitions(4)
-        .with_batch_size(37);
+    let config = SessionConfig::new().with_target_partitions(4).with_batch_size(37);
     let ctx = SessionContext::new_with_config(config);
     lockstep_query::functions::register_all(&ctx);
     let parts: Vec<Vec<RecordBatch>> = (0..4)
@@ -205,10 +188,7 @@ async fn quantiles_match_duckdb_and_sketches_stay_within_alpha() {
     assert_eq!(duck.num_rows(), approx.num_rows());
     for c in 0..2 {
         let d = duck.column(c).as_primitive::<Int32Type>();
-        assert_eq!(
-            d.values(),
-            exact.column(c).as_primitive::<Int32Type>().values()
-        );
+        assert_eq!(d.values(), exact.column(c).as_primitive::<Int32Type>().values());
     }
 
     let (mut compared, mut bitwise, mut sketch_checked) = (0usize, 0usize, 0usize);
@@ -221,24 +201,13 @@ async fn quantiles_match_duckdb_and_sketches_stay_within_alpha() {
                 duck.column(0).as_primitive::<Int32Type>().value(row),
                 duck.column(1).as_primitive::<Int32Type>().value(row),
             );
-            assert_eq!(
-                d.is_null(row),
-                e.is_null(row),
-                "null mismatch at {group:?} q={q}"
-            );
-            assert_eq!(
-                d.is_null(row),
-                a.is_null(row),
-                "sketch null mismatch at {group:?} q={q}"
-            );
+            assert_eq!(d.is_null(row), e.is_null(row), "null mismatch at {group:?} q={q}");
+            assert_eq!(d.is_null(row), a.is_null(row), "sketch null mismatch at {group:?} q={q}");
             if d.is_null(row) {
                 continue;
             }
             let (dv, ev, av) = (d.value(row), e.value(row), a.value(row));
-            assert!(
-                ulps(dv, ev) <= 1,
-                "quantile_cont differs from DuckDB at {group:?} q={q}: {ev} vs {dv}"
-            );
+            assert!(ulps(dv, ev) <= 1, "quantile_cont differs from DuckDB at {group:?} q={q}: {ev} vs {dv}");
             compared += 1;
             bitwise += usize::from(dv.to_bits() == ev.to_bits() || (dv.is_nan() && ev.is_nan()));
             if dv.is_finite() && dv.abs() > 1e-290 {
@@ -246,21 +215,14 @@ async fn quantiles_match_duckdb_and_sketches_stay_within_alpha() {
                 // order statistics share a sign; mixed-sign neighbours are checked loosely
                 // against the series scale.
                 let mixed = group.0 % 10 == 4 || group.0 % 10 == 7;
-                let scale = if mixed {
-                    dv.abs().max(if group.0 % 10 == 4 { 1e6 } else { 5.0 })
-                } else {
-                    dv.abs()
-                };
+                let scale = if mixed { dv.abs().max(if group.0 % 10 == 4 { 1e6 } else { 5.0 }) } else { dv.abs() };
                 assert!(
                     (av - dv).abs() <= ALPHA * scale * (1.0 + 1e-9),
                     "approx_quantile outside alpha at {group:?} q={q}: {av} vs exact {dv}"
                 );
                 sketch_checked += 1;
             } else if !dv.is_finite() {
-                assert!(
-                    ulps(av, dv) == 0,
-                    "approx_quantile special value at {group:?} q={q}: {av} vs {dv}"
-                );
+                assert!(ulps(av, dv) == 0, "approx_quantile special value at {group:?} q={q}: {av} vs {dv}");
             }
         }
     }

@@ -21,8 +21,7 @@ use async_trait::async_trait;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use sqllogictest::{
-    AsyncDB, DBOutput, DefaultColumnType, Runner, default_column_validator, default_normalizer,
-    default_validator,
+    AsyncDB, DBOutput, DefaultColumnType, Runner, default_column_validator, default_normalizer, default_validator,
 };
 
 struct Lockstep {
@@ -40,10 +39,7 @@ fn column_type(dt: &DataType) -> DefaultColumnType {
 
 /// Shortest round-trip form, exponent for very large or small magnitudes, no `.0` on integers.
 fn float(debug: String) -> String {
-    debug
-        .strip_suffix(".0")
-        .map(str::to_string)
-        .unwrap_or(debug)
+    debug.strip_suffix(".0").map(str::to_string).unwrap_or(debug)
 }
 
 fn cell(array: &ArrayRef, formatter: &ArrayFormatter, row: usize) -> String {
@@ -51,21 +47,11 @@ fn cell(array: &ArrayRef, formatter: &ArrayFormatter, row: usize) -> String {
         return "NULL".to_string();
     }
     let text = match array.data_type() {
-        DataType::Float64 => float(format!(
-            "{:?}",
-            array.as_primitive::<Float64Type>().value(row)
-        )),
-        DataType::Float32 => float(format!(
-            "{:?}",
-            array.as_primitive::<Float32Type>().value(row)
-        )),
+        DataType::Float64 => float(format!("{:?}", array.as_primitive::<Float64Type>().value(row))),
+        DataType::Float32 => float(format!("{:?}", array.as_primitive::<Float32Type>().value(row))),
         _ => formatter.value(row).to_string(),
     };
-    if text.is_empty() {
-        "(empty)".to_string()
-    } else {
-        text
-    }
+    if text.is_empty() { "(empty)".to_string() } else { text }
 }
 
 #[async_trait]
@@ -75,12 +61,7 @@ impl AsyncDB for Lockstep {
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
         let df = self.ctx.sql(sql).await?;
-        let types: Vec<DefaultColumnType> = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| column_type(f.data_type()))
-            .collect();
+        let types: Vec<DefaultColumnType> = df.schema().fields().iter().map(|f| column_type(f.data_type())).collect();
         let batches = df.collect().await?;
         if types.is_empty() {
             return Ok(DBOutput::StatementComplete(0));
@@ -94,14 +75,7 @@ impl AsyncDB for Lockstep {
                 .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
                 .collect::<Result<Vec<_>, _>>()?;
             for row in 0..batch.num_rows() {
-                rows.push(
-                    batch
-                        .columns()
-                        .iter()
-                        .zip(&formatters)
-                        .map(|(c, f)| cell(c, f, row))
-                        .collect(),
-                );
+                rows.push(batch.columns().iter().zip(&formatters).map(|(c, f)| cell(c, f, row)).collect());
             }
         }
         Ok(DBOutput::Rows { types, rows })

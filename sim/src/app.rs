@@ -57,43 +57,23 @@ impl AppEmitter {
                             host: node,
                             step: sink.register(host, "train_step_duration_seconds", &app),
                             wait: sink.register(host, "dataloader_wait_seconds", &app),
-                            exec: sink.register(
-                                host,
-                                "nccl_collective_exec_time_microseconds",
-                                &nccl,
-                            ),
+                            exec: sink.register(host, "nccl_collective_exec_time_microseconds", &nccl),
                             busbw: sink.register(host, "nccl_bus_bandwidth_gbs", &nccl),
                             end: sink.register(host, "collective_end", &app),
                         }
                     })
                     .collect();
                 let first = c.jobs[job.job].nodes.first().copied().unwrap_or(0);
-                let checkpoint = sink.register(
-                    &c.nodes[first].name,
-                    "checkpoint_write_duration_seconds",
-                    &[(Label::Job, name)],
-                );
-                JobSeries {
-                    ranks,
-                    checkpoint,
-                    checkpoint_host: first,
-                }
+                let checkpoint =
+                    sink.register(&c.nodes[first].name, "checkpoint_write_duration_seconds", &[(Label::Job, name)]);
+                JobSeries { ranks, checkpoint, checkpoint_host: first }
             })
             .collect();
-        Self {
-            jobs,
-            rng: Rng::stream(seed, 0xA99),
-        }
+        Self { jobs, rng: Rng::stream(seed, 0xA99) }
     }
 
     /// Emits every event that happened in `[t0, t1)`.
-    pub(crate) fn tick(
-        &mut self,
-        world: &World<'_>,
-        t0: i64,
-        t1: i64,
-        sink: &mut Sink,
-    ) -> Result<(), SimError> {
+    pub(crate) fn tick(&mut self, world: &World<'_>, t0: i64, t1: i64, sink: &mut Sink) -> Result<(), SimError> {
         for (job, series) in world.jobs.iter().zip(&self.jobs) {
             let n = job.n_ranks() as f64;
             let algo_factor = if n > 1.0 { 2.0 * (n - 1.0) / n } else { 1.0 };
@@ -114,12 +94,7 @@ impl AppEmitter {
                     sink.push(rs.step, clock.local(logged), (own * 1e6).round() / 1e6)?;
                 }
             }
-            for cp in world
-                .pool
-                .checkpoints
-                .iter()
-                .filter(|cp| cp.job == job.job && cp.end >= t0 && cp.end < t1)
-            {
+            for cp in world.pool.checkpoints.iter().filter(|cp| cp.job == job.job && cp.end >= t0 && cp.end < t1) {
                 let secs = (cp.end - cp.start) as f64 / 1e9 * self.rng.lognormal(0.01);
                 let local = world.clocks[series.checkpoint_host].local(cp.end);
                 sink.push(series.checkpoint, local, (secs * 1000.0).round() / 1000.0)?;

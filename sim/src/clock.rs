@@ -42,11 +42,7 @@ impl HostClock {
     pub(crate) fn random(rng: &mut Rng, epoch_ns: i64) -> Self {
         let offset_ns = (rng.range(-2.0, 2.0) * SEC as f64) as i64;
         let drift_ppb = (rng.range(-50_000.0, 50_000.0)) as i64;
-        Self {
-            offset_ns,
-            drift_ppb,
-            epoch_ns,
-        }
+        Self { offset_ns, drift_ppb, epoch_ns }
     }
 
     /// The host's clock reading at reference time `t`.
@@ -76,12 +72,7 @@ pub(crate) fn exchange(clock: &HostClock, send: i64, rng: &mut Rng) -> Exchange 
     let reverse = 2_000 + rng.exp(3_000.0) as i64;
     let t2 = send + forward;
     let t3 = t2 + turnaround;
-    Exchange {
-        t1: clock.local(send),
-        t2,
-        t3,
-        t4: clock.local(t3 + reverse),
-    }
+    Exchange { t1: clock.local(send), t2, t3, t4: clock.local(t3 + reverse) }
 }
 
 /// Schedules exchanges for every host and streams them to `clock_sync.parquet`.
@@ -98,34 +89,17 @@ pub(crate) struct ClockSync {
 
 impl ClockSync {
     /// Creates the file; host `h`'s first exchange is at a random phase within the first period.
-    pub(crate) fn create(
-        path: &Path,
-        hosts: usize,
-        start: i64,
-        rng: Rng,
-    ) -> Result<Self, SimError> {
+    pub(crate) fn create(path: &Path, hosts: usize, start: i64, rng: Rng) -> Result<Self, SimError> {
         let mut rng = rng;
-        let next = (0..hosts)
-            .map(|_| start + rng.below(SYNC_PERIOD_NS as usize) as i64)
-            .collect();
+        let next = (0..hosts).map(|_| start + rng.below(SYNC_PERIOD_NS as usize) as i64).collect();
         let schema = Arc::new(Schema::new(
             std::iter::once(Field::new("host", DataType::Utf8, false))
-                .chain(
-                    ["t1", "t2", "t3", "t4"]
-                        .into_iter()
-                        .map(|n| Field::new(n, DataType::Int64, false)),
-                )
+                .chain(["t1", "t2", "t3", "t4"].into_iter().map(|n| Field::new(n, DataType::Int64, false)))
                 .collect::<Vec<_>>(),
         ));
-        let file = File::create(path).map_err(|source| SimError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = File::create(path).map_err(|source| SimError::Io { path: path.to_path_buf(), source })?;
         let writer = ArrowWriter::try_new(file, schema.clone(), Some(writer_properties()))
-            .map_err(|source| SimError::Parquet {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(|source| SimError::Parquet { path: path.to_path_buf(), source })?;
         Ok(Self {
             next,
             rng,
@@ -139,12 +113,7 @@ impl ClockSync {
     }
 
     /// Runs every exchange that starts before `until`.
-    pub(crate) fn advance(
-        &mut self,
-        until: i64,
-        hosts: &[String],
-        clocks: &[HostClock],
-    ) -> Result<(), SimError> {
+    pub(crate) fn advance(&mut self, until: i64, hosts: &[String], clocks: &[HostClock]) -> Result<(), SimError> {
         for (h, name) in hosts.iter().enumerate() {
             while self.next[h] < until {
                 let ex = exchange(&clocks[h], self.next[h], &mut self.rng);
@@ -170,18 +139,9 @@ impl ClockSync {
         for col in &mut self.cols {
             arrays.push(Arc::new(Int64Array::from(std::mem::take(col))));
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|source| {
-            SimError::Arrow {
-                path: self.path.clone(),
-                source,
-            }
-        })?;
-        self.writer
-            .write(&batch)
-            .map_err(|source| SimError::Parquet {
-                path: self.path.clone(),
-                source,
-            })?;
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
+            .map_err(|source| SimError::Arrow { path: self.path.clone(), source })?;
+        self.writer.write(&batch).map_err(|source| SimError::Parquet { path: self.path.clone(), source })?;
         self.rows += n as u64;
         Ok(())
     }
@@ -189,10 +149,7 @@ impl ClockSync {
     /// Flushes and closes the file; returns the number of exchanges written.
     pub(crate) fn finish(mut self) -> Result<u64, SimError> {
         self.flush()?;
-        self.writer.close().map_err(|source| SimError::Parquet {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.writer.close().map_err(|source| SimError::Parquet { path: self.path.clone(), source })?;
         Ok(self.rows)
     }
 }
@@ -203,26 +160,15 @@ mod tests {
 
     #[test]
     fn local_time_applies_offset_and_drift_exactly() {
-        let c = HostClock {
-            offset_ns: -1_500_000_000,
-            drift_ppb: 40_000,
-            epoch_ns: 1_000 * SEC,
-        };
+        let c = HostClock { offset_ns: -1_500_000_000, drift_ppb: 40_000, epoch_ns: 1_000 * SEC };
         assert_eq!(c.local(1_000 * SEC), 1_000 * SEC - 1_500_000_000);
         // 100 s later a 40 ppm fast clock has gained 4 ms.
-        assert_eq!(
-            c.local(1_100 * SEC),
-            1_100 * SEC - 1_500_000_000 + 4_000_000
-        );
+        assert_eq!(c.local(1_100 * SEC), 1_100 * SEC - 1_500_000_000 + 4_000_000);
     }
 
     #[test]
     fn exchange_offset_estimate_is_close_and_biased_by_the_asymmetry() {
-        let c = HostClock {
-            offset_ns: 700_000_000,
-            drift_ppb: -20_000,
-            epoch_ns: 0,
-        };
+        let c = HostClock { offset_ns: 700_000_000, drift_ppb: -20_000, epoch_ns: 0 };
         let mut rng = Rng::new(3);
         let mut est: Vec<i64> = (0..2000)
             .map(|i| {
@@ -235,9 +181,6 @@ mod tests {
         est.sort_unstable();
         let median = est[est.len() / 2];
         // Forward delay is larger, so the estimate is pulled negative by ~(50-5)/2 µs.
-        assert!(
-            (-40_000..-5_000).contains(&median),
-            "median error {median} ns"
-        );
+        assert!((-40_000..-5_000).contains(&median), "median error {median} ns");
     }
 }

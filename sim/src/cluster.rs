@@ -153,13 +153,7 @@ pub(crate) struct Cluster {
 impl Cluster {
     /// Builds the cluster: `main_nodes` compute nodes (at least 2) for the main job plus
     /// `max(1, main_nodes / 8)` more for the other job.
-    pub(crate) fn build(
-        main_nodes: usize,
-        fabric: Fabric,
-        start: i64,
-        end: i64,
-        rng: &mut Rng,
-    ) -> Self {
+    pub(crate) fn build(main_nodes: usize, fabric: Fabric, start: i64, end: i64, rng: &mut Rng) -> Self {
         let n_other = (main_nodes / 8).max(1);
         let n_nodes = main_nodes + n_other;
         let width = n_nodes.to_string().len().max(2);
@@ -169,19 +163,9 @@ impl Cluster {
         let mut switches: Vec<Switch> = (0..n_leaves + 1 + n_spines)
             .map(|i| {
                 let spine = i > n_leaves;
-                let name = if spine {
-                    format!("spine-{}", i - n_leaves)
-                } else {
-                    format!("leaf-{}", i + 1)
-                };
+                let name = if spine { format!("spine-{}", i - n_leaves) } else { format!("leaf-{}", i + 1) };
                 let guid = format!("0x98039b0300{:06x}", (rng.next_u64() & 0xff_ffff) as u32);
-                Switch {
-                    name,
-                    guid,
-                    spine,
-                    ports: Vec::new(),
-                    counters_32bit: i == n_leaves,
-                }
+                Switch { name, guid, spine, ports: Vec::new(), counters_32bit: i == n_leaves }
             })
             .collect();
         let mut nodes = Vec::with_capacity(n_nodes);
@@ -192,23 +176,10 @@ impl Cluster {
             let nics = (0..NICS_PER_NODE)
                 .map(|k| {
                     let number = (local * NICS_PER_NODE + k + 1) as u32;
-                    cable(
-                        &mut switches[leaf],
-                        leaf,
-                        number,
-                        Peer::Node { node: i, nic: k },
-                        &name,
-                        k,
-                    )
+                    cable(&mut switches[leaf], leaf, number, Peer::Node { node: i, nic: k }, &name, k)
                 })
                 .collect();
-            nodes.push(Node {
-                name,
-                leaf,
-                nics,
-                job: 0,
-                first_rank: 0,
-            });
+            nodes.push(Node { name, leaf, nics, job: 0, first_rank: 0 });
         }
         let storage_leaf = n_leaves;
         let servers = (0..n_servers)
@@ -218,14 +189,7 @@ impl Cluster {
                     .map(|k| {
                         let number = (s * NICS_PER_SERVER + k + 1) as u32;
                         let peer = Peer::Server { server: s, nic: k };
-                        cable(
-                            &mut switches[storage_leaf],
-                            storage_leaf,
-                            number,
-                            peer,
-                            &name,
-                            k,
-                        )
+                        cable(&mut switches[storage_leaf], storage_leaf, number, peer, &name, k)
                     })
                     .collect();
                 Server { name, nics }
@@ -245,20 +209,14 @@ impl Cluster {
                     number,
                     label: number.to_string(),
                     entity: leaf_entity,
-                    peer: Peer::Switch {
-                        switch: spine,
-                        port: spine_port,
-                    },
+                    peer: Peer::Switch { switch: spine, port: spine_port },
                     weight,
                 });
                 switches[spine].ports.push(SwitchPort {
                     number: spine_number,
                     label: spine_number.to_string(),
                     entity: spine_entity,
-                    peer: Peer::Switch {
-                        switch: leaf,
-                        port: leaf_port,
-                    },
+                    peer: Peer::Switch { switch: leaf, port: leaf_port },
                     weight: 0.0,
                 });
             }
@@ -273,37 +231,17 @@ impl Cluster {
         }
         let job_start = start - 3_600_000_000_000;
         let jobs = vec![
-            JobDef {
-                name: MAIN_JOB.to_string(),
-                nodes: main,
-                start: job_start,
-                end,
-            },
-            JobDef {
-                name: OTHER_JOB.to_string(),
-                nodes: other,
-                start: job_start + 1_200_000_000_000,
-                end,
-            },
+            JobDef { name: MAIN_JOB.to_string(), nodes: main, start: job_start, end },
+            JobDef { name: OTHER_JOB.to_string(), nodes: other, start: job_start + 1_200_000_000_000, end },
         ];
-        Self {
-            fabric,
-            nodes,
-            servers,
-            switches,
-            jobs,
-            storage_leaf,
-        }
+        Self { fabric, nodes, servers, switches, jobs, storage_leaf }
     }
 
     /// Host names in host-id order: nodes, storage servers, switches.
     pub(crate) fn host_names(&self) -> Vec<String> {
         let nodes = self.nodes.iter().map(|n| n.name.clone());
         let servers = self.servers.iter().map(|s| s.name.clone());
-        nodes
-            .chain(servers)
-            .chain(self.switches.iter().map(|s| s.name.clone()))
-            .collect()
+        nodes.chain(servers).chain(self.switches.iter().map(|s| s.name.clone())).collect()
     }
 
     /// Host id of a storage server.
@@ -323,14 +261,7 @@ impl Cluster {
 }
 
 /// Cables NIC `k` of `host` to the next port of `switch` and returns the NIC.
-fn cable(
-    switch: &mut Switch,
-    switch_idx: usize,
-    number: u32,
-    peer: Peer,
-    host: &str,
-    k: usize,
-) -> Nic {
+fn cable(switch: &mut Switch, switch_idx: usize, number: u32, peer: Peer, host: &str, k: usize) -> Nic {
     let device = format!("mlx5_{k}");
     let entity = format!("{host}/{device}:1");
     switch.ports.push(SwitchPort {
@@ -340,19 +271,12 @@ fn cable(
         peer,
         weight: 0.0,
     });
-    Nic {
-        device,
-        entity,
-        switch: switch_idx,
-        switch_port: switch.ports.len() - 1,
-    }
+    Nic { device, entity, switch: switch_idx, switch_port: switch.ports.len() - 1 }
 }
 
 /// Per-uplink shares of a leaf's up traffic: ECMP hashing is never perfectly even.
 fn ecmp_weights(rng: &mut Rng) -> Vec<f64> {
-    let raw: Vec<f64> = (0..UPLINKS_PER_LEAF)
-        .map(|_| (1.0 + 0.15 * rng.normal()).max(0.3))
-        .collect();
+    let raw: Vec<f64> = (0..UPLINKS_PER_LEAF).map(|_| (1.0 + 0.15 * rng.normal()).max(0.3)).collect();
     let sum: f64 = raw.iter().sum();
     raw.into_iter().map(|w| w / sum).collect()
 }
@@ -374,13 +298,7 @@ mod tests {
             for (pi, p) in s.ports.iter().enumerate() {
                 match p.peer {
                     Peer::Switch { switch, port } => {
-                        assert_eq!(
-                            c.switches[switch].ports[port].peer,
-                            Peer::Switch {
-                                switch: si,
-                                port: pi
-                            }
-                        );
+                        assert_eq!(c.switches[switch].ports[port].peer, Peer::Switch { switch: si, port: pi });
                     }
                     Peer::Node { node, nic } => assert_eq!(c.nodes[node].nics[nic].switch_port, pi),
                     Peer::Server { server, nic } => {
@@ -394,9 +312,6 @@ mod tests {
         assert_eq!(c.nodes[2].nics[2].entity, "node-03/mlx5_2:1");
         let topo = c.topology_json();
         assert_eq!(topo["nodes"][2]["nics"][2]["switch_port"], 11);
-        assert_eq!(
-            topo["storage_pools"][0]["servers"].as_array().map(Vec::len),
-            Some(4)
-        );
+        assert_eq!(topo["storage_pools"][0]["servers"].as_array().map(Vec::len), Some(4));
     }
 }

@@ -71,9 +71,7 @@ impl SimError {
     /// The error's kind, for mapping to exit or status codes.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            SimError::UnknownScenario { .. } | SimError::InvalidConfig { .. } => {
-                ErrorKind::InvalidArgument
-            }
+            SimError::UnknownScenario { .. } | SimError::InvalidConfig { .. } => ErrorKind::InvalidArgument,
             _ => ErrorKind::Internal,
         }
     }

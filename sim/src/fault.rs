@@ -66,21 +66,11 @@ pub(crate) struct FaultPlan {
 
 impl FaultPlan {
     /// Chooses the fault entities and times for `scenario` in `[start, end)`.
-    pub(crate) fn new(
-        scenario: Scenario,
-        cluster: &Cluster,
-        start: i64,
-        end: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(scenario: Scenario, cluster: &Cluster, start: i64, end: i64, seed: u64) -> Self {
         let mut rng = Rng::stream(seed, 0xFA17 + scenario as u64);
         let third = (end - start) / 3;
         let onset = start + third + (rng.f64() * third as f64) as i64;
-        let onset = if scenario == Scenario::Healthy {
-            start + (end - start) / 2
-        } else {
-            onset
-        };
+        let onset = if scenario == Scenario::Healthy { start + (end - start) / 2 } else { onset };
         let effect_delay = (rng.range(1.0, 3.0) * SEC as f64) as i64;
         let main = &cluster.jobs[0].nodes;
         let pos = rng.below(main.len());
@@ -89,15 +79,9 @@ impl FaultPlan {
         let gpu = rng.below(GPUS_PER_NODE);
         let pred = main[(pos + main.len() - 1) % main.len()];
         let red_node = main[(pos + 1 + rng.below(main.len().max(2) - 1)) % main.len()];
-        let red_nic = (
-            red_node,
-            (nic + 1 + rng.below(NICS_PER_NODE - 1)) % NICS_PER_NODE,
-        );
+        let red_nic = (red_node, (nic + 1 + rng.below(NICS_PER_NODE - 1)) % NICS_PER_NODE);
         let leaf = rng.below(cluster.storage_leaf);
-        let red_port = (
-            leaf,
-            cluster.switches[leaf].ports.len() - UPLINKS_PER_LEAF + rng.below(UPLINKS_PER_LEAF),
-        );
+        let red_port = (leaf, cluster.switches[leaf].ports.len() - UPLINKS_PER_LEAF + rng.below(UPLINKS_PER_LEAF));
         let mut plan = Self {
             scenario,
             onset,
@@ -131,8 +115,7 @@ impl FaultPlan {
             }
             Scenario::StorageOverFabric => {
                 let leaf = cluster.storage_leaf;
-                let lp = cluster.switches[leaf].ports.len() - UPLINKS_PER_LEAF
-                    + rng.below(UPLINKS_PER_LEAF);
+                let lp = cluster.switches[leaf].ports.len() - UPLINKS_PER_LEAF + rng.below(UPLINKS_PER_LEAF);
                 if let Peer::Switch { switch, port } = cluster.switches[leaf].ports[lp].peer {
                     plan.port = Some((switch, port));
                     plan.port_peer = Some((leaf, lp));
@@ -140,8 +123,7 @@ impl FaultPlan {
             }
             Scenario::ThermalThrottle => {
                 plan.gpu = Some((node, gpu));
-                let to_threshold =
-                    ((FAULT_STEADY_TEMP - 67.0) / (FAULT_STEADY_TEMP - SW_THERMAL_C)).ln();
+                let to_threshold = ((FAULT_STEADY_TEMP - 67.0) / (FAULT_STEADY_TEMP - SW_THERMAL_C)).ln();
                 plan.throttle_at = onset + (THERMAL_TAU_S * to_threshold * SEC as f64) as i64;
             }
             Scenario::DataloaderStarvation => plan.starved = Some((node, gpu)),
@@ -158,11 +140,7 @@ impl FaultPlan {
 
     /// Symbol errors per second seen by the faulty receiver (bad NIC cable or bad switch port).
     pub(crate) fn symbol_error_rate(&self, t: i64) -> f64 {
-        if !matches!(
-            self.scenario,
-            Scenario::IbLinkErrors | Scenario::StorageOverFabric
-        ) || t < self.onset
-        {
+        if !matches!(self.scenario, Scenario::IbLinkErrors | Scenario::StorageOverFabric) || t < self.onset {
             return 0.0;
         }
         (6.0 + 54.0 * ramp(t, self.onset, 30 * SEC)) * (1.0 + 0.3 * self.wobble(1, t))
@@ -175,13 +153,10 @@ impl FaultPlan {
         }
         let s_start = self.onset + self.effect_delay;
         match self.scenario {
-            Scenario::IbLinkErrors => {
-                1.0 - 0.70 * ramp(t, s_start, 6 * SEC) * (1.0 + 0.08 * self.wobble(2, t))
-            }
+            Scenario::IbLinkErrors => 1.0 - 0.70 * ramp(t, s_start, 6 * SEC) * (1.0 + 0.08 * self.wobble(2, t)),
             Scenario::RoceCongestion => {
                 let s = ramp(t, s_start, 4 * SEC);
-                let dcqcn =
-                    0.08 * (std::f64::consts::TAU * (t - s_start) as f64 / (7 * SEC) as f64).sin();
+                let dcqcn = 0.08 * (std::f64::consts::TAU * (t - s_start) as f64 / (7 * SEC) as f64).sin();
                 1.0 - s * (0.60 + dcqcn)
             }
             _ => 1.0,
@@ -205,8 +180,7 @@ impl FaultPlan {
 
     /// Link recovery events inside `[a, b)`.
     pub(crate) fn recoveries_in(&self, a: i64, b: i64) -> u64 {
-        (self.recoveries.partition_point(|&r| r < b) - self.recoveries.partition_point(|&r| r < a))
-            as u64
+        (self.recoveries.partition_point(|&r| r < b) - self.recoveries.partition_point(|&r| r < a)) as u64
     }
 
     /// Temperature of the overheating GPU at `t`, if `(node, gpu)` is it and the fault started.
@@ -219,12 +193,7 @@ impl FaultPlan {
             return Some(FAULT_STEADY_TEMP - (FAULT_STEADY_TEMP - 67.0) * (-x).exp());
         }
         let phase = (t - self.throttle_at) as f64 / (11 * SEC) as f64;
-        Some(
-            SW_THERMAL_C
-                + 1.4
-                + 1.6 * (std::f64::consts::TAU * phase).sin()
-                + 0.4 * self.wobble(3, t),
-        )
+        Some(SW_THERMAL_C + 1.4 + 1.6 * (std::f64::consts::TAU * phase).sin() + 0.4 * self.wobble(3, t))
     }
 
     /// SM clock of the overheating GPU at `t`, if `(node, gpu)` is it and it is throttling.
@@ -250,11 +219,7 @@ impl FaultPlan {
         match self.starved {
             Some((n, g)) if n == node => {
                 let s = ramp(t, self.onset, 5 * SEC);
-                if g == gpu {
-                    1.0 + 1.5 * s
-                } else {
-                    1.0 + 0.12 * s
-                }
+                if g == gpu { 1.0 + 1.5 * s } else { 1.0 + 0.12 * s }
             }
             _ => 1.0,
         }
@@ -270,12 +235,7 @@ impl FaultPlan {
 
     /// The storage pool's degradation at `t`.
     pub(crate) fn storage_fault(&self, t: i64) -> StorageFault {
-        let none = StorageFault {
-            read_mult: 1.0,
-            p99_mult: 1.0,
-            write_mult: 1.0,
-            capacity_mult: 1.0,
-        };
+        let none = StorageFault { read_mult: 1.0, p99_mult: 1.0, write_mult: 1.0, capacity_mult: 1.0 };
         match self.scenario {
             Scenario::StorageLatency => {
                 let s = ramp(t, self.onset, 20 * SEC);
@@ -287,8 +247,7 @@ impl FaultPlan {
                 }
             }
             Scenario::StorageOverFabric => {
-                let s = ramp(t, self.onset + self.effect_delay, 4 * SEC)
-                    * (1.0 + 0.15 * self.wobble(5, t));
+                let s = ramp(t, self.onset + self.effect_delay, 4 * SEC) * (1.0 + 0.15 * self.wobble(5, t));
                 StorageFault {
                     read_mult: 1.0 + 18.0 * s,
                     p99_mult: 1.0 + 4.0 * s,

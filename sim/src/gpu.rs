@@ -50,11 +50,7 @@ pub(crate) fn gpu_traits(n: usize, seed: u64) -> Vec<GpuTraits> {
         .map(|_| {
             let power_capped = rng.chance(0.1);
             let speed = (1.0 + 0.004 * rng.normal()) * if power_capped { 1.02 } else { 1.0 };
-            GpuTraits {
-                speed,
-                power_capped,
-                temp_offset: 3.0 * rng.normal(),
-            }
+            GpuTraits { speed, power_capped, temp_offset: 3.0 * rng.normal() }
         })
         .collect()
 }
@@ -85,11 +81,7 @@ impl GpuEmitter {
         let mut gpus = Vec::new();
         let mut scrapers = Vec::new();
         for (n, node) in world.cluster.nodes.iter().enumerate() {
-            scrapers.push(Scraper::new(
-                interval,
-                start,
-                Rng::stream(seed, 0x6E1_0000 + n as u64),
-            ));
+            scrapers.push(Scraper::new(interval, start, Rng::stream(seed, 0x6E1_0000 + n as u64)));
             for g in 0..GPUS_PER_NODE {
                 let label = g.to_string();
                 let ids = METRICS.map(|m| sink.register(&node.name, m, &[(Label::Gpu, &label)]));
@@ -97,21 +89,11 @@ impl GpuEmitter {
                 gpus.push(GpuState { ids, temp });
             }
         }
-        Self {
-            traits,
-            gpus,
-            scrapers,
-            rng: Rng::stream(seed, 0x6E2),
-        }
+        Self { traits, gpus, scrapers, rng: Rng::stream(seed, 0x6E2) }
     }
 
     /// Scrapes every node once for the tick starting at `tick_start`.
-    pub(crate) fn tick(
-        &mut self,
-        world: &World<'_>,
-        tick_start: i64,
-        sink: &mut Sink,
-    ) -> Result<(), SimError> {
+    pub(crate) fn tick(&mut self, world: &World<'_>, tick_start: i64, sink: &mut Sink) -> Result<(), SimError> {
         for (n, node) in world.cluster.nodes.iter().enumerate() {
             let (a, b) = self.scrapers[n].next(tick_start);
             let dt = (b - a) as f64 / 1e9;
@@ -125,8 +107,7 @@ impl GpuEmitter {
                 let wait = (act.coll_wait / dt).min(1.0);
                 let xfer = (act.xfer / dt).min(1.0);
                 let rng = &mut self.rng;
-                let util =
-                    (100.0 * (comp + wait + xfer).min(1.0) * (1.0 - 0.01 * rng.f64())).round();
+                let util = (100.0 * (comp + wait + xfer).min(1.0) * (1.0 - 0.01 * rng.f64())).round();
                 let sm = (comp * 0.80 * rng.lognormal(0.02) + (wait + xfer) * 0.07).clamp(0.0, 1.0);
                 let tensor = (comp * 0.47 * rng.lognormal(0.03) + xfer * 0.01).clamp(0.0, 1.0);
                 let mut clock = MAX_SM_CLOCK;
@@ -137,9 +118,7 @@ impl GpuEmitter {
                 }
                 let clock = (clock / 15.0).round() * 15.0;
                 let clock_ratio = clock / MAX_SM_CLOCK;
-                let mut power = 88.0
-                    + 610.0 * (sm / 0.8).powf(0.9) * clock_ratio.powf(1.5)
-                    + 8.0 * rng.normal();
+                let mut power = 88.0 + 610.0 * (sm / 0.8).powf(0.9) * clock_ratio.powf(1.5) + 8.0 * rng.normal();
                 if tr.power_capped {
                     power = power.min(700.0 - rng.range(0.0, 12.0));
                 }

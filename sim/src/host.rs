@@ -46,17 +46,10 @@ pub(crate) struct HostEmitter {
 
 impl HostEmitter {
     /// Registers every series.
-    pub(crate) fn new(
-        world: &World<'_>,
-        sink: &mut Sink,
-        interval: i64,
-        start: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(world: &World<'_>, sink: &mut Sink, interval: i64, start: i64, seed: u64) -> Self {
         let c = world.cluster;
         let mut rng = Rng::stream(seed, 0x4057);
-        let scraper =
-            |h: usize| Scraper::new(interval, start, Rng::stream(seed, 0x4058_0000 + h as u64));
+        let scraper = |h: usize| Scraper::new(interval, start, Rng::stream(seed, 0x4058_0000 + h as u64));
         let nodes = c
             .nodes
             .iter()
@@ -67,11 +60,7 @@ impl HostEmitter {
                     .iter()
                     .flat_map(|cpu| MODES.map(|m| (*cpu, m)))
                     .map(|(cpu, mode)| {
-                        sink.register(
-                            name,
-                            "node_cpu_seconds_total",
-                            &[(Label::Cpu, cpu), (Label::Mode, mode)],
-                        )
+                        sink.register(name, "node_cpu_seconds_total", &[(Label::Cpu, cpu), (Label::Mode, mode)])
                     })
                     .collect();
                 let boot = rng.range(1e5, 3e6);
@@ -85,16 +74,8 @@ impl HostEmitter {
                     pressure: sink.register(name, "node_pressure_cpu_waiting_seconds_total", &[]),
                     cpu,
                     load: sink.register(name, "node_load1", &[]),
-                    disk_time: sink.register(
-                        name,
-                        "node_disk_read_time_seconds_total",
-                        &[(Label::Device, DISK)],
-                    ),
-                    disk_reads: sink.register(
-                        name,
-                        "node_disk_reads_completed_total",
-                        &[(Label::Device, DISK)],
-                    ),
+                    disk_time: sink.register(name, "node_disk_read_time_seconds_total", &[(Label::Device, DISK)]),
+                    disk_reads: sink.register(name, "node_disk_reads_completed_total", &[(Label::Device, DISK)]),
                     counters,
                     load_value: 40.0,
                     pressure_total: boot * 0.02,
@@ -110,33 +91,14 @@ impl HostEmitter {
             .map(|(s, srv)| {
                 let h = c.server_host(s);
                 let ids = [
-                    sink.register(
-                        &srv.name,
-                        "node_disk_read_time_seconds_total",
-                        &[(Label::Device, DISK)],
-                    ),
-                    sink.register(
-                        &srv.name,
-                        "node_disk_reads_completed_total",
-                        &[(Label::Device, DISK)],
-                    ),
+                    sink.register(&srv.name, "node_disk_read_time_seconds_total", &[(Label::Device, DISK)]),
+                    sink.register(&srv.name, "node_disk_reads_completed_total", &[(Label::Device, DISK)]),
                 ];
-                (
-                    h,
-                    scraper(h),
-                    ids,
-                    [rng.range(1e4, 1e5), rng.range(1e7, 1e8)],
-                )
+                (h, scraper(h), ids, [rng.range(1e4, 1e5), rng.range(1e7, 1e8)])
             })
             .collect();
         let host = c.servers.first().map_or(POOL, |s| s.name.as_str());
-        let mut q = |metric, quantile| {
-            sink.register(
-                host,
-                metric,
-                &[(Label::Pool, POOL), (Label::Quantile, quantile)],
-            )
-        };
+        let mut q = |metric, quantile| sink.register(host, metric, &[(Label::Pool, POOL), (Label::Quantile, quantile)]);
         let gauges = [
             q("storage_read_latency_seconds", "0.5"),
             q("storage_read_latency_seconds", "0.99"),
@@ -146,42 +108,21 @@ impl HostEmitter {
         ];
         let mut by_job = |metric| {
             std::iter::once(sink.register(host, metric, &[(Label::Pool, POOL)]))
-                .chain(c.jobs.iter().map(|j| {
-                    sink.register(host, metric, &[(Label::Pool, POOL), (Label::Job, &j.name)])
-                }))
+                .chain(
+                    c.jobs.iter().map(|j| sink.register(host, metric, &[(Label::Pool, POOL), (Label::Job, &j.name)])),
+                )
                 .collect::<Vec<_>>()
         };
         let read_bytes = by_job("storage_read_bytes_total");
         let write_bytes = by_job("storage_write_bytes_total");
-        let mut totals = || {
-            (0..=c.jobs.len())
-                .map(|_| rng.range(1e13, 1e15).round())
-                .collect::<Vec<_>>()
-        };
-        let pool = PoolSeries {
-            gauges,
-            read_bytes,
-            write_bytes,
-            read_total: totals(),
-            write_total: totals(),
-        };
+        let mut totals = || (0..=c.jobs.len()).map(|_| rng.range(1e13, 1e15).round()).collect::<Vec<_>>();
+        let pool = PoolSeries { gauges, read_bytes, write_bytes, read_total: totals(), write_total: totals() };
         let pool_host = c.server_host(0);
-        Self {
-            nodes,
-            servers,
-            pool,
-            pool_scraper: scraper(pool_host + 10_000),
-            rng: Rng::stream(seed, 0x4059),
-        }
+        Self { nodes, servers, pool, pool_scraper: scraper(pool_host + 10_000), rng: Rng::stream(seed, 0x4059) }
     }
 
     /// Scrapes every host and the pool once for the tick starting at `tick_start`.
-    pub(crate) fn tick(
-        &mut self,
-        world: &World<'_>,
-        tick_start: i64,
-        sink: &mut Sink,
-    ) -> Result<(), SimError> {
+    pub(crate) fn tick(&mut self, world: &World<'_>, tick_start: i64, sink: &mut Sink) -> Result<(), SimError> {
         let plan = world.plan;
         let rng = &mut self.rng;
         for (n, scraper, s) in &mut self.nodes {
@@ -201,11 +142,7 @@ impl HostEmitter {
                 let idle = (1.0 - user - system - iowait).max(0.0);
                 for (m, frac) in [user, system, iowait, idle].into_iter().enumerate() {
                     chunk[m] += frac * dt;
-                    sink.push(
-                        s.cpu[c * MODES.len() + m],
-                        local,
-                        (chunk[m] * 100.0).round() / 100.0,
-                    )?;
+                    sink.push(s.cpu[c * MODES.len() + m], local, (chunk[m] * 100.0).round() / 100.0)?;
                 }
             }
             let iowait = iowait_sum / CPUS.len() as f64;
@@ -216,11 +153,7 @@ impl HostEmitter {
             s.disk[0] += reads * 0.15e-3 * rng.lognormal(0.2);
             s.disk[1] += reads;
             s.pressure_total += pressure_rate * dt;
-            sink.push(
-                s.pressure,
-                local,
-                (s.pressure_total * 1000.0).round() / 1000.0,
-            )?;
+            sink.push(s.pressure, local, (s.pressure_total * 1000.0).round() / 1000.0)?;
             sink.push(s.load, local, (s.load_value * 100.0).round() / 100.0)?;
             sink.push(s.disk_time, local, (s.disk[0] * 1000.0).round() / 1000.0)?;
             sink.push(s.disk_reads, local, s.disk[1])?;
@@ -231,9 +164,7 @@ impl HostEmitter {
             let local = world.clocks[*h].local(b);
             let (reads, _) = world.pool_traffic(a, b);
             let ops = (reads / n_servers / SERVER_READ_BYTES).round();
-            let queueing = (world.pool.state(b, plan).read_mean / HEALTHY_READ_LAT_S)
-                .max(1.0)
-                .sqrt();
+            let queueing = (world.pool.state(b, plan).read_mean / HEALTHY_READ_LAT_S).max(1.0).sqrt();
             totals[0] += ops * 0.5e-3 * queueing * plan.disk_factor(i, b) * rng.lognormal(0.1);
             totals[1] += ops;
             sink.push(ids[0], local, (totals[0] * 1000.0).round() / 1000.0)?;
@@ -243,13 +174,7 @@ impl HostEmitter {
         let local = world.clocks[world.cluster.server_host(0)].local(b);
         let st = world.pool.state(b, plan);
         let p = &mut self.pool;
-        let gauges = [
-            st.read_p50,
-            st.read_p99,
-            st.write_p50,
-            st.write_p99,
-            st.queue_depth.round(),
-        ];
+        let gauges = [st.read_p50, st.read_p99, st.write_p50, st.write_p99, st.queue_depth.round()];
         for (id, v) in p.gauges.iter().zip(gauges) {
             sink.push(*id, local, v)?;
         }
@@ -260,10 +185,7 @@ impl HostEmitter {
         let (reads, writes) = world.pool_traffic(a, b);
         p.read_total[0] += reads.round();
         p.write_total[0] += writes.round();
-        for (ids, totals) in [
-            (&p.read_bytes, &p.read_total),
-            (&p.write_bytes, &p.write_total),
-        ] {
+        for (ids, totals) in [(&p.read_bytes, &p.read_total), (&p.write_bytes, &p.write_total)] {
             for (id, v) in ids.iter().zip(totals.iter()) {
                 sink.push(*id, local, *v)?;
             }

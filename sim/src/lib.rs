@@ -96,19 +96,12 @@ impl Default for SimConfig {
 impl SimConfig {
     /// The default configuration for `scenario`.
     pub fn new(scenario: Scenario) -> Self {
-        Self {
-            scenario,
-            ..Self::default()
-        }
+        Self { scenario, ..Self::default() }
     }
 
     fn validate(&self) -> Result<(), SimError> {
-        let bad = |field: &'static str, reason: &str| {
-            Err(SimError::InvalidConfig {
-                field,
-                reason: reason.to_string(),
-            })
-        };
+        let bad =
+            |field: &'static str, reason: &str| Err(SimError::InvalidConfig { field, reason: reason.to_string() });
         if !(4..=2048).contains(&self.nodes) {
             return bad("nodes", "must be between 4 and 2048");
         }
@@ -121,10 +114,7 @@ impl SimConfig {
         if i64::from(self.minutes) * 60 * SEC < 20 * self.sample_interval_ns {
             return bad("minutes", "run must span at least 20 sample intervals");
         }
-        if self
-            .start_ns
-            .checked_add(i64::from(self.minutes) * 60 * SEC + 3_600 * SEC)
-            .is_none()
+        if self.start_ns.checked_add(i64::from(self.minutes) * 60 * SEC + 3_600 * SEC).is_none()
             || self.start_ns < 3_600 * SEC
         {
             return bad("start_ns", "out of range");
@@ -161,13 +151,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn world<'s>(&'s self, jobs: &'s [JobSim]) -> World<'s> {
-        World {
-            cluster: self.cluster,
-            plan: self.plan,
-            pool: self.pool,
-            jobs,
-            clocks: self.clocks,
-        }
+        World { cluster: self.cluster, plan: self.plan, pool: self.pool, jobs, clocks: self.clocks }
     }
 }
 
@@ -175,62 +159,31 @@ impl Run<'_> {
 /// files are overwritten).
 pub fn simulate(cfg: &SimConfig, out_dir: &Path) -> Result<SimSummary, SimError> {
     cfg.validate()?;
-    std::fs::create_dir_all(out_dir).map_err(|source| SimError::Io {
-        path: out_dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(out_dir).map_err(|source| SimError::Io { path: out_dir.to_path_buf(), source })?;
     let start = cfg.start_ns;
     let end = start + i64::from(cfg.minutes) * 60 * SEC;
-    let fabric = if cfg.scenario.uses_roce() {
-        Fabric::Roce
-    } else {
-        Fabric::Infiniband
-    };
+    let fabric = if cfg.scenario.uses_roce() { Fabric::Roce } else { Fabric::Infiniband };
     let cluster = Cluster::build(cfg.nodes, fabric, start, end, &mut Rng::stream(cfg.seed, 1));
     let plan = FaultPlan::new(cfg.scenario, &cluster, start, end, cfg.seed);
     let traits = gpu::gpu_traits(cluster.nodes.len() * GPUS_PER_NODE, cfg.seed);
     let speeds: Vec<f64> = traits.iter().map(|t| t.speed).collect();
     let nominal_read = (0..cluster.jobs.len())
-        .map(|j| {
-            JobParams::for_job(j).nominal_read_bps(cluster.jobs[j].nodes.len() * GPUS_PER_NODE)
-        })
+        .map(|j| JobParams::for_job(j).nominal_read_bps(cluster.jobs[j].nodes.len() * GPUS_PER_NODE))
         .sum();
-    let pool = PoolModel::new(
-        cluster.servers.len(),
-        nominal_read,
-        &plan,
-        start,
-        end,
-        cfg.seed,
-    );
+    let pool = PoolModel::new(cluster.servers.len(), nominal_read, &plan, start, end, cfg.seed);
     let hosts = cluster.host_names();
     let mut clock_rng = Rng::stream(cfg.seed, 2);
-    let clocks: Vec<HostClock> = hosts
-        .iter()
-        .map(|_| HostClock::random(&mut clock_rng, start))
-        .collect();
-    let mut jobs: Vec<JobSim> = (0..cluster.jobs.len())
-        .map(|j| JobSim::new(j, &cluster, &speeds, start, cfg.seed))
-        .collect();
+    let clocks: Vec<HostClock> = hosts.iter().map(|_| HostClock::random(&mut clock_rng, start)).collect();
+    let mut jobs: Vec<JobSim> =
+        (0..cluster.jobs.len()).map(|j| JobSim::new(j, &cluster, &speeds, start, cfg.seed)).collect();
     write_json(&out_dir.join("topology.json"), &cluster.topology_json())?;
     write_json(&out_dir.join("jobs.json"), &cluster.jobs_json())?;
 
     let samples_path = out_dir.join("samples.parquet");
     let sync_path = out_dir.join("clock_sync.parquet");
-    let file = File::create(&samples_path).map_err(|source| SimError::Io {
-        path: samples_path.clone(),
-        source,
-    })?;
+    let file = File::create(&samples_path).map_err(|source| SimError::Io { path: samples_path.clone(), source })?;
     let mut sync = ClockSync::create(&sync_path, hosts.len(), start, Rng::stream(cfg.seed, 3))?;
-    let run = Run {
-        cfg,
-        cluster: &cluster,
-        plan: &plan,
-        pool: &pool,
-        hosts: &hosts,
-        clocks: &clocks,
-        end,
-    };
+    let run = Run { cfg, cluster: &cluster, plan: &plan, pool: &pool, hosts: &hosts, clocks: &clocks, end };
     let stats = std::thread::scope(|scope| -> Result<SinkStats, SimError> {
         let (tx, rx) = sync_channel(2);
         let path = samples_path.clone();
@@ -238,9 +191,7 @@ pub fn simulate(cfg: &SimConfig, out_dir: &Path) -> Result<SimSummary, SimError>
         let mut sink = Sink::new(tx, BATCH_ROWS, &samples_path);
         let ticked = run_ticks(&run, traits, &mut jobs, &mut sink, &mut sync);
         let stats = sink.finish();
-        let written = writer.join().map_err(|_| SimError::WriterStopped {
-            path: samples_path.clone(),
-        })?;
+        let written = writer.join().map_err(|_| SimError::WriterStopped { path: samples_path.clone() })?;
         written?;
         ticked?;
         stats
@@ -259,25 +210,11 @@ pub fn simulate(cfg: &SimConfig, out_dir: &Path) -> Result<SimSummary, SimError>
     let truth_path = out_dir.join("truth.json");
     write_json(&truth_path, &truth)?;
     let mut bytes = 0;
-    for name in [
-        "samples.parquet",
-        "clock_sync.parquet",
-        "topology.json",
-        "jobs.json",
-        "truth.json",
-    ] {
+    for name in ["samples.parquet", "clock_sync.parquet", "topology.json", "jobs.json", "truth.json"] {
         let path = out_dir.join(name);
-        bytes += std::fs::metadata(&path)
-            .map_err(|source| SimError::Io { path, source })?
-            .len();
+        bytes += std::fs::metadata(&path).map_err(|source| SimError::Io { path, source })?.len();
     }
-    Ok(SimSummary {
-        samples: stats.samples,
-        series: stats.series,
-        clock_exchanges,
-        bytes,
-        truth,
-    })
+    Ok(SimSummary { samples: stats.samples, series: stats.series, clock_exchanges, bytes, truth })
 }
 
 /// The tick loop: generate steps ahead, scrape every collector once per interval, emit events,
@@ -327,17 +264,9 @@ fn run_ticks(
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), SimError> {
-    let file = File::create(path).map_err(|source| SimError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = File::create(path).map_err(|source| SimError::Io { path: path.to_path_buf(), source })?;
     let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer_pretty(&mut w, value).map_err(|source| SimError::Json {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    std::io::Write::flush(&mut w).map_err(|source| SimError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    serde_json::to_writer_pretty(&mut w, value)
+        .map_err(|source| SimError::Json { path: path.to_path_buf(), source })?;
+    std::io::Write::flush(&mut w).map_err(|source| SimError::Io { path: path.to_path_buf(), source })
 }

@@ -28,10 +28,7 @@ const COUNTERS: [&str; 18] = [
     "node_infiniband_rp_cnp_packets_handled_total",
     "node_infiniband_np_ecn_marked_roce_packets_received_total",
 ];
-const GAUGES: [&str; 2] = [
-    "node_infiniband_state_id",
-    "node_infiniband_rate_bytes_per_second",
-];
+const GAUGES: [&str; 2] = ["node_infiniband_state_id", "node_infiniband_rate_bytes_per_second"];
 const IB_COUNTERS: usize = 15;
 const TX: usize = 0;
 const RX: usize = 1;
@@ -92,40 +89,19 @@ pub(crate) struct NicEmitter {
 
 impl NicEmitter {
     /// Registers the series of every NIC port.
-    pub(crate) fn new(
-        world: &World<'_>,
-        sink: &mut Sink,
-        interval: i64,
-        start: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(world: &World<'_>, sink: &mut Sink, interval: i64, start: i64, seed: u64) -> Self {
         let c = world.cluster;
-        let n_counters = if c.fabric == Fabric::Roce {
-            COUNTERS.len()
-        } else {
-            IB_COUNTERS
-        };
+        let n_counters = if c.fabric == Fabric::Roce { COUNTERS.len() } else { IB_COUNTERS };
         let mut rng = Rng::stream(seed, 0x41C);
         let mut hosts = Vec::new();
-        let nodes = c
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (i, Some(i), &n.name, &n.nics));
-        let servers = c
-            .servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (c.server_host(i), None, &s.name, &s.nics));
+        let nodes = c.nodes.iter().enumerate().map(|(i, n)| (i, Some(i), &n.name, &n.nics));
+        let servers = c.servers.iter().enumerate().map(|(i, s)| (c.server_host(i), None, &s.name, &s.nics));
         for (host, node, name, nics) in nodes.chain(servers) {
             let ports = nics
                 .iter()
                 .map(|nic| {
                     let labels = [(Label::Device, nic.device.as_str()), (Label::Port, "1")];
-                    let ids = COUNTERS[..n_counters]
-                        .iter()
-                        .map(|m| sink.register(name, m, &labels))
-                        .collect();
+                    let ids = COUNTERS[..n_counters].iter().map(|m| sink.register(name, m, &labels)).collect();
                     let gauges = GAUGES.map(|m| sink.register(name, m, &labels));
                     let mut counters = [0.0; 18];
                     counters[TX] = rng.range(1e12, 2e14).round();
@@ -139,12 +115,7 @@ impl NicEmitter {
                     if rng.chance(0.1) {
                         counters[SYMBOL] = rng.below(20) as f64;
                     }
-                    Port {
-                        ids,
-                        gauges,
-                        counters,
-                        factor: 1.0 + 0.03 * rng.normal(),
-                    }
+                    Port { ids, gauges, counters, factor: 1.0 + 0.03 * rng.normal() }
                 })
                 .collect();
             hosts.push(HostPorts {
@@ -155,20 +126,11 @@ impl NicEmitter {
             });
         }
         let server_nics = c.servers.iter().map(|s| s.nics.len()).sum::<usize>().max(1) as f64;
-        Self {
-            hosts,
-            server_nics,
-            rng: Rng::stream(seed, 0x41E),
-        }
+        Self { hosts, server_nics, rng: Rng::stream(seed, 0x41E) }
     }
 
     /// Scrapes every host once for the tick starting at `tick_start`.
-    pub(crate) fn tick(
-        &mut self,
-        world: &World<'_>,
-        tick_start: i64,
-        sink: &mut Sink,
-    ) -> Result<(), SimError> {
+    pub(crate) fn tick(&mut self, world: &World<'_>, tick_start: i64, sink: &mut Sink) -> Result<(), SimError> {
         for hp in &mut self.hosts {
             let (a, b) = hp.scraper.next(tick_start);
             let local = world.clocks[hp.host].local(b);
@@ -176,9 +138,7 @@ impl NicEmitter {
                 let mut inc = [0.0; 18];
                 match hp.node {
                     Some(n) => node_increments(world, n, k, a, b, &mut inc, &mut self.rng),
-                    None => {
-                        server_increments(world, self.server_nics, a, b, &mut inc, &mut self.rng)
-                    }
+                    None => server_increments(world, self.server_nics, a, b, &mut inc, &mut self.rng),
                 }
                 let f = port.factor * self.rng.lognormal(0.01);
                 inc[TX] *= f;
@@ -199,15 +159,7 @@ impl NicEmitter {
 }
 
 /// Counter increments of NIC `k` of compute node `n` over `[a, b)`.
-fn node_increments(
-    world: &World<'_>,
-    n: usize,
-    k: usize,
-    a: i64,
-    b: i64,
-    inc: &mut [f64; 18],
-    rng: &mut Rng,
-) {
+fn node_increments(world: &World<'_>, n: usize, k: usize, a: i64, b: i64, inc: &mut [f64; 18], rng: &mut Rng) {
     let plan = world.plan;
     let dt = (b - a) as f64 / 1e9;
     let t = world.nic_traffic(n, a, b);
@@ -217,17 +169,12 @@ fn node_increments(
     let is_fault = plan.nic == Some((n, k));
     let is_sender = plan.sender == Some((n, k));
     // Bad cable: errors at the receiving NIC, retransmission timeouts at its ring predecessor.
-    let err_rate = if is_fault {
+    let err_rate = if is_fault { plan.symbol_error_rate(b) } else { 0.0 };
+    let sender_rate = if is_sender && plan.nic.is_some() && world.cluster.fabric == Fabric::Infiniband {
         plan.symbol_error_rate(b)
     } else {
         0.0
     };
-    let sender_rate =
-        if is_sender && plan.nic.is_some() && world.cluster.fabric == Fabric::Infiniband {
-            plan.symbol_error_rate(b)
-        } else {
-            0.0
-        };
     inc[SYMBOL] = rng.poisson(err_rate * dt) as f64;
     if plan.red_nic == (n, k) {
         inc[SYMBOL] += rng.poisson(dt / 60.0) as f64;
@@ -251,22 +198,12 @@ fn node_increments(
 /// Congestion counters of a RoCE NIC: a slow receiver drops for lack of buffers, the switch
 /// marks ECN on packets queued towards it, the receiver answers with CNPs, and the senders
 /// throttle (DCQCN) and sit in PFC pause.
-fn roce_increments(
-    world: &World<'_>,
-    n: usize,
-    k: usize,
-    b: i64,
-    t: &NicTraffic,
-    inc: &mut [f64; 18],
-    rng: &mut Rng,
-) {
+fn roce_increments(world: &World<'_>, n: usize, k: usize, b: i64, t: &NicTraffic, inc: &mut [f64; 18], rng: &mut Rng) {
     let plan = world.plan;
     let sev = plan.roce_severity(b);
     let is_fault = plan.nic == Some((n, k));
     let is_sender = plan.sender == Some((n, k));
-    let same_leaf = plan
-        .nic
-        .is_some_and(|(fnode, _)| world.cluster.nodes[fnode].leaf == world.cluster.nodes[n].leaf);
+    let same_leaf = plan.nic.is_some_and(|(fnode, _)| world.cluster.nodes[fnode].leaf == world.cluster.nodes[n].leaf);
     let mut ecn = ECN_BASE * t.xfer_s;
     let mut handled = ECN_BASE * 0.35 * t.xfer_s;
     if is_fault {
@@ -290,14 +227,7 @@ fn roce_increments(
 }
 
 /// Counter increments of one storage server NIC over `[a, b)`.
-fn server_increments(
-    world: &World<'_>,
-    server_nics: f64,
-    a: i64,
-    b: i64,
-    inc: &mut [f64; 18],
-    rng: &mut Rng,
-) {
+fn server_increments(world: &World<'_>, server_nics: f64, a: i64, b: i64, inc: &mut [f64; 18], rng: &mut Rng) {
     let plan = world.plan;
     let dt = (b - a) as f64 / 1e9;
     let (reads, writes) = world.pool_traffic(a, b);
@@ -305,13 +235,8 @@ fn server_increments(
     inc[RX] = writes / server_nics;
     let active = (inc[TX] / (dt * 2e9)).min(1.0);
     // A bad link on the storage path: read replies get lost, the servers' QPs time out.
-    let path_rate = if plan.nic.is_none() {
-        plan.symbol_error_rate(b)
-    } else {
-        0.0
-    };
-    inc[ACK_TIMEOUT] =
-        rng.poisson((path_rate * 0.3 * active / server_nics.sqrt() + 0.001) * dt) as f64;
+    let path_rate = if plan.nic.is_none() { plan.symbol_error_rate(b) } else { 0.0 };
+    inc[ACK_TIMEOUT] = rng.poisson((path_rate * 0.3 * active / server_nics.sqrt() + 0.001) * dt) as f64;
     inc[XMIT_WAIT] = inc[TX] * 2e-3 * (path_rate / 60.0);
     inc[OUT_OF_SEQ] = rng.poisson(0.002 * dt) as f64;
 }

@@ -16,8 +16,7 @@ pub(crate) fn splitmix64(state: &mut u64) -> u64 {
 
 /// A deterministic uniform value in `[0, 1)` derived from a seed and two keys.
 pub(crate) fn hash_unit(seed: u64, a: u64, b: u64) -> f64 {
-    let mut s =
-        seed ^ a.wrapping_mul(GOLDEN) ^ b.rotate_left(29).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut s = seed ^ a.wrapping_mul(GOLDEN) ^ b.rotate_left(29).wrapping_mul(0xD1B5_4A32_D192_ED03);
     to_unit(splitmix64(&mut s))
 }
 
@@ -42,14 +41,7 @@ impl Rng {
     /// A generator whose whole sequence is determined by `seed`.
     pub(crate) fn new(seed: u64) -> Self {
         let mut st = seed;
-        Self {
-            s: [
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-                splitmix64(&mut st),
-            ],
-        }
+        Self { s: [splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st)] }
     }
 
     /// An independent stream for one purpose, so that adding draws in one part of the simulator
@@ -175,9 +167,7 @@ mod tests {
         assert!((mean_p - 4.0).abs() < 0.05, "{mean_p}");
         let below: Vec<usize> = (0..1000).map(|_| r.below(5)).collect();
         assert!(below.iter().all(|&x| x < 5) && below.contains(&0) && below.contains(&4));
-        assert!(
-            hash_unit(1, 2, 3) == hash_unit(1, 2, 3) && hash_unit(1, 2, 3) != hash_unit(1, 2, 4)
-        );
+        assert!(hash_unit(1, 2, 3) == hash_unit(1, 2, 3) && hash_unit(1, 2, 3) != hash_unit(1, 2, 4));
     }
 
     #[test]

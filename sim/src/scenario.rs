@@ -64,9 +64,7 @@ impl Scenario {
     pub fn fault_domain(self) -> &'static str {
         match self {
             Scenario::Healthy => "none",
-            Scenario::IbLinkErrors | Scenario::RoceCongestion | Scenario::StorageOverFabric => {
-                "network"
-            }
+            Scenario::IbLinkErrors | Scenario::RoceCongestion | Scenario::StorageOverFabric => "network",
             Scenario::StorageLatency | Scenario::CheckpointStorm => "storage",
             Scenario::DataloaderStarvation => "data_loading",
             Scenario::ThermalThrottle => "compute",
@@ -100,17 +98,10 @@ impl FromStr for Scenario {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
-        Scenario::ALL
-            .into_iter()
-            .find(|sc| sc.name() == wanted)
-            .ok_or_else(|| SimError::UnknownScenario {
-                name: s.to_string(),
-                known: Scenario::ALL
-                    .iter()
-                    .map(|sc| sc.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        Scenario::ALL.into_iter().find(|sc| sc.name() == wanted).ok_or_else(|| SimError::UnknownScenario {
+            name: s.to_string(),
+            known: Scenario::ALL.iter().map(|sc| sc.name()).collect::<Vec<_>>().join(", "),
+        })
     }
 }
 
@@ -124,18 +115,8 @@ mod tests {
             assert_eq!(sc.name().parse::<Scenario>().ok(), Some(sc));
             assert_eq!(sc.to_string(), sc.name());
         }
-        assert_eq!(
-            "IB_LINK_ERRORS".parse::<Scenario>().ok(),
-            Some(Scenario::IbLinkErrors)
-        );
-        let err = "bogus"
-            .parse::<Scenario>()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(
-            err.contains("bogus") && err.contains("thermal-throttle"),
-            "{err}"
-        );
+        assert_eq!("IB_LINK_ERRORS".parse::<Scenario>().ok(), Some(Scenario::IbLinkErrors));
+        let err = "bogus".parse::<Scenario>().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("bogus") && err.contains("thermal-throttle"), "{err}");
     }
 }

@@ -64,10 +64,7 @@ pub(crate) struct SeriesId(u32);
 /// Parquet writer settings shared by the bundle's files: zstd, 1 Mi-row row groups.
 pub(crate) fn writer_properties() -> WriterProperties {
     let zstd = ZstdLevel::try_new(1).map_or(Compression::SNAPPY, Compression::ZSTD);
-    WriterProperties::builder()
-        .set_compression(zstd)
-        .set_max_row_group_row_count(Some(1 << 20))
-        .build()
+    WriterProperties::builder().set_compression(zstd).set_max_row_group_row_count(Some(1 << 20)).build()
 }
 
 /// The schema of `samples.parquet`.
@@ -142,18 +139,11 @@ impl Sink {
         self.value = Vec::with_capacity(n);
         self.host_col = StringBuilder::with_capacity(n, n * 8);
         self.metric_col = StringBuilder::with_capacity(n, n * 32);
-        self.label_cols = (0..NL)
-            .map(|_| StringBuilder::with_capacity(n, n))
-            .collect();
+        self.label_cols = (0..NL).map(|_| StringBuilder::with_capacity(n, n)).collect();
     }
 
     /// Registers a series and returns its handle.
-    pub(crate) fn register(
-        &mut self,
-        host: &str,
-        metric: &'static str,
-        labels: &[(Label, &str)],
-    ) -> SeriesId {
+    pub(crate) fn register(&mut self, host: &str, metric: &'static str, labels: &[(Label, &str)]) -> SeriesId {
         let next = self.hosts.len() as u32;
         let host_id = *self.host_ids.entry(host.into()).or_insert(next);
         if host_id == next {
@@ -176,14 +166,9 @@ impl Sink {
         let s = id.0 as usize;
         self.time.push(time);
         self.value.push(value);
-        self.host_col
-            .append_value(&self.hosts[self.series_host[s] as usize]);
+        self.host_col.append_value(&self.hosts[self.series_host[s] as usize]);
         self.metric_col.append_value(self.series_metric[s]);
-        for (col, v) in self
-            .label_cols
-            .iter_mut()
-            .zip(&self.series_labels[s * NL..(s + 1) * NL])
-        {
+        for (col, v) in self.label_cols.iter_mut().zip(&self.series_labels[s * NL..(s + 1) * NL]) {
             match v {
                 Some(v) => col.append_value(v),
                 None => col.append_null(),
@@ -207,45 +192,25 @@ impl Sink {
             Arc::new(self.metric_col.finish()),
             Arc::new(Float64Array::from(std::mem::take(&mut self.value))),
         ];
-        cols.extend(
-            self.label_cols
-                .iter_mut()
-                .map(|c| Arc::new(c.finish()) as ArrayRef),
-        );
-        let batch =
-            RecordBatch::try_new(self.schema.clone(), cols).map_err(|source| SimError::Arrow {
-                path: self.path.clone(),
-                source,
-            })?;
+        cols.extend(self.label_cols.iter_mut().map(|c| Arc::new(c.finish()) as ArrayRef));
+        let batch = RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|source| SimError::Arrow { path: self.path.clone(), source })?;
         self.reset_builders();
         self.samples += n as u64;
-        self.tx.send(batch).map_err(|_| SimError::WriterStopped {
-            path: self.path.clone(),
-        })
+        self.tx.send(batch).map_err(|_| SimError::WriterStopped { path: self.path.clone() })
     }
 
     /// Sends the last partial batch and closes the channel.
     pub(crate) fn finish(mut self) -> Result<SinkStats, SimError> {
         self.flush()?;
-        Ok(SinkStats {
-            samples: self.samples,
-            series: self.seen.iter().filter(|s| **s).count() as u64,
-        })
+        Ok(SinkStats { samples: self.samples, series: self.seen.iter().filter(|s| **s).count() as u64 })
     }
 }
 
 /// The writer thread's loop: writes every batch it receives, then closes the file.
-pub(crate) fn write_batches(
-    file: File,
-    path: &Path,
-    rx: Receiver<RecordBatch>,
-) -> Result<(), SimError> {
-    let parquet_err = |source| SimError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut writer = ArrowWriter::try_new(file, samples_schema(), Some(writer_properties()))
-        .map_err(parquet_err)?;
+pub(crate) fn write_batches(file: File, path: &Path, rx: Receiver<RecordBatch>) -> Result<(), SimError> {
+    let parquet_err = |source| SimError::Parquet { path: path.to_path_buf(), source };
+    let mut writer = ArrowWriter::try_new(file, samples_schema(), Some(writer_properties())).map_err(parquet_err)?;
     for batch in rx {
         writer.write(&batch).map_err(parquet_err)?;
     }

@@ -64,14 +64,7 @@ pub(crate) struct PoolModel {
 
 impl PoolModel {
     /// Builds the checkpoint schedule for `[start, end)`; `nominal_read` is the expected read load.
-    pub(crate) fn new(
-        servers: usize,
-        nominal_read: f64,
-        plan: &FaultPlan,
-        start: i64,
-        end: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(servers: usize, nominal_read: f64, plan: &FaultPlan, start: i64, end: i64, seed: u64) -> Self {
         let capacity = servers as f64 * SERVER_BPS;
         let mut rng = Rng::stream(seed, 0x5703);
         let mut cps = Vec::new();
@@ -83,35 +76,18 @@ impl PoolModel {
                 break;
             }
             let dur = (rng.range(18.0, 24.0) * SEC as f64) as i64;
-            cps.push(Checkpoint {
-                job: 1,
-                start: t,
-                end: t + dur,
-                rate: 0.25 * capacity,
-            });
+            cps.push(Checkpoint { job: 1, start: t, end: t + dur, rate: 0.25 * capacity });
             t += (rng.range(460.0, 500.0) * SEC as f64) as i64;
         }
         if storm < end {
             let mut t = storm;
             while t < end {
                 let dur = (rng.range(16.0, 20.0) * SEC as f64) as i64;
-                cps.push(Checkpoint {
-                    job: 1,
-                    start: t,
-                    end: t + dur,
-                    rate: 0.95 * capacity,
-                });
+                cps.push(Checkpoint { job: 1, start: t, end: t + dur, rate: 0.95 * capacity });
                 t += dur + (rng.range(3.0, 6.0) * SEC as f64) as i64;
             }
         }
-        let mut model = Self {
-            capacity,
-            nominal_read,
-            checkpoints: cps,
-            write_by_sec: Vec::new(),
-            start,
-            seed,
-        };
+        let mut model = Self { capacity, nominal_read, checkpoints: cps, write_by_sec: Vec::new(), start, seed };
         // The main job: a 1 TB checkpoint every 10 minutes, slower when the pool is busy.
         let mut t = start + (rng.range(120.0, 480.0) * SEC as f64) as i64;
         let bytes = 1.0e12;
@@ -119,28 +95,17 @@ impl PoolModel {
             let busy = model.writes_at(t);
             let rate = (0.4 * capacity).min((capacity - busy).max(0.05 * capacity));
             let dur = (bytes / rate * SEC as f64) as i64;
-            model.checkpoints.push(Checkpoint {
-                job: 0,
-                start: t,
-                end: t + dur,
-                rate,
-            });
+            model.checkpoints.push(Checkpoint { job: 0, start: t, end: t + dur, rate });
             t += 600 * SEC + (rng.range(-5.0, 5.0) * SEC as f64) as i64;
         }
         model.checkpoints.sort_by_key(|c| c.start);
         let secs = ((end - start) / SEC + 120) as usize;
-        model.write_by_sec = (0..secs)
-            .map(|s| model.writes_at(start + s as i64 * SEC + SEC / 2))
-            .collect();
+        model.write_by_sec = (0..secs).map(|s| model.writes_at(start + s as i64 * SEC + SEC / 2)).collect();
         model
     }
 
     fn writes_at(&self, t: i64) -> f64 {
-        self.checkpoints
-            .iter()
-            .filter(|c| c.start <= t && t < c.end)
-            .map(|c| c.rate)
-            .sum()
+        self.checkpoints.iter().filter(|c| c.start <= t && t < c.end).map(|c| c.rate).sum()
     }
 
     /// Total write rate (bytes/s) around `t` (one-second resolution).
@@ -163,9 +128,7 @@ impl PoolModel {
 
     /// Whether job `job` starts a checkpoint in `[a, b)`.
     pub(crate) fn checkpoint_starts(&self, job: usize, a: i64, b: i64) -> bool {
-        self.checkpoints
-            .iter()
-            .any(|c| c.job == job && c.start >= a && c.start < b)
+        self.checkpoints.iter().any(|c| c.job == job && c.start >= a && c.start < b)
     }
 
     /// The pool state at `t`.
@@ -182,8 +145,7 @@ impl PoolModel {
         let read_mean = BASE_READ_LAT_S * queueing * fault.read_mult * noise;
         let tail = 4.5 * fault.p99_mult * (1.0 + 0.25 * hash_normal(self.seed, 14, sec).abs());
         let write_mean = BASE_WRITE_LAT_S * queueing * fault.write_mult * noise;
-        let queue_depth =
-            self.nominal_read / READ_OP_BYTES * read_mean + writes / WRITE_OP_BYTES * write_mean;
+        let queue_depth = self.nominal_read / READ_OP_BYTES * read_mean + writes / WRITE_OP_BYTES * write_mean;
         PoolState {
             read_mean,
             read_p50: read_mean * 0.6,

@@ -47,13 +47,7 @@ pub(crate) struct SwitchEmitter {
 
 impl SwitchEmitter {
     /// Registers the series of every cabled port of every switch.
-    pub(crate) fn new(
-        world: &World<'_>,
-        sink: &mut Sink,
-        interval: i64,
-        start: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(world: &World<'_>, sink: &mut Sink, interval: i64, start: i64, seed: u64) -> Self {
         let c = world.cluster;
         let mut rng = Rng::stream(seed, 0x5A1);
         let mut switches = Vec::new();
@@ -81,28 +75,15 @@ impl SwitchEmitter {
                         PortState { ids, counters }
                     })
                     .collect();
-                let scraper =
-                    Scraper::new(interval, start, Rng::stream(seed, 0x5A2_0000 + s as u64));
-                switches.push(SwitchState {
-                    host,
-                    scraper,
-                    ports,
-                });
+                let scraper = Scraper::new(interval, start, Rng::stream(seed, 0x5A2_0000 + s as u64));
+                switches.push(SwitchState { host, scraper, ports });
             }
         }
-        Self {
-            switches,
-            rng: Rng::stream(seed, 0x5A3),
-        }
+        Self { switches, rng: Rng::stream(seed, 0x5A3) }
     }
 
     /// Scrapes every switch once for the tick starting at `tick_start`.
-    pub(crate) fn tick(
-        &mut self,
-        world: &World<'_>,
-        tick_start: i64,
-        sink: &mut Sink,
-    ) -> Result<(), SimError> {
+    pub(crate) fn tick(&mut self, world: &World<'_>, tick_start: i64, sink: &mut Sink) -> Result<(), SimError> {
         let c = world.cluster;
         let plan = world.plan;
         let server_nics = c.servers.iter().map(|s| s.nics.len()).sum::<usize>().max(1) as f64;
@@ -128,30 +109,21 @@ impl SwitchEmitter {
                         let (reads, writes) = *pool.get_or_insert_with(|| world.pool_traffic(a, b));
                         (writes / server_nics, reads / server_nics)
                     }
-                    Peer::Switch {
-                        switch: peer,
-                        port: pp,
-                    } => {
+                    Peer::Switch { switch: peer, port: pp } => {
                         let (leaf, weight, up_is_tx) = if sw.spine {
                             (peer, c.switches[peer].ports[pp].weight, false)
                         } else {
                             (s, port.weight, true)
                         };
-                        let (up, down) =
-                            *leaf_up[leaf].get_or_insert_with(|| world.leaf_up(leaf, a, b));
-                        if up_is_tx {
-                            (up * weight, down * weight)
-                        } else {
-                            (down * weight, up * weight)
-                        }
+                        let (up, down) = *leaf_up[leaf].get_or_insert_with(|| world.leaf_up(leaf, a, b));
+                        if up_is_tx { (up * weight, down * weight) } else { (down * weight, up * weight) }
                     }
                 };
                 let noise = self.rng.lognormal(0.01);
                 inc[TX] = tx * noise;
                 inc[RX] = rx * noise;
                 let active = (rx / (dt * 2e9)).min(1.0);
-                inc[XMIT_WAIT] =
-                    inc[TX] * if uplink { 6e-5 } else { 1e-5 } * self.rng.lognormal(0.3);
+                inc[XMIT_WAIT] = inc[TX] * if uplink { 6e-5 } else { 1e-5 } * self.rng.lognormal(0.3);
                 inc[DISCARDS] = self.rng.poisson(if uplink { 1e-4 * dt } else { 0.0 }) as f64;
                 if plan.port == Some((s, p)) {
                     if plan.nic.is_some() {
@@ -185,11 +157,7 @@ impl SwitchEmitter {
                     ps.counters[i] = (ps.counters[i] + inc[i].round()).min(limit);
                     let v = if i == TX || i == RX {
                         let words = (ps.counters[i] / 4.0).floor();
-                        if sw.counters_32bit {
-                            words % WRAP_32
-                        } else {
-                            words
-                        }
+                        if sw.counters_32bit { words % WRAP_32 } else { words }
                     } else {
                         ps.counters[i]
                     };

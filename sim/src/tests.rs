@@ -22,21 +22,12 @@ struct Bundle {
 
 fn read_parquet(path: &Path) -> Vec<RecordBatch> {
     let file = File::open(path).unwrap();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
     reader.map(|b| b.unwrap()).collect()
 }
 
 fn small(scenario: Scenario, seed: u64) -> SimConfig {
-    SimConfig {
-        scenario,
-        nodes: 4,
-        minutes: 4,
-        seed,
-        ..SimConfig::default()
-    }
+    SimConfig { scenario, nodes: 4, minutes: 4, seed, ..SimConfig::default() }
 }
 
 fn run(cfg: &SimConfig) -> Bundle {
@@ -44,11 +35,7 @@ fn run(cfg: &SimConfig) -> Bundle {
     let summary = simulate(cfg, dir.path()).unwrap();
     let samples = read_parquet(&dir.path().join("samples.parquet"));
     check_bundle(dir.path(), &summary, &samples);
-    Bundle {
-        _dir: dir,
-        summary,
-        samples,
-    }
+    Bundle { _dir: dir, summary, samples }
 }
 
 /// Structural checks every bundle must pass.
@@ -61,56 +48,32 @@ fn check_bundle(dir: &Path, summary: &SimSummary, samples: &[RecordBatch]) {
     let mut series = HashSet::new();
     let mut hosts = HashSet::new();
     for b in samples {
-        let label_cols: Vec<_> = (4..b.num_columns())
-            .map(|i| b.column(i).as_string::<i32>())
-            .collect();
+        let label_cols: Vec<_> = (4..b.num_columns()).map(|i| b.column(i).as_string::<i32>()).collect();
         let host = b.column(1).as_string::<i32>();
         let metric = b.column(2).as_string::<i32>();
         for i in 0..b.num_rows() {
-            let labels: Vec<Option<&str>> = label_cols
-                .iter()
-                .map(|c| c.is_valid(i).then(|| c.value(i)))
-                .collect();
-            series.insert((
-                host.value(i).to_string(),
-                metric.value(i).to_string(),
-                format!("{labels:?}"),
-            ));
+            let labels: Vec<Option<&str>> = label_cols.iter().map(|c| c.is_valid(i).then(|| c.value(i))).collect();
+            series.insert((host.value(i).to_string(), metric.value(i).to_string(), format!("{labels:?}")));
             hosts.insert(host.value(i).to_string());
         }
     }
     assert_eq!(series.len() as u64, summary.series);
-    let truth: Truth =
-        serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let truth: Truth = serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
     assert_eq!(truth, summary.truth);
     for h in &hosts {
         assert!(truth.clocks.contains_key(h), "host {h} has no true clock");
     }
-    let topo: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("topology.json")).unwrap()).unwrap();
+    let topo: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("topology.json")).unwrap()).unwrap();
     assert_eq!(topo["nodes"].as_array().map(Vec::len), Some(truth.nodes));
-    assert!(
-        topo["switches"].as_array().is_some_and(|s| s
-            .iter()
-            .filter(|s| s["tier"] == "spine")
-            .count()
-            >= 2)
-    );
-    let jobs: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("jobs.json")).unwrap()).unwrap();
+    assert!(topo["switches"].as_array().is_some_and(|s| s.iter().filter(|s| s["tier"] == "spine").count() >= 2));
+    let jobs: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("jobs.json")).unwrap()).unwrap();
     assert_eq!(jobs[0]["job"], "llm-70b");
     assert_eq!(jobs[0]["storage_pool"], jobs[1]["storage_pool"]);
-    let sync: usize = read_parquet(&dir.join("clock_sync.parquet"))
-        .iter()
-        .map(|b| b.num_rows())
-        .sum();
+    let sync: usize = read_parquet(&dir.join("clock_sync.parquet")).iter().map(|b| b.num_rows()).sum();
     assert_eq!(sync as u64, summary.clock_exchanges);
     let mut chain = truth.chain.iter().map(|l| l.onset_ns).collect::<Vec<_>>();
     chain.sort_unstable();
-    assert_eq!(
-        chain,
-        truth.chain.iter().map(|l| l.onset_ns).collect::<Vec<_>>()
-    );
+    assert_eq!(chain, truth.chain.iter().map(|l| l.onset_ns).collect::<Vec<_>>());
 }
 
 /// Reference time of a sample stamped `local` by `host`.
@@ -133,19 +96,14 @@ impl Bundle {
             let metrics = b.column(2).as_string::<i32>();
             let times = b.column(0).as_primitive::<Int64Type>();
             let values = b.column(3).as_primitive::<Float64Type>();
-            let cols: Vec<_> = labels
-                .iter()
-                .map(|(k, v)| (b.column_by_name(k).unwrap().as_string::<i32>(), *v))
-                .collect();
+            let cols: Vec<_> =
+                labels.iter().map(|(k, v)| (b.column_by_name(k).unwrap().as_string::<i32>(), *v)).collect();
             for i in 0..b.num_rows() {
                 if metrics.value(i) != metric || host.is_some_and(|h| hosts.value(i) != h) {
                     continue;
                 }
                 if cols.iter().all(|(c, v)| c.is_valid(i) && c.value(i) == *v) {
-                    out.push((
-                        to_ref(self.truth(), hosts.value(i), times.value(i)),
-                        values.value(i),
-                    ));
+                    out.push((to_ref(self.truth(), hosts.value(i), times.value(i)), values.value(i)));
                 }
             }
         }
@@ -155,11 +113,7 @@ impl Bundle {
 
     /// Increase of a counter per second over `[a, b)`.
     fn rate(&self, metric: &str, host: &str, labels: &[(&str, &str)], a: i64, b: i64) -> f64 {
-        let s: Vec<_> = self
-            .select(metric, Some(host), labels)
-            .into_iter()
-            .filter(|x| x.0 >= a && x.0 < b)
-            .collect();
+        let s: Vec<_> = self.select(metric, Some(host), labels).into_iter().filter(|x| x.0 >= a && x.0 < b).collect();
         match (s.first(), s.last()) {
             (Some(f), Some(l)) if l.0 > f.0 => (l.1 - f.1) / ((l.0 - f.0) as f64 / 1e9),
             _ => 0.0,
@@ -177,12 +131,8 @@ impl Bundle {
 
     /// Quantile `q` of a series' values in `[a, b)` (all hosts).
     fn quantile(&self, metric: &str, labels: &[(&str, &str)], a: i64, b: i64, q: f64) -> f64 {
-        let mut v: Vec<f64> = self
-            .select(metric, None, labels)
-            .into_iter()
-            .filter(|x| x.0 >= a && x.0 < b)
-            .map(|x| x.1)
-            .collect();
+        let mut v: Vec<f64> =
+            self.select(metric, None, labels).into_iter().filter(|x| x.0 >= a && x.0 < b).map(|x| x.1).collect();
         assert!(!v.is_empty(), "no samples of {metric} {labels:?}");
         v.sort_by(f64::total_cmp);
         v[((v.len() - 1) as f64 * q) as usize]
@@ -194,12 +144,7 @@ impl Bundle {
         let slow = t.slowdown_onset_ns.expect("a slowdown onset");
         assert!(slow > self.onset(), "slowdown before the fault");
         let rank = [("job", "llm-70b"), ("rank", "0")];
-        let before = self.median(
-            "train_step_duration_seconds",
-            &rank,
-            t.start_ns,
-            self.onset(),
-        );
+        let before = self.median("train_step_duration_seconds", &rank, t.start_ns, self.onset());
         let after = self.median("train_step_duration_seconds", &rank, slow, t.end_ns);
         assert!(after > factor * before, "step time {before} -> {after}");
         assert!((before - t.baseline_step_seconds).abs() < 0.05 * before);
@@ -223,16 +168,9 @@ fn healthy_run_has_no_step_change_and_wrapping_switch_counters() {
     assert!((second / first - 1.0).abs() < 0.05, "{first} vs {second}");
     // The storage leaf's 32-bit data counters wrap under storage load.
     let leaf = &t.wrapping_counters[0];
-    let tx = b.select(
-        "infiniband_switch_port_transmit_data_bytes_total",
-        Some(leaf),
-        &[("port", "1")],
-    );
+    let tx = b.select("infiniband_switch_port_transmit_data_bytes_total", Some(leaf), &[("port", "1")]);
     assert!(tx.iter().all(|x| x.1 < 4_294_967_296.0));
-    assert!(
-        tx.windows(2).any(|w| w[1].1 < w[0].1),
-        "no wrap on {leaf}:1"
-    );
+    assert!(tx.windows(2).any(|w| w[1].1 < w[0].1), "no wrap on {leaf}:1");
     // Read through the catalog, a wrap is a wrap (not a reset) and the octets/4 unit is
     // scaled to bytes exactly once.
     let catalog = lockstep_engine::metrics::MetricCatalog::builtin();
@@ -248,10 +186,7 @@ fn healthy_run_has_no_step_change_and_wrapping_switch_counters() {
     assert_eq!(wait.counter_bits(), Some(32));
     // Samples are stamped in host clocks: mapped through the truth they land inside the run.
     let all = b.select("DCGM_FI_DEV_GPU_UTIL", None, &[]);
-    assert!(
-        all.iter()
-            .all(|x| x.0 > t.start_ns - 2 * SEC && x.0 < t.end_ns + 2 * SEC)
-    );
+    assert!(all.iter().all(|x| x.0 > t.start_ns - 2 * SEC && x.0 < t.end_ns + 2 * SEC));
 }
 
 #[test]
@@ -262,55 +197,20 @@ fn ib_link_errors_raise_errors_then_collective_and_step_time() {
     let device = dev.trim_end_matches(":1");
     let labels = [("device", device), ("port", "1")];
     let o = b.onset();
-    let before = b.rate(
-        "node_infiniband_symbol_error_total",
-        &host,
-        &labels,
-        t.start_ns,
-        o,
-    );
-    let after = b.rate(
-        "node_infiniband_symbol_error_total",
-        &host,
-        &labels,
-        o + 10 * SEC,
-        o + 40 * SEC,
-    );
-    assert!(
-        before < 0.5 && after > 10.0,
-        "symbol errors/s {before} -> {after}"
-    );
+    let before = b.rate("node_infiniband_symbol_error_total", &host, &labels, t.start_ns, o);
+    let after = b.rate("node_infiniband_symbol_error_total", &host, &labels, o + 10 * SEC, o + 40 * SEC);
+    assert!(before < 0.5 && after > 10.0, "symbol errors/s {before} -> {after}");
     let (sw, port) = t.related_entities[0].split_once(':').unwrap();
-    let sw_after = b.rate(
-        "infiniband_switch_port_symbol_error_total",
-        sw,
-        &[("port", port)],
-        o + 10 * SEC,
-        o + 40 * SEC,
-    );
+    let sw_after =
+        b.rate("infiniband_switch_port_symbol_error_total", sw, &[("port", port)], o + 10 * SEC, o + 40 * SEC);
     assert!(sw_after > 2.0, "switch end {sw_after}");
     let exec = [("slurm_job_id", "llm-70b"), ("rank", "5")];
-    let e0 = b.median(
-        "nccl_collective_exec_time_microseconds",
-        &exec,
-        t.start_ns,
-        o,
-    );
-    let e1 = b.median(
-        "nccl_collective_exec_time_microseconds",
-        &exec,
-        o + 15 * SEC,
-        t.end_ns,
-    );
+    let e0 = b.median("nccl_collective_exec_time_microseconds", &exec, t.start_ns, o);
+    let e1 = b.median("nccl_collective_exec_time_microseconds", &exec, o + 15 * SEC, t.end_ns);
     assert!(e1 > 2.0 * e0, "exec {e0} -> {e1}");
     b.assert_step_time_rises(1.15);
     // Errors lead: the first collective link in the chain comes after the error links.
-    let first_coll = t
-        .chain
-        .iter()
-        .find(|l| l.signal.starts_with("nccl"))
-        .unwrap()
-        .onset_ns;
+    let first_coll = t.chain.iter().find(|l| l.signal.starts_with("nccl")).unwrap().onset_ns;
     assert!(first_coll - o >= SEC && first_coll - o <= 3 * SEC);
 }
 
@@ -325,37 +225,15 @@ fn roce_congestion_shows_ecn_cnp_and_drops_at_the_slow_receiver() {
     let before = b.rate(ecn, &host, &labels, t.start_ns, o);
     let after = b.rate(ecn, &host, &labels, o + 10 * SEC, t.end_ns);
     assert!(after > 20.0 * before.max(1.0), "ecn {before} -> {after}");
-    assert_eq!(
-        b.rate(
-            "node_infiniband_out_of_buffer_drops_total",
-            &host,
-            &labels,
-            t.start_ns,
-            o
-        ),
-        0.0
-    );
-    assert!(
-        b.rate(
-            "node_infiniband_out_of_buffer_drops_total",
-            &host,
-            &labels,
-            o + 10 * SEC,
-            t.end_ns
-        ) > 10.0
-    );
+    assert_eq!(b.rate("node_infiniband_out_of_buffer_drops_total", &host, &labels, t.start_ns, o), 0.0);
+    assert!(b.rate("node_infiniband_out_of_buffer_drops_total", &host, &labels, o + 10 * SEC, t.end_ns) > 10.0);
     let (shost, sdev) = Bundle::split_entity(&t.related_entities[1]);
     let slabels = [("device", sdev.trim_end_matches(":1")), ("port", "1")];
     let cnp = "node_infiniband_rp_cnp_packets_handled_total";
     assert!(
-        b.rate(cnp, &shost, &slabels, o + 10 * SEC, t.end_ns)
-            > 10.0 * b.rate(cnp, &shost, &slabels, t.start_ns, o)
+        b.rate(cnp, &shost, &slabels, o + 10 * SEC, t.end_ns) > 10.0 * b.rate(cnp, &shost, &slabels, t.start_ns, o)
     );
-    assert!(
-        b.select("infiniband_switch_port_symbol_error_total", None, &[])
-            .is_empty(),
-        "no IB exporter on RoCE"
-    );
+    assert!(b.select("infiniband_switch_port_symbol_error_total", None, &[]).is_empty(), "no IB exporter on RoCE");
     b.assert_step_time_rises(1.1);
 }
 
@@ -370,23 +248,11 @@ fn storage_latency_slows_data_loading_then_steps() {
     assert!(l1 > 8.0 * l0, "read p50 {l0} -> {l1}");
     let wait = [("job", "llm-70b"), ("rank", "2")];
     let w0 = b.median("dataloader_wait_seconds", &wait, t.start_ns, o);
-    let w1 = b.median(
-        "dataloader_wait_seconds",
-        &wait,
-        t.slowdown_onset_ns.unwrap(),
-        t.end_ns,
-    );
+    let w1 = b.median("dataloader_wait_seconds", &wait, t.slowdown_onset_ns.unwrap(), t.end_ns);
     assert!(w0 < 0.02 && w1 > 0.2, "wait {w0} -> {w1}");
     b.assert_step_time_rises(1.15);
-    let wait_link = t
-        .chain
-        .iter()
-        .find(|l| l.signal == "dataloader_wait_seconds")
-        .unwrap();
-    assert!(
-        wait_link.onset_ns > o,
-        "data-loader waits start after the storage fault"
-    );
+    let wait_link = t.chain.iter().find(|l| l.signal == "dataloader_wait_seconds").unwrap();
+    assert!(wait_link.onset_ns > o, "data-loader waits start after the storage fault");
 }
 
 #[test]
@@ -414,44 +280,19 @@ fn dataloader_starvation_of_one_rank_makes_the_others_wait() {
     let t = b.truth();
     let o = b.onset();
     let node = t.fault_entity.as_deref().unwrap();
-    let p0 = b.rate(
-        "node_pressure_cpu_waiting_seconds_total",
-        node,
-        &[],
-        t.start_ns,
-        o,
-    );
-    let p1 = b.rate(
-        "node_pressure_cpu_waiting_seconds_total",
-        node,
-        &[],
-        o + 10 * SEC,
-        t.end_ns,
-    );
+    let p0 = b.rate("node_pressure_cpu_waiting_seconds_total", node, &[], t.start_ns, o);
+    let p1 = b.rate("node_pressure_cpu_waiting_seconds_total", node, &[], o + 10 * SEC, t.end_ns);
     assert!(p1 > 5.0 * p0, "cpu pressure {p0} -> {p1}");
     let slow = t.slowdown_onset_ns.unwrap();
     let starved = t.fault_rank.unwrap().to_string();
     let other = ((t.fault_rank.unwrap() + 9) % 24).to_string();
-    let wait = b.median(
-        "dataloader_wait_seconds",
-        &[("job", "llm-70b"), ("rank", &starved)],
-        slow,
-        t.end_ns,
-    );
+    let wait = b.median("dataloader_wait_seconds", &[("job", "llm-70b"), ("rank", &starved)], slow, t.end_ns);
     assert!(wait > 0.3, "starved rank waits {wait}");
     let exec = |rank: &str, a, z| {
-        b.median(
-            "nccl_collective_exec_time_microseconds",
-            &[("slurm_job_id", "llm-70b"), ("rank", rank)],
-            a,
-            z,
-        )
+        b.median("nccl_collective_exec_time_microseconds", &[("slurm_job_id", "llm-70b"), ("rank", rank)], a, z)
     };
     assert!(exec(&other, slow, t.end_ns) > 2.0 * exec(&other, t.start_ns, o));
-    assert!(
-        exec(&starved, slow, t.end_ns) < 0.5 * exec(&other, slow, t.end_ns),
-        "the starved rank arrives last"
-    );
+    assert!(exec(&starved, slow, t.end_ns) < 0.5 * exec(&other, slow, t.end_ns), "the starved rank arrives last");
     b.assert_step_time_rises(1.15);
 }
 
@@ -462,44 +303,19 @@ fn thermal_throttle_heats_then_slows_one_gpu_and_everyone_waits() {
     let (host, gpu) = Bundle::split_entity(t.fault_entity.as_deref().unwrap());
     let idx = gpu.trim_start_matches("gpu");
     let labels = [("gpu", idx)];
-    let throttle = t
-        .chain
-        .iter()
-        .find(|l| l.signal == "DCGM_FI_DEV_SM_CLOCK")
-        .unwrap()
-        .onset_ns;
+    let throttle = t.chain.iter().find(|l| l.signal == "DCGM_FI_DEV_SM_CLOCK").unwrap().onset_ns;
     let temps = b.select("DCGM_FI_DEV_GPU_TEMP", Some(&host), &labels);
     assert!(temps.iter().filter(|x| x.0 < b.onset()).all(|x| x.1 < 80.0));
     assert!(temps.iter().filter(|x| x.0 > throttle).all(|x| x.1 >= 84.0));
     let clocks = b.select("DCGM_FI_DEV_SM_CLOCK", Some(&host), &labels);
-    assert!(
-        clocks
-            .iter()
-            .filter(|x| x.0 > throttle + 10 * SEC)
-            .all(|x| x.1 < 1400.0)
-    );
+    assert!(clocks.iter().filter(|x| x.0 > throttle + 10 * SEC).all(|x| x.1 < 1400.0));
     let reasons = b.select("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Some(&host), &labels);
-    assert!(
-        reasons
-            .iter()
-            .filter(|x| x.0 > throttle + SEC)
-            .all(|x| (x.1 as u32) & 0x20 != 0)
-    );
-    assert!(
-        reasons
-            .iter()
-            .filter(|x| x.0 < b.onset())
-            .all(|x| (x.1 as u32) & 0x60 == 0)
-    );
+    assert!(reasons.iter().filter(|x| x.0 > throttle + SEC).all(|x| (x.1 as u32) & 0x20 != 0));
+    assert!(reasons.iter().filter(|x| x.0 < b.onset()).all(|x| (x.1 as u32) & 0x60 == 0));
     let rank = t.fault_rank.unwrap();
     let other = ((rank + 5) % 24).to_string();
     let exec = |r: &str, a, z| {
-        b.median(
-            "nccl_collective_exec_time_microseconds",
-            &[("slurm_job_id", "llm-70b"), ("rank", r)],
-            a,
-            z,
-        )
+        b.median("nccl_collective_exec_time_microseconds", &[("slurm_job_id", "llm-70b"), ("rank", r)], a, z)
     };
     let slow = t.slowdown_onset_ns.unwrap();
     assert!(exec(&other, slow, t.end_ns) > 2.0 * exec(&other, t.start_ns, b.onset()));
@@ -525,20 +341,8 @@ fn storage_over_fabric_turns_a_bad_link_into_storage_latency() {
     assert!(t.fault_domain == "network" && t.bottleneck == "storage");
     let job = [("slurm_job_id", "llm-70b")];
     let slow = t.slowdown_onset_ns.unwrap();
-    let x0 = b.quantile(
-        "nccl_collective_exec_time_microseconds",
-        &job,
-        t.start_ns,
-        o,
-        0.01,
-    );
-    let x1 = b.quantile(
-        "nccl_collective_exec_time_microseconds",
-        &job,
-        slow,
-        t.end_ns,
-        0.01,
-    );
+    let x0 = b.quantile("nccl_collective_exec_time_microseconds", &job, t.start_ns, o, 0.01);
+    let x1 = b.quantile("nccl_collective_exec_time_microseconds", &job, slow, t.end_ns, 0.01);
     assert!(x1 < 1.2 * x0, "transfer time {x0} -> {x1}");
     b.assert_step_time_rises(1.1);
 }
@@ -546,10 +350,7 @@ fn storage_over_fabric_turns_a_bad_link_into_storage_latency() {
 #[test]
 fn clock_sync_exchanges_match_the_true_clocks() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SimConfig {
-        minutes: 2,
-        ..small(Scenario::Healthy, 21)
-    };
+    let cfg = SimConfig { minutes: 2, ..small(Scenario::Healthy, 21) };
     let summary = simulate(&cfg, dir.path()).unwrap();
     let truth = &summary.truth;
     let mut errors: std::collections::HashMap<String, Vec<i64>> = Default::default();
@@ -559,36 +360,24 @@ fn clock_sync_exchanges_match_the_true_clocks() {
         let (t1, t2, t3, t4) = (col(1), col(2), col(3), col(4));
         for i in 0..b.num_rows() {
             let c = truth.clocks[host.value(i)];
-            let true_offset = c.offset_ns
-                + ((t2.value(i) - truth.start_ns) as i128 * c.drift_ppb as i128 / 1_000_000_000)
-                    as i64;
+            let true_offset =
+                c.offset_ns + ((t2.value(i) - truth.start_ns) as i128 * c.drift_ppb as i128 / 1_000_000_000) as i64;
             assert!(t1.value(i) < t4.value(i) && t2.value(i) < t3.value(i));
-            assert!(
-                t2.value(i) - t1.value(i) >= 2_000 - true_offset - 1_000,
-                "forward delay below the minimum"
-            );
+            assert!(t2.value(i) - t1.value(i) >= 2_000 - true_offset - 1_000, "forward delay below the minimum");
             let est = ((t1.value(i) - t2.value(i)) + (t4.value(i) - t3.value(i))) / 2;
-            errors
-                .entry(host.value(i).to_string())
-                .or_default()
-                .push(est - true_offset);
+            errors.entry(host.value(i).to_string()).or_default().push(est - true_offset);
         }
     }
     assert_eq!(errors.len(), truth.clocks.len(), "every host exchanges");
     let mut offsets: Vec<i64> = truth.clocks.values().map(|c| c.offset_ns.abs()).collect();
     offsets.sort_unstable();
-    assert!(
-        offsets[offsets.len() - 1] > 500_000_000 && offsets[offsets.len() - 1] <= 2_000_000_000
-    );
+    assert!(offsets[offsets.len() - 1] > 500_000_000 && offsets[offsets.len() - 1] <= 2_000_000_000);
     assert!(truth.clocks.values().all(|c| c.drift_ppb.abs() <= 50_000));
     for (host, mut e) in errors {
         assert!(e.len() >= 20, "{host} has {} exchanges", e.len());
         e.sort_unstable();
         let median = e[e.len() / 2];
-        assert!(
-            (-60_000..0).contains(&median),
-            "{host}: median offset error {median} ns"
-        );
+        assert!((-60_000..0).contains(&median), "{host}: median offset error {median} ns");
     }
 }
 
@@ -596,15 +385,9 @@ fn clock_sync_exchanges_match_the_true_clocks() {
 fn same_seed_same_bundle_other_seed_other_bundle() {
     let generate = |seed| {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = SimConfig {
-            minutes: 1,
-            ..small(Scenario::IbLinkErrors, seed)
-        };
+        let cfg = SimConfig { minutes: 1, ..small(Scenario::IbLinkErrors, seed) };
         let s = simulate(&cfg, dir.path()).unwrap();
-        (
-            std::fs::read(dir.path().join("samples.parquet")).unwrap(),
-            s.truth,
-        )
+        (std::fs::read(dir.path().join("samples.parquet")).unwrap(), s.truth)
     };
     let (a, ta) = generate(5);
     let (b, tb) = generate(5);
@@ -616,23 +399,8 @@ fn same_seed_same_bundle_other_seed_other_bundle() {
 #[test]
 fn invalid_configs_are_rejected_with_the_field_named() {
     let dir = tempfile::tempdir().unwrap();
-    let err = simulate(
-        &SimConfig {
-            nodes: 2,
-            ..SimConfig::default()
-        },
-        dir.path(),
-    )
-    .err()
-    .map(|e| e.to_string());
+    let err = simulate(&SimConfig { nodes: 2, ..SimConfig::default() }, dir.path()).err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("nodes")));
-    let err = simulate(
-        &SimConfig {
-            sample_interval_ns: 0,
-            ..SimConfig::default()
-        },
-        dir.path(),
-    )
-    .err();
+    let err = simulate(&SimConfig { sample_interval_ns: 0, ..SimConfig::default() }, dir.path()).err();
     assert!(err.is_some_and(|e| e.kind() == lockstep_engine::ErrorKind::InvalidArgument));
 }

@@ -97,36 +97,21 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
     let sc = plan.scenario;
     let t0 = plan.onset;
     let dur = |r: &StepRecord| (r.end - r.start) as f64 / 1e9;
-    let mut before: Vec<f64> = run
-        .history
-        .iter()
-        .filter(|r| r.end < t0 && r.start >= run.start)
-        .map(dur)
-        .collect();
+    let mut before: Vec<f64> = run.history.iter().filter(|r| r.end < t0 && r.start >= run.start).map(dur).collect();
     let baseline = median(&mut before);
     let slow_idx = (sc != Scenario::Healthy)
         .then(|| {
             (0..run.history.len()).find(|&k| {
                 let r = &run.history[k];
-                let mut next: Vec<f64> = run.history[k..(k + 5).min(run.history.len())]
-                    .iter()
-                    .map(dur)
-                    .collect();
-                r.end >= t0
-                    && dur(r) > 1.1 * baseline
-                    && next.len() == 5
-                    && median(&mut next) > 1.1 * baseline
+                let mut next: Vec<f64> = run.history[k..(k + 5).min(run.history.len())].iter().map(dur).collect();
+                r.end >= t0 && dur(r) > 1.1 * baseline && next.len() == 5 && median(&mut next) > 1.1 * baseline
             })
         })
         .flatten();
     let slowdown = slow_idx.map(|k| run.history[k].end);
-    let faulted =
-        slow_idx.map(|k| median(&mut run.history[k..].iter().map(dur).collect::<Vec<_>>()));
-    let first_wait = run
-        .history
-        .iter()
-        .find(|r| r.start >= t0 && r.max_wait > WAIT_ONSET_NS)
-        .map(|r| r.start + r.max_wait);
+    let faulted = slow_idx.map(|k| median(&mut run.history[k..].iter().map(dur).collect::<Vec<_>>()));
+    let first_wait =
+        run.history.iter().find(|r| r.start >= t0 && r.max_wait > WAIT_ONSET_NS).map(|r| r.start + r.max_wait);
     let nic = |(n, k): (usize, usize)| cluster.nodes[n].nics[k].entity.clone();
     let port = |(s, p): (usize, usize)| cluster.switches[s].ports[p].entity.clone();
     let gpu = |(n, g): (usize, usize)| format!("{}/gpu{g}", cluster.nodes[n].name);
@@ -140,7 +125,11 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
     let mut related = Vec::new();
     let mut fault_rank = None;
     let (entity, description) = match sc {
-        Scenario::Healthy => (None, "healthy control run: no fault; natural noise, periodic checkpoints, red-herring error counters".to_string()),
+        Scenario::Healthy => (
+            None,
+            "healthy control run: no fault; natural noise, periodic checkpoints, red-herring error counters"
+                .to_string(),
+        ),
         Scenario::IbLinkErrors | Scenario::RoceCongestion => {
             let f = plan.nic.map(nic).unwrap_or_default();
             let sender = plan.sender.map(nic).unwrap_or_default();
@@ -158,9 +147,13 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
             chain.push(link(MAIN_JOB, "nccl_collective_exec_time_microseconds", effect));
             chain.push(link(MAIN_JOB, "DCGM_FI_PROF_SM_ACTIVE", effect));
             let what = if sc == Scenario::IbLinkErrors {
-                format!("degrading cable on {f}: symbol and receive errors, link recoveries and retransmits; all-reduce bandwidth of {MAIN_JOB} drops ~70%")
+                format!(
+                    "degrading cable on {f}: symbol and receive errors, link recoveries and retransmits; all-reduce bandwidth of {MAIN_JOB} drops ~70%"
+                )
             } else {
-                format!("slow RoCE receiver {f} (NIC PCIe link trained down): out-of-buffer drops, PFC back-pressure on its sender {sender}, ECN marks and CNPs; DCQCN cuts all-reduce bandwidth of {MAIN_JOB} ~60%")
+                format!(
+                    "slow RoCE receiver {f} (NIC PCIe link trained down): out-of-buffer drops, PFC back-pressure on its sender {sender}, ECN marks and CNPs; DCQCN cuts all-reduce bandwidth of {MAIN_JOB} ~60%"
+                )
             };
             (Some(f), what)
         }
@@ -169,13 +162,23 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
             chain.push(link(&server, "node_disk_read_time_seconds_total", t0));
             chain.push(link(POOL, "storage_read_latency_seconds", t0));
             related.push(server.clone());
-            (Some(POOL.to_string()), format!("degraded storage server {server} in {POOL}: read latency ~25x, queue depth up, capacity down; data loading of {MAIN_JOB} falls behind"))
+            (
+                Some(POOL.to_string()),
+                format!(
+                    "degraded storage server {server} in {POOL}: read latency ~25x, queue depth up, capacity down; data loading of {MAIN_JOB} falls behind"
+                ),
+            )
         }
         Scenario::CheckpointStorm => {
             chain.push(link(OTHER_JOB, "storage_write_bytes_total", t0));
             chain.push(link(POOL, "storage_read_latency_seconds", t0));
             related.push(OTHER_JOB.to_string());
-            (Some(POOL.to_string()), format!("checkpoint storm: {OTHER_JOB} writes checkpoints back to back (~18 s each, ~4 s apart) at pool saturation; {POOL} latency rises and data loading of {MAIN_JOB} falls behind"))
+            (
+                Some(POOL.to_string()),
+                format!(
+                    "checkpoint storm: {OTHER_JOB} writes checkpoints back to back (~18 s each, ~4 s apart) at pool saturation; {POOL} latency rises and data loading of {MAIN_JOB} falls behind"
+                ),
+            )
         }
         Scenario::DataloaderStarvation => {
             let (n, g) = plan.starved.unwrap_or_default();
@@ -183,7 +186,14 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
             fault_rank = Some(cluster.nodes[n].first_rank + g);
             chain.push(link(&node, "node_pressure_cpu_waiting_seconds_total", t0));
             related.push(gpu((n, g)));
-            (Some(node.clone()), format!("a CPU-hungry process on {node} steals the cores of rank {}'s data loader ({}); that rank waits for data and every other rank waits for it in the all-reduce", cluster.nodes[n].first_rank + g, gpu((n, g))))
+            (
+                Some(node.clone()),
+                format!(
+                    "a CPU-hungry process on {node} steals the cores of rank {}'s data loader ({}); that rank waits for data and every other rank waits for it in the all-reduce",
+                    cluster.nodes[n].first_rank + g,
+                    gpu((n, g))
+                ),
+            )
         }
         Scenario::ThermalThrottle => {
             let (n, g) = plan.gpu.unwrap_or_default();
@@ -194,7 +204,12 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
             chain.push(link(&e, "DCGM_FI_DEV_SM_CLOCK", plan.throttle_at));
             chain.push(link(MAIN_JOB, "nccl_collective_exec_time_microseconds", plan.throttle_at));
             related.push(cluster.nodes[n].name.clone());
-            (Some(e.clone()), format!("cooling failure on {e}: temperature climbs, thermal slowdown cuts its SM clock to ~1260 MHz; every other rank waits for it in the all-reduce"))
+            (
+                Some(e.clone()),
+                format!(
+                    "cooling failure on {e}: temperature climbs, thermal slowdown cuts its SM clock to ~1260 MHz; every other rank waits for it in the all-reduce"
+                ),
+            )
         }
         Scenario::StorageOverFabric => {
             let p = plan.port.map(port).unwrap_or_default();
@@ -203,7 +218,12 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
             chain.push(link(&peer, "infiniband_switch_port_transmit_wait_total", t0));
             chain.push(link(POOL, "storage_read_latency_seconds", effect));
             related.extend([peer.clone(), POOL.to_string()]);
-            (Some(p.clone()), format!("bad link {peer} -> {p} between the storage leaf and a spine: read replies are corrupted and retransmitted, {POOL} tail latency rises and data loading of {MAIN_JOB} falls behind; training collectives are unaffected"))
+            (
+                Some(p.clone()),
+                format!(
+                    "bad link {peer} -> {p} between the storage leaf and a spine: read replies are corrupted and retransmitted, {POOL} tail latency rises and data loading of {MAIN_JOB} falls behind; training collectives are unaffected"
+                ),
+            )
         }
     };
     let loader_bound = matches!(
@@ -231,12 +251,7 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
         red_herrings.push(port(plan.red_port));
     }
     let wrapping = if cluster.has_switch_metrics() {
-        cluster
-            .switches
-            .iter()
-            .filter(|s| s.counters_32bit)
-            .map(|s| s.name.clone())
-            .collect()
+        cluster.switches.iter().filter(|s| s.counters_32bit).map(|s| s.name.clone()).collect()
     } else {
         Vec::new()
     };
@@ -244,15 +259,7 @@ pub(crate) fn build(cluster: &Cluster, plan: &FaultPlan, run: &RunFacts<'_>) -> 
         .hosts
         .iter()
         .zip(run.clocks)
-        .map(|(h, c)| {
-            (
-                h.clone(),
-                ClockTruth {
-                    offset_ns: c.local(run.start) - run.start,
-                    drift_ppb: c.drift_ppb,
-                },
-            )
-        })
+        .map(|(h, c)| (h.clone(), ClockTruth { offset_ns: c.local(run.start) - run.start, drift_ppb: c.drift_ppb }))
         .collect();
     Truth {
         scenario: sc.name().to_string(),

@@ -154,13 +154,7 @@ pub(crate) struct JobSim {
 impl JobSim {
     /// A job whose first step starts at `start`; `speeds` holds a static speed factor per GPU of
     /// the cluster (node × 8 + gpu).
-    pub(crate) fn new(
-        job: usize,
-        cluster: &Cluster,
-        speeds: &[f64],
-        start: i64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(job: usize, cluster: &Cluster, speeds: &[f64], start: i64, seed: u64) -> Self {
         let mut rng = Rng::stream(seed, 0x10B0 + job as u64);
         let first_start = start - 30_000_000_000 - (rng.range(0.0, 2.0) * SEC_F) as i64;
         let ranks = cluster.jobs[job]
@@ -200,11 +194,7 @@ impl JobSim {
             let step = self.next_step(plan, pool);
             self.next_start = step.end + 4_000_000 + (self.rng.exp(1.0e6)) as i64;
             let max_wait = step.ranks.iter().map(|r| r.wait).max().unwrap_or(0);
-            self.history.push(StepRecord {
-                start: step.start,
-                end: step.end,
-                max_wait,
-            });
+            self.history.push(StepRecord { start: step.start, end: step.end, max_wait });
             self.steps.push_back(step);
         }
     }
@@ -212,26 +202,18 @@ impl JobSim {
     fn next_step(&mut self, plan: &FaultPlan, pool: &PoolModel) -> Step {
         let p = self.params;
         let s = self.next_start;
-        let pause = if self.job == 0 && pool.checkpoint_starts(0, self.last_ckpt_check, s) {
-            SNAPSHOT_PAUSE_NS
-        } else {
-            0
-        };
+        let pause =
+            if self.job == 0 && pool.checkpoint_starts(0, self.last_ckpt_check, s) { SNAPSHOT_PAUSE_NS } else { 0 };
         self.last_ckpt_check = s;
         let mut ranks = Vec::with_capacity(self.ranks.len());
         let mut last_enter = i64::MIN;
         for r in &mut self.ranks {
             // Produce this step's batch: it starts once the previous one is done and a slot is free.
-            let slot_free = if r.consumed.len() >= PREFETCH {
-                r.consumed.front().copied().unwrap_or(r.ready)
-            } else {
-                r.ready
-            };
+            let slot_free =
+                if r.consumed.len() >= PREFETCH { r.consumed.front().copied().unwrap_or(r.ready) } else { r.ready };
             let prod_start = r.ready.max(slot_free);
             let lat = pool.state(prod_start, plan).read_mean;
-            let cpu = p.cpu_core_s
-                * plan.cpu_factor(r.node, r.gpu, prod_start)
-                * self.rng.lognormal(0.06);
+            let cpu = p.cpu_core_s * plan.cpu_factor(r.node, r.gpu, prod_start) * self.rng.lognormal(0.06);
             let produce = (cpu + p.reads_per_batch * lat) / p.workers;
             r.ready = prod_start + (produce * SEC_F) as i64;
             let dequeue = (0.003 * self.rng.lognormal(0.4) * SEC_F) as i64;
@@ -241,10 +223,8 @@ impl JobSim {
             if r.consumed.len() > PREFETCH {
                 r.consumed.pop_front();
             }
-            let mut compute = p.compute_s
-                * r.speed
-                * plan.compute_factor(r.node, r.gpu, got)
-                * self.rng.lognormal(0.012);
+            let mut compute =
+                p.compute_s * r.speed * plan.compute_factor(r.node, r.gpu, got) * self.rng.lognormal(0.012);
             if self.rng.chance(0.0005) {
                 compute += (0.05 * self.rng.pareto(1.5)).min(1.5);
             }
@@ -258,23 +238,12 @@ impl JobSim {
             xfer += (0.02 * self.rng.pareto(1.3)).min(2.0);
         }
         let xfer_ns = (xfer * SEC_F) as i64;
-        let stall = if self.job == 0 {
-            plan.recovery_stall(last_enter, last_enter + xfer_ns)
-        } else {
-            0
-        };
+        let stall = if self.job == 0 { plan.recovery_stall(last_enter, last_enter + xfer_ns) } else { 0 };
         let xfer_end = last_enter + xfer_ns + stall;
         let end = xfer_end + (p.opt_s * self.rng.lognormal(0.05) * SEC_F) as i64;
         let index = self.next_index;
         self.next_index += 1;
-        Step {
-            index,
-            start: s,
-            xfer_start: last_enter,
-            xfer_end,
-            end,
-            ranks,
-        }
+        Step { index, start: s, xfer_start: last_enter, xfer_end, end, ranks }
     }
 
     /// Drops steps that ended before `before`.
@@ -306,8 +275,7 @@ impl JobSim {
         let mut xfers = 0.0;
         let mut steps = 0.0;
         for st in self.steps.iter().filter(|st| st.start < b && st.end > a) {
-            xfers += overlap(a, b, st.xfer_start, st.xfer_end)
-                / ((st.xfer_end - st.xfer_start).max(1) as f64 / SEC_F);
+            xfers += overlap(a, b, st.xfer_start, st.xfer_end) / ((st.xfer_end - st.xfer_start).max(1) as f64 / SEC_F);
             steps += overlap(a, b, st.start, st.end) / ((st.end - st.start).max(1) as f64 / SEC_F);
         }
         (xfers, steps)

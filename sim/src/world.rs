@@ -64,9 +64,7 @@ impl World<'_> {
     /// Bytes read from and written to the pool by all jobs during `[a, b)`.
     pub(crate) fn pool_traffic(&self, a: i64, b: i64) -> (f64, f64) {
         let reads = (0..self.jobs.len()).map(|j| self.job_reads(j, a, b)).sum();
-        let writes = (0..self.jobs.len())
-            .map(|j| self.pool.written(j, a, b))
-            .sum();
+        let writes = (0..self.jobs.len()).map(|j| self.pool.written(j, a, b)).sum();
         (reads, writes)
     }
 
@@ -77,19 +75,9 @@ impl World<'_> {
         }
         let mut up = 0.0;
         let mut down = 0.0;
-        for (i, node) in self
-            .cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.leaf == leaf)
-        {
+        for (i, node) in self.cluster.nodes.iter().enumerate().filter(|(_, n)| n.leaf == leaf) {
             let t = self.nic_traffic(i, a, b);
-            let cross = if self.job_spans_leaves(node.job) {
-                CROSS_LEAF_SHARE
-            } else {
-                0.0
-            };
+            let cross = if self.job_spans_leaves(node.job) { CROSS_LEAF_SHARE } else { 0.0 };
             up += NICS_PER_NODE as f64 * (t.coll * cross + t.writes);
             down += NICS_PER_NODE as f64 * (t.coll * cross + t.reads);
         }
@@ -119,11 +107,7 @@ impl Scraper {
     pub(crate) fn new(interval: i64, start: i64, mut rng: Rng) -> Self {
         let margin = (interval / 50).min(20_000_000);
         let phase = margin + (rng.f64() * (interval - 2 * margin).max(1) as f64) as i64;
-        Self {
-            phase,
-            prev: start + phase - interval,
-            rng,
-        }
+        Self { phase, prev: start + phase - interval, rng }
     }
 
     /// The window `[previous scrape, this scrape)` for the tick starting at `tick_start`.

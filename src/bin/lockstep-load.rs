@@ -98,7 +98,8 @@ fn to_columns(mut batch: WriteRequest) -> WriteRequest {
 /// Writes one client's batches as VictoriaMetrics JSON lines (timestamps floored to ms).
 fn dump_vm(path: &std::path::Path, defs: &[SeriesDefinition], batches: &[WriteRequest]) -> anyhow::Result<()> {
     use std::io::Write;
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
     for b in batches {
         for s in &b.series {
             let Some(d) = defs.get(s.r#ref as usize) else { continue };
@@ -110,7 +111,14 @@ fn dump_vm(path: &std::path::Path, defs: &[SeriesDefinition], batches: &[WriteRe
                 metric.insert(k.into(), v.into());
             }
             let mut t = 0i64;
-            let ts: Vec<i64> = s.timestamp_deltas.iter().map(|d| { t += d; t.div_euclid(1_000_000) }).collect();
+            let ts: Vec<i64> = s
+                .timestamp_deltas
+                .iter()
+                .map(|d| {
+                    t += d;
+                    t.div_euclid(1_000_000)
+                })
+                .collect();
             let line = serde_json::json!({"metric": metric, "values": s.values, "timestamps": ts});
             writeln!(out, "{line}")?;
         }
@@ -121,8 +129,21 @@ fn dump_vm(path: &std::path::Path, defs: &[SeriesDefinition], batches: &[WriteRe
 }
 
 /// Builds one client's series definitions and batches (fixed seed per client).
-fn build(client: usize, series: usize, points: usize, batches: usize, start_ns: i64) -> (Vec<SeriesDefinition>, Vec<WriteRequest>) {
-    let metrics = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "node_network_receive_bytes_total", "ib_port_xmit_data_total", "train_step_duration_seconds", "node_disk_written_bytes_total"];
+fn build(
+    client: usize,
+    series: usize,
+    points: usize,
+    batches: usize,
+    start_ns: i64,
+) -> (Vec<SeriesDefinition>, Vec<WriteRequest>) {
+    let metrics = [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "node_network_receive_bytes_total",
+        "ib_port_xmit_data_total",
+        "train_step_duration_seconds",
+        "node_disk_written_bytes_total",
+    ];
     let defs: Vec<SeriesDefinition> = (0..series)
         .map(|i| {
             let host = format!("c{client}-node-{:03}", i / 60);
@@ -232,7 +253,12 @@ fn authorized<T>(msg: T, token: &Option<String>) -> anyhow::Result<Request<T>> {
     Ok(req)
 }
 
-async fn run_client(channel: Channel, token: Option<String>, encoded: Encoded, window: usize) -> anyhow::Result<ClientResult> {
+async fn run_client(
+    channel: Channel,
+    token: Option<String>,
+    encoded: Encoded,
+    window: usize,
+) -> anyhow::Result<ClientResult> {
     let Encoded { defs, batches } = encoded;
     let mut client = tonic::client::Grpc::new(channel).max_decoding_message_size(64 << 20);
     let path = PathAndQuery::from_static("/lockstep.ingest.v1.Write/WriteStream");
@@ -352,7 +378,10 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         let mut channels = Vec::new();
         for _ in 0..clients {
-            let ch = Channel::from_shared(args.addr.clone())?.connect().await.with_context(|| format!("connecting {}", args.addr))?;
+            let ch = Channel::from_shared(args.addr.clone())?
+                .connect()
+                .await
+                .with_context(|| format!("connecting {}", args.addr))?;
             channels.push(ch);
         }
         let started = Instant::now();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_ingest::import::{ImportOptions, import_bundle};
-use lockstep_sim::simulate;
 use lockstep_query::QueryEngine;
+use lockstep_sim::simulate;
 
 use crate::output::{Format, print_batches};
 
@@ -82,27 +82,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let started = std::time::Instant::now();
     let summary = simulate(&cfg, &bundle)?;
-    println!("   {} series, {} samples, {:.1} MB bundle in {:.1} s", summary.series, summary.samples,
-        summary.bytes as f64 / 1e6, started.elapsed().as_secs_f64());
+    println!(
+        "   {} series, {} samples, {:.1} MB bundle in {:.1} s",
+        summary.series,
+        summary.samples,
+        summary.bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
 
     println!("== 2. importing into the embedded store {}", db.display());
     let store = Store::open(&db, StoreConfig { max_future_ns: None, ..Default::default() })?;
     let report = import_bundle(&store, &bundle, &ImportOptions::default(), &mut |_, _| {})?;
     store.compact(false)?;
     let manifest = store.manifest()?;
-    println!("   {} samples of {} series in {:.1} s ({:.1} M samples/s), {:.2} bytes/sample on disk",
-        report.samples, report.series, report.seconds, report.samples as f64 / report.seconds / 1e6,
-        manifest.total_bytes() as f64 / report.samples.max(1) as f64);
+    println!(
+        "   {} samples of {} series in {:.1} s ({:.1} M samples/s), {:.2} bytes/sample on disk",
+        report.samples,
+        report.series,
+        report.seconds,
+        report.samples as f64 / report.seconds / 1e6,
+        manifest.total_bytes() as f64 / report.samples.max(1) as f64
+    );
 
     let job = summary.truth.job.clone();
     let queries = [
-        ("step time per minute (p50 / max over ranks)", format!(
-            "SELECT date_bin(INTERVAL '1 minute', time) AS minute, round(median(value), 3) AS p50_s, round(max(value), 3) AS max_s \
-             FROM samples WHERE metric = 'train_step_duration_seconds' AND job = '{job}' GROUP BY 1 ORDER BY 1")),
-        ("fabric error counters with the largest increase (raw counters, per entity)",
+        (
+            "step time per minute (p50 / max over ranks)",
+            format!(
+                "SELECT date_bin(INTERVAL '1 minute', time) AS minute, round(median(value), 3) AS p50_s, round(max(value), 3) AS max_s \
+             FROM samples WHERE metric = 'train_step_duration_seconds' AND job = '{job}' GROUP BY 1 ORDER BY 1"
+            ),
+        ),
+        (
+            "fabric error counters with the largest increase (raw counters, per entity)",
             "SELECT entity, metric, max(value) - min(value) AS increase FROM samples \
              WHERE domain = 'network' AND (metric LIKE '%error%' OR metric LIKE '%discard%' OR metric LIKE '%downed%') \
-             GROUP BY entity, metric HAVING max(value) - min(value) > 0 ORDER BY increase DESC LIMIT 8".to_string()),
+             GROUP BY entity, metric HAVING max(value) - min(value) > 0 ORDER BY increase DESC LIMIT 8"
+                .to_string(),
+        ),
         ("jobs and their placement", "SELECT * FROM jobs".to_string()),
     ];
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -114,15 +131,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("== 4. diagnosis of {job} (lockstep diagnose --data-dir {} --job {job})", db.display());
     let store = engine.store();
-    let diagnosis = lockstep_query::diagnose::diagnose(store, &job, &lockstep_query::diagnose::DiagnoseOptions { lanes: true, ..Default::default() })?;
+    let diagnosis = lockstep_query::diagnose::diagnose(
+        store,
+        &job,
+        &lockstep_query::diagnose::DiagnoseOptions { lanes: true, ..Default::default() },
+    )?;
     print!("{}", lockstep_query::diagnose::text::render(&diagnosis));
     let report = args.dir.join("report.html");
     std::fs::write(&report, lockstep_query::diagnose::report::render(&diagnosis))
         .with_context(|| format!("writing {}", report.display()))?;
     println!("== verdict: {}", diagnosis.verdict);
     println!("== report: {}  (diagnosed in {} ms)", report.display(), diagnosis.elapsed_ms);
-    println!("== injected fault (truth.json): {} on {} ({}) at {}", summary.truth.scenario, summary.truth.fault_entity.as_deref().unwrap_or("none"),
-        summary.truth.fault_domain, summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns));
+    println!(
+        "== injected fault (truth.json): {} on {} ({}) at {}",
+        summary.truth.scenario,
+        summary.truth.fault_entity.as_deref().unwrap_or("none"),
+        summary.truth.fault_domain,
+        summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns)
+    );
     println!("== store: {}  (try: lockstep sql --data-dir {} \"SELECT ...\")", db.display(), db.display());
     Ok(())
 }

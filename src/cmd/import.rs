@@ -68,7 +68,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     store.compact(false).context("compacting after import")?;
     store.close().context("closing the store")?;
     let span = match report.time_span {
-        Some((lo, hi)) => format!("{} .. {} ({:.1} s)", crate::output::format_ns(lo), crate::output::format_ns(hi), (hi - lo) as f64 / 1e9),
+        Some((lo, hi)) => format!(
+            "{} .. {} ({:.1} s)",
+            crate::output::format_ns(lo),
+            crate::output::format_ns(hi),
+            (hi - lo) as f64 / 1e9
+        ),
         None => "empty".into(),
     };
     println!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
@@ -117,7 +122,12 @@ fn import_scrapes(args: Args) -> anyhow::Result<()> {
         Some((lo, hi)) => format!("{} .. {}", crate::output::format_ns(lo), crate::output::format_ns(hi)),
         None => "empty".into(),
     };
-    println!("imported {} samples of {} series from {} scrape file(s)", report.samples, report.series, args.paths.len());
+    println!(
+        "imported {} samples of {} series from {} scrape file(s)",
+        report.samples,
+        report.series,
+        args.paths.len()
+    );
     println!("time span: {span}");
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockstep_engine::{Store, StoreConfig};
-use lockstep_ingest::server::{memory, ServeOptions, Server, ServerConfig, TlsPem, TokenSet, check_exposure};
+use lockstep_ingest::server::{ServeOptions, Server, ServerConfig, TlsPem, TokenSet, check_exposure, memory};
 
 /// Arguments of `lockstep serve`.
 #[derive(Debug, clap::Args)]
@@ -79,42 +79,50 @@ fn parse_duration_secs(text: &str) -> Result<u64, String> {
         "w" => 604_800,
         other => return Err(format!("unknown duration unit {other:?} in {text:?} (use s, m, h, d or w)")),
     };
-    n.checked_mul(scale).filter(|&s| s > 0).ok_or_else(|| format!("duration {text:?} must be positive and below 2^64 s"))
+    n.checked_mul(scale)
+        .filter(|&s| s > 0)
+        .ok_or_else(|| format!("duration {text:?} must be positive and below 2^64 s"))
 }
 
 /// Background maintenance: every `interval`, heal a failing store (flush retry, WAL reopen),
 /// apply retention and compact at most one partition per step; while compaction has work it
 /// pauses as long as the step took, so it uses at most about half of one core.
-fn spawn_maintenance(store: Arc<Store>, interval: Duration, stop: Arc<std::sync::atomic::AtomicBool>) -> std::io::Result<std::thread::JoinHandle<()>> {
+fn spawn_maintenance(
+    store: Arc<Store>,
+    interval: Duration,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     use std::sync::atomic::Ordering;
-    std::thread::Builder::new()
-        .name("lockstep-maintenance".into())
-        .spawn(move || {
-            let mut wait = interval;
-            while !stop.load(Ordering::Relaxed) {
-                let deadline = std::time::Instant::now() + wait;
-                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50).min(wait));
-                }
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                store.heal();
-                let started = std::time::Instant::now();
-                wait = match store.compact_with(false, 1) {
-                    Ok(summary) if summary.partitions > 0 => {
-                        tracing::info!(files_in = summary.files_in, expired = summary.files_expired, "background compaction");
-                        started.elapsed().max(Duration::from_millis(10))
-                    }
-                    Ok(_) => interval,
-                    Err(e) => {
-                        store.metrics().maintenance_failures.fetch_add(1, Ordering::Relaxed);
-                        tracing::error!(error = %e, "background maintenance failed; retrying next interval");
-                        interval
-                    }
-                };
+    std::thread::Builder::new().name("lockstep-maintenance".into()).spawn(move || {
+        let mut wait = interval;
+        while !stop.load(Ordering::Relaxed) {
+            let deadline = std::time::Instant::now() + wait;
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50).min(wait));
             }
-        })
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            store.heal();
+            let started = std::time::Instant::now();
+            wait = match store.compact_with(false, 1) {
+                Ok(summary) if summary.partitions > 0 => {
+                    tracing::info!(
+                        files_in = summary.files_in,
+                        expired = summary.files_expired,
+                        "background compaction"
+                    );
+                    started.elapsed().max(Duration::from_millis(10))
+                }
+                Ok(_) => interval,
+                Err(e) => {
+                    store.metrics().maintenance_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "background maintenance failed; retrying next interval");
+                    interval
+                }
+            };
+        }
+    })
 }
 
 /// The `--config` TOML file. Every key is optional.
@@ -261,7 +269,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let retention = match (args.retention, &file.store.retention) {
         (Some(s), _) => Some(s),
-        (None, Some(text)) => Some(parse_duration_secs(text).map_err(|e| anyhow::anyhow!("config store.retention: {e}"))?),
+        (None, Some(text)) => {
+            Some(parse_duration_secs(text).map_err(|e| anyhow::anyhow!("config store.retention: {e}"))?)
+        }
         (None, None) => None,
     };
     store_config.retention_ns = retention.map(|s| i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1_000_000_000));
@@ -274,9 +284,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("opening store {}", args.store.data_dir.display()))?,
     );
     let stop_maintenance = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let maintenance = (maintenance_interval > 0).then(|| {
-        spawn_maintenance(store.clone(), Duration::from_secs(maintenance_interval), stop_maintenance.clone())
-    }).transpose().context("starting background maintenance")?;
+    let maintenance = (maintenance_interval > 0)
+        .then(|| spawn_maintenance(store.clone(), Duration::from_secs(maintenance_interval), stop_maintenance.clone()))
+        .transpose()
+        .context("starting background maintenance")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {
@@ -305,7 +316,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!(
         "stopped: {} samples accepted{}",
         report.samples_accepted,
-        if report.abandoned_writes > 0 { format!(", {} writes abandoned", report.abandoned_writes) } else { String::new() }
+        if report.abandoned_writes > 0 {
+            format!(", {} writes abandoned", report.abandoned_writes)
+        } else {
+            String::new()
+        }
     );
     Ok(())
 }
@@ -326,4 +341,3 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
         }
     })
 }
-

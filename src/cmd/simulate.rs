@@ -47,7 +47,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         summary.bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
-    println!("injected: {} ({}) on {} at {}", summary.truth.scenario, summary.truth.fault_domain,
-        summary.truth.fault_entity.as_deref().unwrap_or("none"), summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns));
+    println!(
+        "injected: {} ({}) on {} at {}",
+        summary.truth.scenario,
+        summary.truth.fault_domain,
+        summary.truth.fault_entity.as_deref().unwrap_or("none"),
+        summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns)
+    );
     Ok(())
 }

@@ -58,10 +58,8 @@ fn effect_before_cause_bundle(dir: &Path, with_sync: bool) {
     for i in 0..60 {
         let r = T + i * S;
         let errors = if i >= 10 { (i - 9) * 40 } else { 0 };
-        samples.push_str(&format!(
-            "{},leaf-1,infiniband_switch_port_symbol_error_total,{errors},leaf-1,17,\n",
-            r + 5 * S
-        ));
+        samples
+            .push_str(&format!("{},leaf-1,infiniband_switch_port_symbol_error_total,{errors},leaf-1,17,\n", r + 5 * S));
         let exec = if i >= 12 { 9000.0 } else { 3000.0 };
         samples.push_str(&format!("{r},node-01,nccl_collective_exec_time_microseconds,{exec},,,0\n"));
     }
@@ -133,7 +131,8 @@ fn later_clock_sync_changes_time_without_reimport() {
     let store = open(&tmp.path().join("db"));
     let report = import(&store, &bundle).unwrap();
     assert_eq!(report.clock_version, 0);
-    let q = "SELECT min(time) AS t, min(local_time) AS l, max(time_uncertainty) AS u FROM samples WHERE host = 'leaf-1'";
+    let q =
+        "SELECT min(time) AS t, min(local_time) AS l, max(time_uncertainty) AS u FROM samples WHERE host = 'leaf-1'";
     let before_sync = sql(&store, q);
     assert_eq!(int_column(&before_sync, "t"), int_column(&before_sync, "l"), "no model: raw time");
     assert_eq!(int_column(&before_sync, "u"), vec![None], "no model: unknown uncertainty");
@@ -182,8 +181,16 @@ fn later_clock_sync_changes_time_without_reimport() {
     let out = super::lockstep(&["sql", "--data-dir", db.to_str().unwrap(), "SELECT * FROM samples_at_clock(7)"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("clock model version 7 does not exist"), "{err}");
-    let out = ok(&["sql", "--data-dir", db.to_str().unwrap(), "--clock-version", "0", "--format", "csv",
-        "SELECT count(*) AS n FROM samples WHERE time_uncertainty IS NULL"]);
+    let out = ok(&[
+        "sql",
+        "--data-dir",
+        db.to_str().unwrap(),
+        "--clock-version",
+        "0",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM samples WHERE time_uncertainty IS NULL",
+    ]);
     assert_eq!(out, "n\n120\n");
 }
 
@@ -195,8 +202,21 @@ fn bad_clock_sync_rows_import_nothing() {
     // Row 3 has t4 < t1.
     std::fs::write(
         bundle.join("clock_sync.csv"),
-        format!("host,t1,t2,t3,t4\nnode-01,{},{},{},{}\nnode-01,{},{},{},{}\nnode-01,{},{},{},{}\n",
-            T, T + 10, T + 11, T + 20, T + S, T + S + 10, T + S + 11, T + S + 20, T + 2 * S, T + 2 * S + 10, T + 2 * S + 11, T + 2 * S - 5),
+        format!(
+            "host,t1,t2,t3,t4\nnode-01,{},{},{},{}\nnode-01,{},{},{},{}\nnode-01,{},{},{},{}\n",
+            T,
+            T + 10,
+            T + 11,
+            T + 20,
+            T + S,
+            T + S + 10,
+            T + S + 11,
+            T + S + 20,
+            T + 2 * S,
+            T + 2 * S + 10,
+            T + 2 * S + 11,
+            T + 2 * S - 5
+        ),
     )
     .unwrap();
     let store = open(&tmp.path().join("db"));
@@ -219,7 +239,10 @@ fn bad_clock_sync_rows_import_nothing() {
     .unwrap();
     let report = import(&store, &bundle).unwrap();
     assert_eq!(report.clock_version, 1);
-    let u = sql(&store, "SELECT min(time_uncertainty) AS lo, max(time_uncertainty) AS hi FROM samples WHERE host = 'node-01'");
+    let u = sql(
+        &store,
+        "SELECT min(time_uncertainty) AS lo, max(time_uncertainty) AS hi FROM samples WHERE host = 'node-01'",
+    );
     let (lo, hi) = (int_column(&u, "lo")[0].unwrap(), int_column(&u, "hi")[0].unwrap());
     assert!(lo >= 10_000 && hi > lo, "uncertainty grows away from the exchange: {lo}..{hi}");
 }
@@ -237,7 +260,10 @@ fn simulated_cluster_corrected_time_covers_truth() {
     let report = import(&store, &bundle).unwrap();
     assert!(report.clock_exchanges > 0 && report.clock_barriers > 0, "{report:?}");
     let truth = &summary.truth;
-    let batches = sql(&store, "SELECT host, time, local_time, time_uncertainty FROM samples WHERE metric IN ('collective_end', 'node_load1', 'DCGM_FI_DEV_GPU_TEMP')");
+    let batches = sql(
+        &store,
+        "SELECT host, time, local_time, time_uncertainty FROM samples WHERE metric IN ('collective_end', 'node_load1', 'DCGM_FI_DEV_GPU_TEMP')",
+    );
     let (mut n, mut covered, mut worst) = (0u64, 0u64, 0i64);
     for b in &batches {
         let host = arrow::compute::cast(b.column(0), &arrow::datatypes::DataType::Utf8).unwrap();

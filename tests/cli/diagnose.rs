@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_ingest::import::{ImportOptions, import_bundle};
-use lockstep_sim::{Scenario, SimConfig, Truth, simulate};
 use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, Diagnosis, diagnose};
+use lockstep_sim::{Scenario, SimConfig, Truth, simulate};
 
 use super::{lockstep, ok};
 
@@ -53,7 +53,8 @@ fn skew_host(bundle: &Path, host: &str, delta: i64) {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     for (file, cols) in [("samples.parquet", &["time"][..]), ("clock_sync.parquet", &["t1", "t4"][..])] {
         let path = bundle.join(file);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap().build().unwrap();
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap().build().unwrap();
         let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
         let schema = batches[0].schema();
         let tmp = bundle.join(format!("{file}.tmp"));
@@ -196,10 +197,16 @@ fn cli_json_text_sql_and_compare() {
     assert!(text.contains("verdict:") && text.contains("SELECT") && text.contains("network"), "{text}");
     assert!(text.contains(truth.fault_entity.as_deref().unwrap()), "{text}");
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains("<svg") && html.contains("Verdict") && !html.contains("http://") || html.contains("xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(
+        html.contains("<svg") && html.contains("Verdict") && !html.contains("http://")
+            || html.contains("xmlns=\"http://www.w3.org/2000/svg\"")
+    );
     assert!(!html.contains("<script src") && !html.contains("<link "), "self-contained");
 
-    let sql = format!("SELECT row_type, position, entity, bottleneck FROM diagnose('{}') WHERE row_type = 'suspect' AND position = 1", truth.job);
+    let sql = format!(
+        "SELECT row_type, position, entity, bottleneck FROM diagnose('{}') WHERE row_type = 'suspect' AND position = 1",
+        truth.job
+    );
     let out = ok(&["sql", "--data-dir", dbs, "--format", "csv", &sql]);
     assert!(out.contains(&format!("suspect,1,{},network", truth.fault_entity.as_deref().unwrap())), "{out}");
     let out = lockstep(&["sql", "--data-dir", dbs, "SELECT * FROM diagnose('no-such-job')"]);
@@ -208,16 +215,38 @@ fn cli_json_text_sql_and_compare() {
     // Before/after: the first third against the last third; step time rose.
     let span = truth.end_ns - truth.start_ns;
     let args = [
-        "diagnose".to_string(), "--data-dir".into(), dbs.into(), "--job".into(), truth.job.clone(), "--format".into(), "json".into(),
-        "--baseline-from".into(), truth.start_ns.to_string(), "--baseline-to".into(), (truth.start_ns + span / 3).to_string(),
-        "--from".into(), (truth.end_ns - span / 4).to_string(), "--to".into(), truth.end_ns.to_string(),
+        "diagnose".to_string(),
+        "--data-dir".into(),
+        dbs.into(),
+        "--job".into(),
+        truth.job.clone(),
+        "--format".into(),
+        "json".into(),
+        "--baseline-from".into(),
+        truth.start_ns.to_string(),
+        "--baseline-to".into(),
+        (truth.start_ns + span / 3).to_string(),
+        "--from".into(),
+        (truth.end_ns - span / 4).to_string(),
+        "--to".into(),
+        truth.end_ns.to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = ok(&args);
     let c: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let step = c["metrics"].as_array().unwrap().iter().find(|m| m["metric"].as_str().unwrap().starts_with("train_step")).unwrap();
+    let step = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"].as_str().unwrap().starts_with("train_step"))
+        .unwrap();
     assert!(step["change_pct"].as_f64().unwrap() > 10.0, "{c}");
-    let errors = c["metrics"].as_array().unwrap().iter().find(|m| m["metric"].as_str().unwrap().starts_with("fabric error")).unwrap();
+    let errors = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"].as_str().unwrap().starts_with("fabric error"))
+        .unwrap();
     assert!(errors["after_p50"].as_f64().unwrap() > errors["before_p50"].as_f64().unwrap(), "{c}");
 }
 
@@ -248,7 +277,8 @@ fn corrected_clocks_blame_the_fabric_raw_clocks_blame_storage() {
     assert_eq!(corrected.suspects[0].entity, fault, "{}", corrected.verdict);
     assert!(corrected.suspects[0].evidence.iter().any(|e| e.contains("the storage problem is a network problem")));
     // On the corrected timeline the fabric link precedes the storage latency link, beyond doubt.
-    let pos = |pred: &dyn Fn(&lockstep_query::diagnose::ChainLink) -> bool| corrected.chain.iter().position(pred).unwrap();
+    let pos =
+        |pred: &dyn Fn(&lockstep_query::diagnose::ChainLink) -> bool| corrected.chain.iter().position(pred).unwrap();
     let fabric = pos(&|c| c.entity == fault);
     let latency = pos(&|c| c.metric.starts_with("storage_read_latency_seconds"));
     assert!(fabric < latency, "{:#?}", corrected.chain);
@@ -266,7 +296,9 @@ fn report_renders_in_headless_chromium() {
         .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
     else {
         assert!(std::env::var_os("LOCKSTEP_REQUIRE_CHROMIUM").is_none(), "chromium is required but not installed");
-        eprintln!("!!!!!!!! SKIPPED report_renders_in_headless_chromium: chromium not found (apt-get install chromium) !!!!!!!!");
+        eprintln!(
+            "!!!!!!!! SKIPPED report_renders_in_headless_chromium: chromium not found (apt-get install chromium) !!!!!!!!"
+        );
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -344,7 +376,9 @@ fn diagnose_accuracy() {
     let seeds: u64 = std::env::var("LOCKSTEP_ACCURACY_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     // LOCKSTEP_ACCURACY_ONLY=scenario:seed runs one case and prints its suspects.
     let only = std::env::var("LOCKSTEP_ACCURACY_ONLY").ok();
-    let mut table = String::from("| scenario | runs | bottleneck correct | fault entity first | both | mean diagnose ms |\n|---|---:|---:|---:|---:|---:|\n");
+    let mut table = String::from(
+        "| scenario | runs | bottleneck correct | fault entity first | both | mean diagnose ms |\n|---|---:|---:|---:|---:|---:|\n",
+    );
     let (mut all, mut all_ok) = (0, 0);
     let mut failures = Vec::new();
     for scenario in Scenario::ALL {
@@ -399,12 +433,12 @@ fn diagnose_accuracy() {
         }
         all += runs as usize;
         all_ok += both;
-        table.push_str(&format!(
-            "| {scenario} | {runs} | {b_ok} | {e_ok} | {both} | {} |\n",
-            ms / runs.max(1)
-        ));
+        table.push_str(&format!("| {scenario} | {runs} | {b_ok} | {e_ok} | {both} | {} |\n", ms / runs.max(1)));
     }
-    table.push_str(&format!("| **all** | {all} | | | **{all_ok} ({:.1} %)** | |\n", 100.0 * all_ok as f64 / all.max(1) as f64));
+    table.push_str(&format!(
+        "| **all** | {all} | | | **{all_ok} ({:.1} %)** | |\n",
+        100.0 * all_ok as f64 / all.max(1) as f64
+    ));
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/diagnose_accuracy.md");
     std::fs::write(&target, format!("{table}\nfailures:\n{}\n", failures.join("\n"))).unwrap();
     println!("{table}");

@@ -78,13 +78,20 @@ fn extract(file: &str, text: &str) -> (Vec<Example>, Vec<String>) {
         match lang {
             "sql" => {
                 for f in &flags {
-                    assert!(matches!(*f, "no-run" | "empty"), "{file}:{start}: unknown fence info word {f:?} (no-run, empty)");
+                    assert!(
+                        matches!(*f, "no-run" | "empty"),
+                        "{file}:{start}: unknown fence info word {f:?} (no-run, empty)"
+                    );
                 }
                 if flags.contains(&"no-run") {
                     continue;
                 }
                 for (line, sql) in split_statements(&body) {
-                    examples.push(Example { at: format!("{file}:{line}"), kind: Kind::Sql(sql), empty_ok: flags.contains(&"empty") });
+                    examples.push(Example {
+                        at: format!("{file}:{line}"),
+                        kind: Kind::Sql(sql),
+                        empty_ok: flags.contains(&"empty"),
+                    });
                 }
             }
             "sh" | "bash" | "shell" | "console" => {
@@ -183,7 +190,9 @@ fn shell_commands(block: &str, first_line: usize) -> Vec<(usize, Vec<String>)> {
                 while let Some(c) = chars.next() {
                     match c {
                         '"' => break,
-                        '\\' if chars.peek().is_some_and(|n| matches!(n, '"' | '\\' | '$' | '`')) => cur.push(chars.next().unwrap()),
+                        '\\' if chars.peek().is_some_and(|n| matches!(n, '"' | '\\' | '$' | '`')) => {
+                            cur.push(chars.next().unwrap())
+                        }
                         _ => {
                             line += usize::from(c == '\n');
                             cur.push(c);

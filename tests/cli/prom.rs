@@ -44,14 +44,23 @@ fn sql_json(db: &Path, query: &str) -> Vec<serde_json::Value> {
 #[test]
 fn node_exporter_scrapes_import_and_query() {
     if Command::new(NODE_EXPORTER).arg("--version").output().is_err() {
-        assert!(std::env::var_os("LOCKSTEP_REQUIRE_NODE_EXPORTER").is_none(), "{NODE_EXPORTER} is required but missing");
+        assert!(
+            std::env::var_os("LOCKSTEP_REQUIRE_NODE_EXPORTER").is_none(),
+            "{NODE_EXPORTER} is required but missing"
+        );
         eprintln!("skipped: {NODE_EXPORTER} is not installed");
         return;
     }
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let _exporter = Exporter(
         Command::new(NODE_EXPORTER)
-            .args([format!("--web.listen-address=127.0.0.1:{port}").as_str(), "--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.loadavg"])
+            .args([
+                format!("--web.listen-address=127.0.0.1:{port}").as_str(),
+                "--collector.disable-defaults",
+                "--collector.cpu",
+                "--collector.meminfo",
+                "--collector.loadavg",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -71,12 +80,24 @@ fn node_exporter_scrapes_import_and_query() {
     std::thread::sleep(Duration::from_millis(2_000));
     std::fs::write(&b, scrape(port).unwrap()).unwrap();
     let db = tmp.path().join("db");
-    let out = ok(&["import", "--data-dir", db.to_str().unwrap(), "--host", "node-a", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let out = ok(&[
+        "import",
+        "--data-dir",
+        db.to_str().unwrap(),
+        "--host",
+        "node-a",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
     assert!(out.contains("from 2 scrape file(s)"), "{out}");
 
-    let cpus = first.lines().filter(|l| l.starts_with("node_cpu_seconds_total{") && l.contains("mode=\"idle\"")).count();
+    let cpus =
+        first.lines().filter(|l| l.starts_with("node_cpu_seconds_total{") && l.contains("mode=\"idle\"")).count();
     assert!(cpus > 0, "no CPU counters in the scrape");
-    let rows = sql_json(&db, "SELECT count(*) AS n, count(DISTINCT host) AS hosts, min(host) AS host FROM samples WHERE metric = 'node_cpu_seconds_total' AND mode = 'idle'");
+    let rows = sql_json(
+        &db,
+        "SELECT count(*) AS n, count(DISTINCT host) AS hosts, min(host) AS host FROM samples WHERE metric = 'node_cpu_seconds_total' AND mode = 'idle'",
+    );
     assert_eq!(rows[0]["n"], serde_json::json!(2 * cpus));
     assert_eq!(rows[0]["host"], "node-a");
     // Seconds of CPU time per second, summed over the modes of each CPU: about one.
@@ -90,7 +111,8 @@ fn node_exporter_scrapes_import_and_query() {
         let busy = row["busy"].as_f64().unwrap();
         assert!((0.5..1.5).contains(&busy), "cpu {}: {busy} s/s of CPU time", row["cpu"]);
     }
-    let rows = sql_json(&db, "SELECT count(*) AS n FROM samples WHERE metric = 'node_memory_MemTotal_bytes' AND value > 0");
+    let rows =
+        sql_json(&db, "SELECT count(*) AS n FROM samples WHERE metric = 'node_memory_MemTotal_bytes' AND value > 0");
     assert_eq!(rows[0]["n"], serde_json::json!(2));
 }
 
@@ -113,16 +135,31 @@ fn scrape_files_timestamps_hosts_and_all_or_nothing_errors() {
     .unwrap();
     // OpenMetrics: seconds with a fraction, `# EOF`; its own host label wins over --host.
     let om = tmp.path().join("b.om");
-    std::fs::write(
-        &om,
-        "# TYPE gpu_temp gauge\ngpu_temp{host=\"node-b\",gpu=\"0\"} 61.5 1767225600.25\n# EOF\n",
-    )
-    .unwrap();
-    ok(&["import", "--data-dir", dbs, "--host", "node-a", "--scrape-time", "2026-01-01T00:00:05Z", text.to_str().unwrap(), om.to_str().unwrap()]);
-    let rows = sql_json(&db, "SELECT metric, host, CAST(time AS BIGINT) AS t, value FROM samples ORDER BY metric, time");
+    std::fs::write(&om, "# TYPE gpu_temp gauge\ngpu_temp{host=\"node-b\",gpu=\"0\"} 61.5 1767225600.25\n# EOF\n")
+        .unwrap();
+    ok(&[
+        "import",
+        "--data-dir",
+        dbs,
+        "--host",
+        "node-a",
+        "--scrape-time",
+        "2026-01-01T00:00:05Z",
+        text.to_str().unwrap(),
+        om.to_str().unwrap(),
+    ]);
+    let rows =
+        sql_json(&db, "SELECT metric, host, CAST(time AS BIGINT) AS t, value FROM samples ORDER BY metric, time");
     let got: Vec<(String, String, i64, f64)> = rows
         .iter()
-        .map(|r| (r["metric"].as_str().unwrap().into(), r["host"].as_str().unwrap().into(), r["t"].as_i64().unwrap(), r["value"].as_f64().unwrap()))
+        .map(|r| {
+            (
+                r["metric"].as_str().unwrap().into(),
+                r["host"].as_str().unwrap().into(),
+                r["t"].as_i64().unwrap(),
+                r["value"].as_f64().unwrap(),
+            )
+        })
         .collect();
     let t0 = 1_767_225_600_000_000_000i64;
     assert_eq!(

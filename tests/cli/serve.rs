@@ -10,8 +10,8 @@ use lockstep_proto::ingest::v1::clock_sync_client::ClockSyncClient;
 use lockstep_proto::ingest::v1::stats_client::StatsClient;
 use lockstep_proto::ingest::v1::write_client::WriteClient;
 use lockstep_proto::ingest::v1::{
-    ClockUpload, ExchangeRequest, OffsetRecord, SeriesColumns, SeriesDefinition, SeriesSamples, StatsRequest, SyncRecord, WriteRequest,
-    WriteResponse,
+    ClockUpload, ExchangeRequest, OffsetRecord, SeriesColumns, SeriesDefinition, SeriesSamples, StatsRequest,
+    SyncRecord, WriteRequest, WriteResponse,
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use tonic::{Code, Request, Status};
@@ -153,18 +153,43 @@ fn serve_write_stream_clock_stats_then_sql() {
 
         // Stream: definitions once, then refs only; one ack per batch, in order.
         let batches = vec![
-            WriteRequest { definitions: vec![def(7, "test_stream", Some("node-3"))], series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])], sequence: 1, columns: None },
-            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])], sequence: 2, columns: None },
-            WriteRequest { definitions: vec![], series: vec![samples(7, &[T + 5], &[f64::NAN])], sequence: 3, columns: None },
+            WriteRequest {
+                definitions: vec![def(7, "test_stream", Some("node-3"))],
+                series: vec![samples(7, &[T, T + 1], &[1.0, 1.0])],
+                sequence: 1,
+                columns: None,
+            },
+            WriteRequest {
+                definitions: vec![],
+                series: vec![samples(7, &[T + 2, T + 3, T + 4], &[1.0, 1.0, 1.0])],
+                sequence: 2,
+                columns: None,
+            },
+            WriteRequest {
+                definitions: vec![],
+                series: vec![samples(7, &[T + 5], &[f64::NAN])],
+                sequence: 3,
+                columns: None,
+            },
             // The columnar form, deltas running across runs: two runs of ref 7.
             WriteRequest {
                 definitions: vec![],
                 series: vec![],
                 sequence: 4,
-                columns: Some(SeriesColumns { refs: vec![7, 7], counts: vec![1, 1], timestamp_deltas: vec![T + 6, 1], values: vec![2.0, 2.0] }),
+                columns: Some(SeriesColumns {
+                    refs: vec![7, 7],
+                    counts: vec![1, 1],
+                    timestamp_deltas: vec![T + 6, 1],
+                    values: vec![2.0, 2.0],
+                }),
             },
         ];
-        let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        let mut acks = client(&url)
+            .await
+            .write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
         let mut got = Vec::new();
         while let Some(a) = acks.message().await.unwrap() {
             got.push((a.sequence, a.accepted, a.rejected));
@@ -173,11 +198,19 @@ fn serve_write_stream_clock_stats_then_sql() {
 
         let channel = Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
         let mut clock = ClockSyncClient::new(channel.clone());
-        let x = clock.exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed: vec![] }, Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        let x = clock
+            .exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed: vec![] }, Some(WRITE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
         assert!(x.t2 > 0 && x.t3 >= x.t2 && x.t1 == T);
         let t4 = x.t3 + 1_000;
         let completed = vec![SyncRecord { host: "node-1".into(), t1: x.t2 - 1_000, t2: x.t2, t3: x.t3, t4 }];
-        let x2 = clock.exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed }, Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        let x2 = clock
+            .exchange(req(ExchangeRequest { host: "node-1".into(), t1: T, completed }, Some(WRITE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
         assert_eq!(x2.recorded, 1);
         let up = ClockUpload {
             exchanges: vec![],
@@ -217,11 +250,17 @@ fn serve_write_stream_clock_stats_then_sql() {
     assert!(err.contains("stopped: 21 samples accepted"), "{err}");
 
     // The uploaded offset of node-2 (local − reference = 5 µs ± 100 ns) corrects its samples.
-    let rows = sql_json(&db, "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'test_util' AND host = 'node-2'");
+    let rows = sql_json(
+        &db,
+        "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'test_util' AND host = 'node-2'",
+    );
     assert_eq!(rows[0]["shift"].as_i64(), Some(5_000), "{rows:?}");
     let u = rows[0]["u"].as_i64().unwrap();
     assert!((100..200).contains(&u), "uncertainty {u}: the uploaded 100 ns plus the fit's rounding");
-    let rows = sql_json(&db, "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'collective_end' AND host = 'node-4'");
+    let rows = sql_json(
+        &db,
+        "SELECT CAST(local_time AS BIGINT) - CAST(time AS BIGINT) AS shift, time_uncertainty AS u FROM samples WHERE metric = 'collective_end' AND host = 'node-4'",
+    );
     assert_eq!(rows.len(), 5);
     for r in &rows {
         let (shift, u) = (r["shift"].as_i64().unwrap(), r["u"].as_i64().unwrap());
@@ -231,16 +270,23 @@ fn serve_write_stream_clock_stats_then_sql() {
     let hosts: Vec<&str> = hosts.iter().map(|r| r["host"].as_str().unwrap()).collect();
     assert!(hosts.contains(&"node-4") && !hosts.contains(&"node-9"), "{hosts:?}");
 
-    let rows = sql_json(&db, "SELECT metric, host, count(*) AS n, sum(value) AS s FROM samples WHERE metric LIKE 'test_%' GROUP BY metric, host ORDER BY metric, host");
-    let rows: Vec<String> = rows.iter().map(|r| format!("{} {} {} {}", r["metric"], r["host"], r["n"], r["s"])).collect();
-    assert_eq!(rows, vec![
-        r#""test_stream" "node-3" 7 9.0"#,
-        r#""test_util" "node-1" 3 6.0"#,
-        r#""test_util" "node-2" 1 10.0"#,
-    ]);
-    let rows = sql_json(&db, "SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_accepted_total'");
+    let rows = sql_json(
+        &db,
+        "SELECT metric, host, count(*) AS n, sum(value) AS s FROM samples WHERE metric LIKE 'test_%' GROUP BY metric, host ORDER BY metric, host",
+    );
+    let rows: Vec<String> =
+        rows.iter().map(|r| format!("{} {} {} {}", r["metric"], r["host"], r["n"], r["s"])).collect();
+    assert_eq!(
+        rows,
+        vec![r#""test_stream" "node-3" 7 9.0"#, r#""test_util" "node-1" 3 6.0"#, r#""test_util" "node-2" 1 10.0"#,]
+    );
+    let rows =
+        sql_json(&db, "SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_accepted_total'");
     assert_eq!(rows[0]["v"], 21.0);
-    let rows = sql_json(&db, "SELECT reason, max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_rejected_by_reason_total' GROUP BY reason");
+    let rows = sql_json(
+        &db,
+        "SELECT reason, max(value) AS v FROM samples WHERE metric = 'lockstep_ingest_samples_rejected_by_reason_total' GROUP BY reason",
+    );
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["reason"], "non_finite_value");
     let versions = std::fs::read_dir(db.join("clock/versions")).unwrap().count();
@@ -255,7 +301,12 @@ fn serve_rejects_with_clear_statuses() {
     let tokens = token_file(tmp.path());
     let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--max-message-bytes", "100000"]);
     let url = server.url();
-    let good = || WriteRequest { definitions: vec![def(1, "m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0, columns: None };
+    let good = || WriteRequest {
+        definitions: vec![def(1, "m", Some("h"))],
+        series: vec![samples(1, &[T], &[1.0])],
+        sequence: 0,
+        columns: None,
+    };
     rt().block_on(async {
         let e = write(&url, None, good()).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
@@ -299,9 +350,15 @@ fn serve_rejects_with_clear_statuses() {
         let nan = WriteRequest { series: vec![samples(1, &[T, T + 1], &[f64::NAN, f64::INFINITY])], ..good() };
         let e = write(&url, Some(WRITE_TOKEN), nan).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.message().contains("all 2 samples rejected") && e.message().contains("not finite"), "{}", e.message());
+        assert!(
+            e.message().contains("all 2 samples rejected") && e.message().contains("not finite"),
+            "{}",
+            e.message()
+        );
         let future = T + 10 * 365 * 86_400_000_000_000;
-        let e = write(&url, Some(WRITE_TOKEN), WriteRequest { series: vec![samples(1, &[future], &[1.0])], ..good() }).await.unwrap_err();
+        let e = write(&url, Some(WRITE_TOKEN), WriteRequest { series: vec![samples(1, &[future], &[1.0])], ..good() })
+            .await
+            .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().contains("in the future"), "{}", e.message());
         let mixed = WriteRequest {
@@ -312,13 +369,20 @@ fn serve_rejects_with_clear_statuses() {
         };
         let ack = write(&url, Some(WRITE_TOKEN), mixed).await.unwrap();
         assert_eq!((ack.accepted, ack.rejected), (2, 2));
-        let reasons: Vec<(u32, &str, u64)> = ack.rejections.iter().map(|r| (r.r#ref, r.reason.as_str(), r.samples)).collect();
+        let reasons: Vec<(u32, &str, u64)> =
+            ack.rejections.iter().map(|r| (r.r#ref, r.reason.as_str(), r.samples)).collect();
         assert_eq!(reasons, vec![(1, "non_finite_value", 1), (2, "future_timestamp", 1)]);
         assert!(ack.rejections[1].series.contains("h2"), "{:?}", ack.rejections[1]);
 
         // A malformed batch in a stream: earlier batches acknowledged, then INVALID_ARGUMENT.
-        let batches = vec![good(), WriteRequest { series: vec![samples(3, &[T], &[1.0])], ..Default::default() }, good()];
-        let mut acks = client(&url).await.write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN))).await.unwrap().into_inner();
+        let batches =
+            vec![good(), WriteRequest { series: vec![samples(3, &[T], &[1.0])], ..Default::default() }, good()];
+        let mut acks = client(&url)
+            .await
+            .write_stream(req(futures::stream::iter(batches), Some(WRITE_TOKEN)))
+            .await
+            .unwrap()
+            .into_inner();
         assert_eq!(acks.message().await.unwrap().unwrap().accepted, 1);
         let e = acks.message().await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
@@ -338,7 +402,12 @@ fn serve_killed_after_ack_keeps_data() {
         let mut acked = 0;
         for b in 0..20i64 {
             let ts: Vec<i64> = (0..500).map(|i| T + b * 500 + i).collect();
-            let r = WriteRequest { definitions: vec![def(1, "killed", Some("h"))], series: vec![samples(1, &ts, &vec![1.0; 500])], sequence: b as u64, columns: None };
+            let r = WriteRequest {
+                definitions: vec![def(1, "killed", Some("h"))],
+                series: vec![samples(1, &ts, &vec![1.0; 500])],
+                sequence: b as u64,
+                columns: None,
+            };
             acked += write(&url, None, r).await.unwrap().accepted;
         }
         acked
@@ -368,7 +437,15 @@ fn serve_refuses_unauthenticated_public_listen() {
     let tokens = tmp.path().join("bad-tokens");
     std::fs::write(&tokens, "write short\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--token-file", tokens.to_str().unwrap()])
+        .args([
+            "serve",
+            "--data-dir",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            tokens.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -394,24 +471,66 @@ fn serve_tls_round_trip() {
     let tmp = tempfile::tempdir().unwrap();
     let (cert, key) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
     let status = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
         .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-addext", "extendedKeyUsage=serverAuth", "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .args([
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            cert.to_str().unwrap(),
+        ])
         .stderr(Stdio::null())
         .status()
         .expect("the openssl CLI is needed to make a test certificate");
     assert!(status.success());
     let db = tmp.path().join("db");
     let tokens = token_file(tmp.path());
-    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    let server = ServerProc::start(
+        &db,
+        &[
+            "--token-file",
+            tokens.to_str().unwrap(),
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
     let addr = server.addr.clone();
     rt().block_on(async {
-        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(std::fs::read(&cert).unwrap())).domain_name("localhost");
-        let channel = Channel::from_shared(format!("https://{addr}")).unwrap().tls_config(tls).unwrap().connect().await.unwrap();
-        let r = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T, T + 1], &[1.0, 2.0])], sequence: 0, columns: None };
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(std::fs::read(&cert).unwrap()))
+            .domain_name("localhost");
+        let channel =
+            Channel::from_shared(format!("https://{addr}")).unwrap().tls_config(tls).unwrap().connect().await.unwrap();
+        let r = WriteRequest {
+            definitions: vec![def(1, "tls_m", Some("h"))],
+            series: vec![samples(1, &[T, T + 1], &[1.0, 2.0])],
+            sequence: 0,
+            columns: None,
+        };
         let ack = WriteClient::new(channel).write(req(r, Some(WRITE_TOKEN))).await.unwrap().into_inner();
         assert_eq!(ack.accepted, 2);
-        let plain = WriteRequest { definitions: vec![def(1, "tls_m", Some("h"))], series: vec![samples(1, &[T], &[1.0])], sequence: 0, columns: None };
+        let plain = WriteRequest {
+            definitions: vec![def(1, "tls_m", Some("h"))],
+            series: vec![samples(1, &[T], &[1.0])],
+            sequence: 0,
+            columns: None,
+        };
         let plain_result = match Channel::from_shared(format!("http://{addr}")).unwrap().connect().await {
             Ok(ch) => WriteClient::new(ch).write(req(plain, Some(WRITE_TOKEN))).await.map(|_| ()),
             Err(e) => Err(Status::unavailable(e.to_string())),
@@ -469,14 +588,17 @@ fn serve_accepts_otlp_from_python_sdk() {
     server.stop();
     let q = |sql: &str| sql_json(&db, sql);
     // The SDK exports on force_flush and again on shutdown: the same values at two times.
-    let rows = q("SELECT DISTINCT gpu, value, service FROM samples WHERE metric = 'lockstep_test_gpu_util' AND host = 'otel-host'");
+    let rows = q(
+        "SELECT DISTINCT gpu, value, service FROM samples WHERE metric = 'lockstep_test_gpu_util' AND host = 'otel-host'",
+    );
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!((rows[0]["gpu"].as_str(), rows[0]["value"].as_f64()), (Some("3"), Some(42.5)));
     assert_eq!(rows[0]["service"], "otel-test");
     let rows = q("SELECT max(value) AS v FROM samples WHERE metric = 'lockstep_test_requests' AND host = 'otel-host'");
     assert_eq!(rows[0]["v"], 7.0);
     let rows = q("SELECT le, max(value) AS v FROM samples WHERE metric = 'lockstep_test_latency_bucket' GROUP BY le");
-    let buckets: HashMap<String, f64> = rows.iter().map(|r| (r["le"].as_str().unwrap().to_string(), r["v"].as_f64().unwrap())).collect();
+    let buckets: HashMap<String, f64> =
+        rows.iter().map(|r| (r["le"].as_str().unwrap().to_string(), r["v"].as_f64().unwrap())).collect();
     assert_eq!(buckets.get("1"), Some(&1.0), "{buckets:?}");
     assert_eq!(buckets.get("5"), Some(&2.0), "{buckets:?}");
     assert_eq!(buckets.get("+Inf"), Some(&3.0), "{buckets:?}");
@@ -499,7 +621,8 @@ fn live_store_with_readers_compaction_and_kill_9() {
     const BATCHES_PER_CYCLE: usize = 400; // a cap: the kill ends each cycle first
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    let extra = ["--insecure", "--flush-rows", "6000", "--compaction-min-files", "2", "--maintenance-interval-secs", "1"];
+    let extra =
+        ["--insecure", "--flush-rows", "6000", "--compaction-min-files", "2", "--maintenance-interval-secs", "1"];
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));
     let mut server = ServerProc::start(&db, &extra);
@@ -584,9 +707,13 @@ fn live_store_with_readers_compaction_and_kill_9() {
         let channel = Channel::from_shared(url).unwrap().connect().await.unwrap();
         StatsClient::new(channel).get(req(StatsRequest {}, None)).await.unwrap().into_inner()
     });
-    assert!(stats.compactions >= 1 && stats.flush_failures == 0 && stats.flush_error.is_empty() && stats.data_files >= 1, "{stats:?}");
+    assert!(
+        stats.compactions >= 1 && stats.flush_failures == 0 && stats.flush_error.is_empty() && stats.data_files >= 1,
+        "{stats:?}"
+    );
     server.stop();
-    let rows = sql_json(&db, "SELECT value, count(*) AS n FROM samples WHERE metric = 'stress' GROUP BY value ORDER BY value");
+    let rows =
+        sql_json(&db, "SELECT value, count(*) AS n FROM samples WHERE metric = 'stress' GROUP BY value ORDER BY value");
     let stored: HashMap<i64, u64> =
         rows.iter().map(|r| (r["value"].as_f64().unwrap() as i64, r["n"].as_u64().unwrap())).collect();
     for b in &acked {
@@ -598,7 +725,8 @@ fn live_store_with_readers_compaction_and_kill_9() {
     assert!(acked.len() >= CYCLES, "{} of {attempted} acknowledged", acked.len());
     assert!(attempted < CYCLES * BATCHES_PER_CYCLE, "every kill must land while writes are in flight");
     // Compaction ran in the background: fewer files than flushes.
-    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(db.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(db.join("manifest.json")).unwrap()).unwrap();
     let files = manifest["files"].as_array().unwrap().len();
     assert!(files < (acked.len() * BATCH / 6_000).max(2), "{files} data files: background compaction did not run");
 }

@@ -39,10 +39,7 @@ pub fn fit_host(
     }
     let bands = host_bands(host, exchanges, direct, cfg)?;
     if bands.is_empty() {
-        return Err(sync_error(
-            host,
-            "no clock sync data (no exchanges and no direct offsets)",
-        ));
+        return Err(sync_error(host, "no clock sync data (no exchanges and no direct offsets)"));
     }
     Ok(assemble(host, &segment(bands, cfg), cfg))
 }
@@ -65,18 +62,10 @@ pub fn fit_set(
     let reference = cfg.reference_host.as_deref();
     let mut by_host: BTreeMap<&str, (Vec<SyncExchange>, Vec<OffsetObservation>)> = BTreeMap::new();
     for e in exchanges {
-        by_host
-            .entry(e.host.as_str())
-            .or_default()
-            .0
-            .push(e.clone());
+        by_host.entry(e.host.as_str()).or_default().0.push(e.clone());
     }
     for o in offsets {
-        by_host
-            .entry(o.host.as_str())
-            .or_default()
-            .1
-            .push(o.clone());
+        by_host.entry(o.host.as_str()).or_default().1.push(o.clone());
     }
     let mut fits: BTreeMap<String, HostFit> = BTreeMap::new();
     for (host, (ex, off)) in &by_host {
@@ -85,10 +74,7 @@ pub fn fit_set(
             fits.insert(host.to_string(), segment(bands, cfg));
         }
     }
-    let mut models: BTreeMap<String, ClockModel> = fits
-        .iter()
-        .map(|(h, f)| (h.clone(), assemble(h, f, cfg)))
-        .collect();
+    let mut models: BTreeMap<String, ClockModel> = fits.iter().map(|(h, f)| (h.clone(), assemble(h, f, cfg))).collect();
     let watermark = InputWatermark {
         exchanges: exchanges.len() as u64,
         offsets: offsets.len() as u64,
@@ -150,10 +136,7 @@ pub fn barrier_observations(
         {
             return Err(sync_error(
                 &e.host,
-                format!(
-                    "collective instance {} has two end times: {prev} and {}",
-                    e.instance, e.local_end
-                ),
+                format!("collective instance {} has two end times: {prev} and {}", e.instance, e.local_end),
             ));
         }
         members.insert(e.host.as_str(), e.local_end);
@@ -168,15 +151,13 @@ pub fn barrier_observations(
             .iter()
             .map(|(&host, &local)| {
                 let (t, u) = set.correct(host, local);
-                let known = (u != UNCERTAINTY_UNKNOWN)
-                    .then(|| (i128::from(t) - i128::from(u), i128::from(t) + i128::from(u)));
+                let known =
+                    (u != UNCERTAINTY_UNKNOWN).then(|| (i128::from(t) - i128::from(u), i128::from(t) + i128::from(u)));
                 (host, local, known)
             })
             .collect();
         let known = intervals.iter().filter_map(|(_, _, k)| *k);
-        let (Some(max_lo), Some(min_hi)) =
-            (known.clone().map(|k| k.0).max(), known.map(|k| k.1).min())
-        else {
+        let (Some(max_lo), Some(min_hi)) = (known.clone().map(|k| k.0).max(), known.map(|k| k.1).min()) else {
             continue;
         };
         if max_lo - min_hi > eps {

@@ -69,64 +69,33 @@ impl Default for FitConfig {
 impl FitConfig {
     /// Checks that every knob is in range.
     pub fn validate(&self) -> Result<()> {
-        let bad = |reason: String| {
-            Err(crate::Error::InvalidConfig {
-                reason: format!("clock fit: {reason}"),
-            })
-        };
+        let bad = |reason: String| Err(crate::Error::InvalidConfig { reason: format!("clock fit: {reason}") });
         if !(1..=10_000_000).contains(&self.max_drift_ppb) {
-            return bad(format!(
-                "max_drift_ppb={} must be in [1, 10000000]",
-                self.max_drift_ppb
-            ));
+            return bad(format!("max_drift_ppb={} must be in [1, 10000000]", self.max_drift_ppb));
         }
         if !(0..=1_000_000_000).contains(&self.min_one_way_delay_ns) {
-            return bad(format!(
-                "min_one_way_delay_ns={} must be in [0, 1e9]",
-                self.min_one_way_delay_ns
-            ));
+            return bad(format!("min_one_way_delay_ns={} must be in [0, 1e9]", self.min_one_way_delay_ns));
         }
         if !(0..=1_000_000_000).contains(&self.timestamp_jitter_ns) {
-            return bad(format!(
-                "timestamp_jitter_ns={} must be in [0, 1e9]",
-                self.timestamp_jitter_ns
-            ));
+            return bad(format!("timestamp_jitter_ns={} must be in [0, 1e9]", self.timestamp_jitter_ns));
         }
         if self.step_threshold_ns <= 0 {
-            return bad(format!(
-                "step_threshold_ns={} must be positive",
-                self.step_threshold_ns
-            ));
+            return bad(format!("step_threshold_ns={} must be positive", self.step_threshold_ns));
         }
         if !(0..=10_000_000).contains(&self.max_drift_change_ppb) {
-            return bad(format!(
-                "max_drift_change_ppb={} must be in [0, 10000000]",
-                self.max_drift_change_ppb
-            ));
+            return bad(format!("max_drift_change_ppb={} must be in [0, 10000000]", self.max_drift_change_ppb));
         }
         if self.step_confirm == 0 || self.step_confirm > 1024 {
-            return bad(format!(
-                "step_confirm={} must be in [1, 1024]",
-                self.step_confirm
-            ));
+            return bad(format!("step_confirm={} must be in [1, 1024]", self.step_confirm));
         }
         if self.max_piece_ns <= 0 {
-            return bad(format!(
-                "max_piece_ns={} must be positive",
-                self.max_piece_ns
-            ));
+            return bad(format!("max_piece_ns={} must be positive", self.max_piece_ns));
         }
         if !(0..=10_000_000).contains(&self.wander_ppb) {
-            return bad(format!(
-                "wander_ppb={} must be in [0, 10000000]",
-                self.wander_ppb
-            ));
+            return bad(format!("wander_ppb={} must be in [0, 10000000]", self.wander_ppb));
         }
         if self.barrier_exit_spread_ns < 0 {
-            return bad(format!(
-                "barrier_exit_spread_ns={} must be >= 0",
-                self.barrier_exit_spread_ns
-            ));
+            return bad(format!("barrier_exit_spread_ns={} must be >= 0", self.barrier_exit_spread_ns));
         }
         if self.reference_host.as_deref() == Some("") {
             return bad("reference_host is empty".to_string());

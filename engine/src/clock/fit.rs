@@ -61,13 +61,7 @@ impl Band {
     pub(crate) fn direct(local: i64, offset: i64, u: i64) -> Band {
         let y_lo = offset.saturating_sub(u);
         let y_hi = offset.saturating_add(u);
-        Band {
-            key: local.saturating_sub(offset),
-            x_lo: local,
-            y_lo,
-            x_hi: local,
-            y_hi,
-        }
+        Band { key: local.saturating_sub(offset), x_lo: local, y_lo, x_hi: local, y_hi }
     }
 }
 
@@ -96,13 +90,7 @@ impl Piece {
         let (x0, y0) = (b.x_lo, b.y_lo);
         let rel_x = |x: i64| ((i128::from(x) - i128::from(x0)) as f64) / 1e9;
         let rel_y = |y: i64| (i128::from(y) - i128::from(y0)) as f64;
-        let poly = Feasible::from_band(
-            b_max,
-            rel_x(b.x_lo),
-            rel_y(b.y_lo),
-            rel_x(b.x_hi),
-            rel_y(b.y_hi),
-        )?;
+        let poly = Feasible::from_band(b_max, rel_x(b.x_lo), rel_y(b.y_lo), rel_x(b.x_hi), rel_y(b.y_hi))?;
         Some(Piece {
             x0,
             y0,
@@ -125,12 +113,7 @@ impl Piece {
     }
 
     fn clipped(&self, b: &Band) -> Option<Feasible> {
-        self.poly.with_band(
-            self.rel_x(b.x_lo),
-            self.rel_y(b.y_lo),
-            self.rel_x(b.x_hi),
-            self.rel_y(b.y_hi),
-        )
+        self.poly.with_band(self.rel_x(b.x_lo), self.rel_y(b.y_lo), self.rel_x(b.x_hi), self.rel_y(b.y_hi))
     }
 
     fn commit(&mut self, poly: Feasible, b: &Band) {
@@ -190,18 +173,8 @@ impl Piece {
             }
             sum / count - min + 1.0
         };
-        let s_up = spread(
-            &mut self
-                .bands
-                .iter()
-                .map(|b| self.rel_y(b.y_hi) - line(self.rel_x(b.x_hi))),
-        );
-        let s_low = spread(
-            &mut self
-                .bands
-                .iter()
-                .map(|b| line(self.rel_x(b.x_lo)) - self.rel_y(b.y_lo)),
-        );
+        let s_up = spread(&mut self.bands.iter().map(|b| self.rel_y(b.y_hi) - line(self.rel_x(b.x_hi))));
+        let s_low = spread(&mut self.bands.iter().map(|b| line(self.rel_x(b.x_lo)) - self.rel_y(b.y_lo)));
         let (w_up, w_low) = (1.0 / (s_up * s_up), 1.0 / (s_low * s_low));
         let b = (w_up * b_up + w_low * b_low) / (w_up + w_low);
         let (lo, hi) = self.poly.vertical_extent(b)?;
@@ -221,8 +194,7 @@ impl Piece {
 
     /// The largest `|θ(x) − target|` over all feasible lines, ns (exact relative arithmetic).
     pub(crate) fn deviation_at(&self, x: i64, target: i64) -> f64 {
-        self.poly
-            .max_deviation_at(self.rel_x(x), self.rel_y(target))
+        self.poly.max_deviation_at(self.rel_x(x), self.rel_y(target))
     }
 
     /// The feasible drift range, ppb.
@@ -246,13 +218,7 @@ impl Piece {
     /// The window's drift is kept within `drift_change` (ppb) of this piece's: a clock step
     /// changes the phase, not the frequency, and a drift change larger than that in one
     /// window is not expected.
-    fn step_gap(
-        &self,
-        window: &[Band],
-        probes: &[Band],
-        b_max: f64,
-        drift_change: f64,
-    ) -> (f64, Option<Piece>) {
+    fn step_gap(&self, window: &[Band], probes: &[Band], b_max: f64, drift_change: f64) -> (f64, Option<Piece>) {
         let Some(first) = window.first() else {
             return (0.0, None);
         };
@@ -274,11 +240,8 @@ impl Piece {
             let (plo, phi) = self.range_rel(x, self.y0);
             (wlo - phi).max(plo - whi)
         };
-        let gap = probes
-            .iter()
-            .filter(|p| p.x_hi >= self.first_x)
-            .map(|p| gap_at(p.x_hi))
-            .fold(gap_at(first.x_lo), f64::min);
+        let gap =
+            probes.iter().filter(|p| p.x_hi >= self.first_x).map(|p| gap_at(p.x_hi)).fold(gap_at(first.x_lo), f64::min);
         (gap, Some(fresh))
     }
 
@@ -288,10 +251,7 @@ impl Piece {
     /// how many were removed.
     fn trim_ambiguous_tail(&mut self, fresh: &Piece, max: usize, b_max: f64) -> u32 {
         let mut keep = self.bands.len();
-        while keep > 1
-            && self.bands.len() - keep < max
-            && fresh.clipped(&self.bands[keep - 1]).is_some()
-        {
+        while keep > 1 && self.bands.len() - keep < max && fresh.clipped(&self.bands[keep - 1]).is_some() {
             keep -= 1;
         }
         if keep == self.bands.len() {
@@ -337,16 +297,9 @@ impl HostFit {
             return false;
         };
         let distance = |p: &Piece| {
-            if b.key < p.first_key {
-                p.first_key - b.key
-            } else {
-                b.key.saturating_sub(p.last_key).max(0)
-            }
+            if b.key < p.first_key { p.first_key - b.key } else { b.key.saturating_sub(p.last_key).max(0) }
         };
-        span.pieces
-            .iter_mut()
-            .min_by_key(|p| distance(p))
-            .is_some_and(|p| p.try_add(b))
+        span.pieces.iter_mut().min_by_key(|p| distance(p)).is_some_and(|p| p.try_add(b))
     }
 }
 
@@ -365,8 +318,7 @@ pub(crate) fn segment(mut bands: Vec<Band>, cfg: &FitConfig) -> HostFit {
             cur = Piece::start(band, b_max);
             continue;
         };
-        let too_long = i128::from(band.x_hi.max(band.x_lo)) - i128::from(piece.first_x)
-            > i128::from(cfg.max_piece_ns);
+        let too_long = i128::from(band.x_hi.max(band.x_lo)) - i128::from(piece.first_x) > i128::from(cfg.max_piece_ns);
         if !too_long && piece.try_add(band) {
             continue;
         }
@@ -379,11 +331,8 @@ pub(crate) fn segment(mut bands: Vec<Band>, cfg: &FitConfig) -> HostFit {
         }
         let window = &bands[i..(i + cfg.step_confirm).min(n)];
         let probes = &bands[i.saturating_sub(cfg.step_confirm)..i];
-        let (gap, fresh) = if too_long {
-            (0.0, None)
-        } else {
-            piece.step_gap(window, probes, b_max, cfg.max_drift_change_ppb as f64)
-        };
+        let (gap, fresh) =
+            if too_long { (0.0, None) } else { piece.step_gap(window, probes, b_max, cfg.max_drift_change_ppb as f64) };
         let is_step = gap >= cfg.step_threshold_ns as f64;
         if is_step && let Some(fresh) = &fresh {
             fit.outliers += piece.trim_ambiguous_tail(fresh, cfg.step_confirm, b_max);
@@ -392,9 +341,7 @@ pub(crate) fn segment(mut bands: Vec<Band>, cfg: &FitConfig) -> HostFit {
             pieces.push(done);
         }
         if is_step {
-            fit.spans.push(Span {
-                pieces: std::mem::take(&mut pieces),
-            });
+            fit.spans.push(Span { pieces: std::mem::take(&mut pieces) });
         }
         cur = Piece::start(band, b_max);
     }
@@ -417,23 +364,13 @@ pub(crate) fn host_bands(
     let mut bands = Vec::with_capacity(exchanges.len() + direct.len());
     for e in exchanges {
         if e.host != host {
-            return Err(sync_error(
-                host,
-                format!("exchange of host {:?} passed for this host", e.host),
-            ));
+            return Err(sync_error(host, format!("exchange of host {:?} passed for this host", e.host)));
         }
-        bands.push(Band::from_exchange(
-            e,
-            cfg.min_one_way_delay_ns,
-            cfg.timestamp_jitter_ns,
-        )?);
+        bands.push(Band::from_exchange(e, cfg.min_one_way_delay_ns, cfg.timestamp_jitter_ns)?);
     }
     for o in direct {
         if o.host != host {
-            return Err(sync_error(
-                host,
-                format!("offset of host {:?} passed for this host", o.host),
-            ));
+            return Err(sync_error(host, format!("offset of host {:?} passed for this host", o.host)));
         }
         bands.push(Band::from_offset(o)?);
     }

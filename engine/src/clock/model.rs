@@ -113,10 +113,7 @@ impl ClockSegment {
 
     pub(crate) fn uncertainty_inside(&self, local: i64) -> i64 {
         let de = i128::from(self.local_end) - i128::from(self.local_start);
-        let (us, ue) = (
-            i128::from(self.uncertainty_start_ns),
-            i128::from(self.uncertainty_end_ns),
-        );
+        let (us, ue) = (i128::from(self.uncertainty_start_ns), i128::from(self.uncertainty_end_ns));
         if de <= 0 {
             return clamp_u(us.max(ue));
         }
@@ -182,9 +179,7 @@ impl ClockModel {
             return UNCERTAINTY_UNKNOWN;
         };
         let grow = |u: i64, growth: i64, dist: i128| {
-            clamp_u(
-                i128::from(u) + ceil_div(i128::from(growth).saturating_mul(dist), 1_000_000_000),
-            )
+            clamp_u(i128::from(u) + ceil_div(i128::from(growth).saturating_mul(dist), 1_000_000_000))
         };
         if local < first.local_start {
             let dist = i128::from(first.local_start) - i128::from(local);
@@ -194,8 +189,7 @@ impl ClockModel {
             let dist = i128::from(local) - i128::from(last.local_end);
             return grow(last.uncertainty_end_ns, last.growth_ppb, dist);
         }
-        self.segment_for(local)
-            .map_or(UNCERTAINTY_UNKNOWN, |s| s.uncertainty_inside(local))
+        self.segment_for(local).map_or(UNCERTAINTY_UNKNOWN, |s| s.uncertainty_inside(local))
     }
 
     /// The local-time range `[lo, hi]` holding exactly the local times whose reference time is
@@ -219,11 +213,7 @@ impl ClockModel {
 
     /// The largest uncertainty over all segments (ns), for summaries.
     pub fn max_uncertainty_ns(&self) -> i64 {
-        self.segments
-            .iter()
-            .map(ClockSegment::uncertainty_ns)
-            .max()
-            .unwrap_or(UNCERTAINTY_UNKNOWN)
+        self.segments.iter().map(ClockSegment::uncertainty_ns).max().unwrap_or(UNCERTAINTY_UNKNOWN)
     }
 }
 
@@ -260,13 +250,7 @@ impl ClockSet {
         if let Some(r) = &reference_host {
             models.insert(r.clone(), ClockModel::identity(r.clone()));
         }
-        ClockSet {
-            version,
-            reference_host,
-            config,
-            inputs,
-            models,
-        }
+        ClockSet { version, reference_host, config, inputs, models }
     }
 
     /// The version number (0 = nothing fitted yet).
@@ -319,9 +303,7 @@ impl ClockSet {
 
     /// Every segment of every host, for the `clock_models` table.
     pub fn segments(&self) -> impl Iterator<Item = (&str, &ClockSegment)> {
-        self.models
-            .iter()
-            .flat_map(|(h, m)| m.segments.iter().map(move |s| (h.as_str(), s)))
+        self.models.iter().flat_map(|(h, m)| m.segments.iter().map(move |s| (h.as_str(), s)))
     }
 
     pub(crate) fn with_version(mut self, version: u64, inputs: InputWatermark) -> Self {

@@ -27,24 +27,13 @@ impl Feasible {
     /// The lines with `|b| ≤ b_max` consistent with one band observation
     /// (`θ(x_lo) ≥ y_lo`, `θ(x_hi) ≤ y_hi`), or `None` if it is empty (`y_lo > y_hi` beyond
     /// what the drift allowance can bridge).
-    pub(crate) fn from_band(
-        b_max: f64,
-        x_lo: f64,
-        y_lo: f64,
-        x_hi: f64,
-        y_hi: f64,
-    ) -> Option<Self> {
+    pub(crate) fn from_band(b_max: f64, x_lo: f64, y_lo: f64, x_hi: f64, y_hi: f64) -> Option<Self> {
         // Start from a box that surely contains every feasible line with |b| ≤ b_max, then
         // clip by both half-planes; the box is only as large as the band needs, so vertex
         // coordinates stay small and precise.
         let half = (y_hi - y_lo).abs() + b_max * (x_lo.abs() + x_hi.abs()) + 1.0;
         let mut poly = Feasible {
-            vertices: vec![
-                (-b_max, y_lo - half),
-                (b_max, y_lo - half),
-                (b_max, y_lo + half),
-                (-b_max, y_lo + half),
-            ],
+            vertices: vec![(-b_max, y_lo - half), (b_max, y_lo - half), (b_max, y_lo + half), (-b_max, y_lo + half)],
         };
         let lower_ok = poly.clip_lower(x_lo, y_lo);
         let upper_ok = lower_ok && poly.clip_upper(x_hi, y_hi);
@@ -89,14 +78,8 @@ impl Feasible {
     /// the lower and by the upper constraints around `x` (one-sided envelope fits).
     pub(crate) fn extreme_lines_at(&self, x: f64) -> Option<((f64, f64), (f64, f64))> {
         let value = |v: &&(f64, f64)| v.1 + v.0 * x;
-        let lo = self
-            .vertices
-            .iter()
-            .min_by(|p, q| value(p).total_cmp(&value(q)))?;
-        let hi = self
-            .vertices
-            .iter()
-            .max_by(|p, q| value(p).total_cmp(&value(q)))?;
+        let lo = self.vertices.iter().min_by(|p, q| value(p).total_cmp(&value(q)))?;
+        let hi = self.vertices.iter().max_by(|p, q| value(p).total_cmp(&value(q)))?;
         Some((*lo, *hi))
     }
 
@@ -121,10 +104,7 @@ impl Feasible {
             .iter()
             .filter_map(|&(b, _)| self.vertical_extent(b).map(|(lo, hi)| (b, hi - lo)))
             .collect::<Vec<_>>();
-        let best = thickest
-            .iter()
-            .map(|&(_, w)| w)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let best = thickest.iter().map(|&(_, w)| w).fold(f64::NEG_INFINITY, f64::max);
         let tol = 1e-9 * (1.0 + best.abs());
         let (mut blo, mut bhi) = (f64::INFINITY, f64::NEG_INFINITY);
         for &(b, w) in &thickest {
@@ -256,9 +236,6 @@ mod tests {
             assert!(p.clip_lower(x, y) && p.clip_upper(x, y), "emptied at {i}");
         }
         let (lo, hi) = p.range_at(1000.0);
-        assert!(
-            (lo - 7003.0).abs() < 1.0 && (hi - 7003.0).abs() < 1.0,
-            "{lo} {hi}"
-        );
+        assert!((lo - 7003.0).abs() < 1.0 && (hi - 7003.0).abs() < 1.0, "{lo} {hi}");
     }
 }

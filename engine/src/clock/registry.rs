@@ -17,9 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::log::RawLog;
-use super::{
-    BarrierEvent, ClockSet, FitConfig, InputWatermark, OffsetObservation, SyncExchange, fit_set,
-};
+use super::{BarrierEvent, ClockSet, FitConfig, InputWatermark, OffsetObservation, SyncExchange, fit_set};
 use crate::error::{Error, Result};
 use crate::storage::{Storage, write_atomic};
 
@@ -54,9 +52,7 @@ impl ClockRegistry {
     pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: FitConfig) -> Result<Self> {
         config.validate()?;
         let versions_dir = dir.join("versions");
-        storage
-            .create_dir_all(&versions_dir)
-            .map_err(|e| Error::io(&versions_dir, e))?;
+        storage.create_dir_all(&versions_dir).map_err(|e| Error::io(&versions_dir, e))?;
         let (exchange_log, exchanges) = RawLog::open(storage.as_ref(), dir.join("exchanges.log"))?;
         let (offset_log, offsets) = RawLog::open(storage.as_ref(), dir.join("offsets.log"))?;
         let (barrier_log, barrier_log_records) =
@@ -68,27 +64,15 @@ impl ClockRegistry {
             merge_barrier(&mut barriers, &mut barrier_index, b);
         }
         let mut versions = BTreeMap::new();
-        for path in storage
-            .list_dir(&versions_dir)
-            .map_err(|e| Error::io(&versions_dir, e))?
-        {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
+        for path in storage.list_dir(&versions_dir).map_err(|e| Error::io(&versions_dir, e))? {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             let Some(number) = name.strip_prefix('v').and_then(|n| n.strip_suffix(".json")) else {
                 continue; // temporary files of an interrupted write, foreign files
             };
-            let corrupt = |reason: String| Error::ClockStateCorrupt {
-                path: path.clone(),
-                reason,
-            };
-            let version: u64 = number
-                .parse()
-                .map_err(|e| corrupt(format!("bad version number: {e}")))?;
+            let corrupt = |reason: String| Error::ClockStateCorrupt { path: path.clone(), reason };
+            let version: u64 = number.parse().map_err(|e| corrupt(format!("bad version number: {e}")))?;
             let bytes = storage.read(&path).map_err(|e| Error::io(&path, e))?;
-            let set: ClockSet =
-                serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            let set: ClockSet = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if set.version() != version {
                 return Err(corrupt(format!("file holds version {}", set.version())));
             }
@@ -216,13 +200,10 @@ impl ClockRegistry {
             return Ok(current.version());
         }
         let version = current.version() + 1;
-        let set = fit_set(&self.exchanges, &self.offsets, &self.barriers, &self.config)?
-            .with_version(version, counts);
+        let set = fit_set(&self.exchanges, &self.offsets, &self.barriers, &self.config)?.with_version(version, counts);
         let path = self.versions_dir.join(format!("v{version:020}.json"));
-        let json = serde_json::to_vec(&set).map_err(|e| Error::ClockStateCorrupt {
-            path: path.clone(),
-            reason: format!("cannot encode: {e}"),
-        })?;
+        let json = serde_json::to_vec(&set)
+            .map_err(|e| Error::ClockStateCorrupt { path: path.clone(), reason: format!("cannot encode: {e}") })?;
         write_atomic(self.storage.as_ref(), &path, &json).map_err(|e| Error::io(&path, e))?;
         self.versions.insert(version, Arc::new(set));
         Ok(version)
@@ -230,11 +211,7 @@ impl ClockRegistry {
 
     /// The newest version (version 0, the empty set, before any fit).
     pub fn current(&self) -> Arc<ClockSet> {
-        self.versions
-            .values()
-            .next_back()
-            .cloned()
-            .unwrap_or_default()
+        self.versions.values().next_back().cloned().unwrap_or_default()
     }
 
     /// One version; `get(0)` is the empty set.

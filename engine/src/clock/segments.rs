@@ -59,8 +59,7 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
     if m == 1 && i128::from(first.last_x) - i128::from(first.first_x) < MIN_SLOPE_SPAN_NS {
         // Too short to carry a drift: knot rounding alone would fake hundreds of ppm. One
         // point at the centre, drift 0, and the whole feasible drift range as growth.
-        let centre =
-            clamp_i64((i128::from(first.first_x) + i128::from(first.last_x)).div_euclid(2));
+        let centre = clamp_i64((i128::from(first.first_x) + i128::from(first.last_x)).div_euclid(2));
         let (lo, hi) = first.range_at(centre);
         let value = mid(lo, hi).round() as i64;
         let mut seg = fitted_segment(first, centre, centre, value, value, cfg);
@@ -71,9 +70,7 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
     let mut knots: Vec<i64> = Vec::with_capacity(m + 1);
     knots.push(first.first_x);
     for j in 1..m {
-        let between = clamp_i64(
-            (i128::from(pieces[j - 1].last_x) + i128::from(pieces[j].first_x)).div_euclid(2),
-        );
+        let between = clamp_i64((i128::from(pieces[j - 1].last_x) + i128::from(pieces[j].first_x)).div_euclid(2));
         knots.push(between.max(knots[j - 1].saturating_add(1)));
     }
     knots.push(pieces[m - 1].last_x.max(knots[m - 1]));
@@ -87,11 +84,7 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
                     let ((llo, lhi), (rlo, rhi)) = (l.range_at(k), r.range_at(k));
                     let (ilo, ihi) = (llo.max(rlo), lhi.min(rhi));
                     let centre = mid(l.center_at(k), r.center_at(k));
-                    if ilo <= ihi {
-                        centre.clamp(ilo, ihi)
-                    } else {
-                        centre
-                    }
+                    if ilo <= ihi { centre.clamp(ilo, ihi) } else { centre }
                 }
                 (Some(p), None) | (None, Some(p)) => p.center_at(k),
                 (None, None) => 0.0,
@@ -106,14 +99,7 @@ fn span_segments(span: &Span, cfg: &FitConfig) -> Vec<ClockSegment> {
         .collect()
 }
 
-fn fitted_segment(
-    p: &Piece,
-    s: i64,
-    e: i64,
-    off_s: i64,
-    off_e: i64,
-    cfg: &FitConfig,
-) -> ClockSegment {
+fn fitted_segment(p: &Piece, s: i64, e: i64, off_s: i64, off_e: i64, cfg: &FitConfig) -> ClockSegment {
     let mut seg = ClockSegment {
         kind: SegmentKind::Fitted,
         local_start: s,
@@ -128,10 +114,7 @@ fn fitted_segment(
     // Drift wander inside the piece: a curve whose slope changes by `wander` over the piece
     // stays within wander·length/8 of its chord.
     let length = i128::from(e) - i128::from(s);
-    let bend = clamp_i64(ceil_div(
-        i128::from(cfg.wander_ppb).saturating_mul(length),
-        8_000_000_000,
-    ));
+    let bend = clamp_i64(ceil_div(i128::from(cfg.wander_ppb).saturating_mul(length), 8_000_000_000));
     seg.uncertainty_start_ns = seg.uncertainty_start_ns.saturating_add(bend);
     seg.uncertainty_end_ns = seg.uncertainty_end_ns.saturating_add(bend);
     let drift = seg.drift_ppb();
@@ -154,24 +137,9 @@ fn bound(v: f64) -> i64 {
 /// only up to `A` (old clock's reading at `key_after`) and from the new clock only from `B`
 /// (new clock's reading at `key_before`); the bridge spans `[min(A, B), max(A, B)]`, which is
 /// exactly the ambiguous range when `B < A`. Both models are cut or extended to meet it.
-fn bridge(
-    before: &mut Vec<ClockSegment>,
-    after: &mut Vec<ClockSegment>,
-    key_before: i64,
-    key_after: i64,
-) {
-    let old = ClockModel {
-        host: String::new(),
-        segments: before.clone(),
-        steps: 0,
-        outliers: 0,
-    };
-    let new = ClockModel {
-        host: String::new(),
-        segments: after.clone(),
-        steps: 0,
-        outliers: 0,
-    };
+fn bridge(before: &mut Vec<ClockSegment>, after: &mut Vec<ClockSegment>, key_before: i64, key_after: i64) {
+    let old = ClockModel { host: String::new(), segments: before.clone(), steps: 0, outliers: 0 };
+    let new = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
     let a = old.local_range_for_reference(key_after, i64::MAX).0;
     let a = a.saturating_add(old.uncertainty_at(a));
     let b = new.local_range_for_reference(key_before, i64::MAX).0;
@@ -180,18 +148,8 @@ fn bridge(
     let mut hi = a.max(b);
     truncate_end(before, lo);
     truncate_start(after, hi);
-    let model_a = ClockModel {
-        host: String::new(),
-        segments: before.clone(),
-        steps: 0,
-        outliers: 0,
-    };
-    let model_b = ClockModel {
-        host: String::new(),
-        segments: after.clone(),
-        steps: 0,
-        outliers: 0,
-    };
+    let model_a = ClockModel { host: String::new(), segments: before.clone(), steps: 0, outliers: 0 };
+    let model_b = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
     // The bridge must not map backwards: its end's reference time must not precede its start's.
     let ref_lo = model_a.to_reference(lo);
     if model_b.to_reference(hi) < ref_lo {
@@ -202,21 +160,12 @@ fn bridge(
         let (mut l, mut h) = (hi, hi.saturating_add(step));
         while h - l > 1 {
             let m = l + (h - l) / 2;
-            if model_b.to_reference(m) < ref_lo {
-                l = m
-            } else {
-                h = m
-            }
+            if model_b.to_reference(m) < ref_lo { l = m } else { h = m }
         }
         hi = h;
         truncate_start(after, hi);
     }
-    let model_b = ClockModel {
-        host: String::new(),
-        segments: after.clone(),
-        steps: 0,
-        outliers: 0,
-    };
+    let model_b = ClockModel { host: String::new(), segments: after.clone(), steps: 0, outliers: 0 };
     let (off_s, off_e) = (model_a.offset_at(lo), model_b.offset_at(hi));
     // At x the bridge reads `own`; the truth is near either model's reading.
     let cover = |x: i64, own: i64| {
@@ -234,10 +183,7 @@ fn bridge(
         offset_end_ns: off_e,
         uncertainty_start_ns: cover(lo, off_s),
         uncertainty_end_ns: cover(hi, off_e),
-        growth_ppb: before
-            .last()
-            .map_or(0, |s| s.growth_ppb)
-            .max(after.first().map_or(0, |s| s.growth_ppb)),
+        growth_ppb: before.last().map_or(0, |s| s.growth_ppb).max(after.first().map_or(0, |s| s.growth_ppb)),
         samples_used: 0,
     };
     before.push(seg);
@@ -245,12 +191,7 @@ fn bridge(
 
 /// `θ` and uncertainty of one segment's line at `at` (extrapolated outside it).
 fn read_at(s: &ClockSegment, at: i64) -> (i64, i64) {
-    let m = ClockModel {
-        host: String::new(),
-        segments: vec![s.clone()],
-        steps: 0,
-        outliers: 0,
-    };
+    let m = ClockModel { host: String::new(), segments: vec![s.clone()], steps: 0, outliers: 0 };
     (m.offset_at(at), m.uncertainty_at(at))
 }
 

@@ -86,11 +86,7 @@ pub fn encode_values(series: &[u32], values: &[f64]) -> (Int64Array, Int8Array, 
 }
 
 /// Decodes the three value columns back to `f64`.
-pub fn decode_values(
-    vint: &Int64Array,
-    vscale: &Int8Array,
-    vfloat: &Float64Array,
-) -> Result<Vec<f64>, String> {
+pub fn decode_values(vint: &Int64Array, vscale: &Int8Array, vfloat: &Float64Array) -> Result<Vec<f64>, String> {
     let n = vint.len();
     if vscale.len() != n || vfloat.len() != n {
         return Err("value columns differ in length".into());

@@ -9,8 +9,8 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, Parq
 use parquet::file::statistics::Statistics;
 
 use super::{RowFilter, decode_values, file_schema};
-use crate::model::Rows;
 use crate::error::{Error, Result};
+use crate::model::Rows;
 use crate::storage::Storage;
 
 fn i64_range(stats: Option<&Statistics>) -> Option<(i64, i64)> {
@@ -55,7 +55,11 @@ impl RowGroups {
         let expected = file_schema();
         let actual = metadata.schema();
         if actual.fields().len() != expected.fields().len()
-            || actual.fields().iter().zip(expected.fields()).any(|(a, e)| a.name() != e.name() || a.data_type() != e.data_type())
+            || actual
+                .fields()
+                .iter()
+                .zip(expected.fields())
+                .any(|(a, e)| a.name() != e.name() || a.data_type() != e.data_type())
         {
             return Err(invalid(format!("wrong schema: expected {expected}, found {actual}")));
         }
@@ -95,7 +99,8 @@ impl RowGroups {
         let mut out = Rows::default();
         for batch in reader {
             let batch = batch.map_err(|e| invalid(format!("decode failed: {e}")))?;
-            append_batch(&batch, &filter, &mut runs, &mut out).map_err(|e| invalid(format!("row group {group}: {e}")))?;
+            append_batch(&batch, &filter, &mut runs, &mut out)
+                .map_err(|e| invalid(format!("row group {group}: {e}")))?;
         }
         Ok(out)
     }
@@ -149,7 +154,10 @@ impl RunTimes {
         let t = match stored {
             Some(t) => t,
             None => *self.previous.get(self.current.len()).ok_or_else(|| {
-                format!("series {series}: null time at run position {} with no earlier run to share", self.current.len())
+                format!(
+                    "series {series}: null time at run position {} with no earlier run to share",
+                    self.current.len()
+                )
             })?,
         };
         self.current.push(t);
@@ -157,7 +165,12 @@ impl RunTimes {
     }
 }
 
-fn append_batch(batch: &RecordBatch, filter: &RowFilter<'_>, runs: &mut RunTimes, out: &mut Rows) -> std::result::Result<(), String> {
+fn append_batch(
+    batch: &RecordBatch,
+    filter: &RowFilter<'_>,
+    runs: &mut RunTimes,
+    out: &mut Rows,
+) -> std::result::Result<(), String> {
     let series = column::<UInt32Array>(batch, 0)?;
     let time = column::<Int64Array>(batch, 1)?;
     let vint = column::<Int64Array>(batch, 2)?;

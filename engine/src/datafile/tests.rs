@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use crate::model::Rows;
 use crate::error::Error;
+use crate::model::Rows;
 use crate::storage::OsStorage;
 use arrow::array::{ArrayRef, Float64Array, Int8Array, Int64Array, RecordBatch, UInt32Array};
 use parquet::arrow::ArrowWriter;
@@ -83,7 +83,11 @@ fn shared_timestamps_round_trip_across_row_groups_and_filters() {
     )
     .clone();
     assert!(md.num_row_groups() >= 3);
-    let nulls: i64 = md.row_groups().iter().map(|rg| rg.column(1).statistics().and_then(|s| s.null_count_opt()).unwrap_or(0) as i64).sum();
+    let nulls: i64 = md
+        .row_groups()
+        .iter()
+        .map(|rg| rg.column(1).statistics().and_then(|s| s.null_count_opt()).unwrap_or(0) as i64)
+        .sum();
     assert!(nulls > 4 * n, "most runs share their timestamps ({nulls} nulls)");
     assert_eq!(read_file(&OsStorage, &path, &RowFilter::default()).unwrap(), rows);
 
@@ -93,7 +97,8 @@ fn shared_timestamps_round_trip_across_row_groups_and_filters() {
     let t0 = 1_700_000_000_000_000_000 + 60_000 * 1_000_000_000;
     let filter = RowFilter { time: Some((t0, t0 + 10 * 1_000_000_000)), series: Some(&set) };
     let some = read_file(&OsStorage, &path, &filter).unwrap();
-    let want: Vec<i64> = (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).map(|i| rows.time[i]).collect();
+    let want: Vec<i64> =
+        (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).map(|i| rows.time[i]).collect();
     assert_eq!(some.time, want);
     assert_eq!(some.len(), 10);
 }

@@ -13,14 +13,13 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::{FileStats, ROW_GROUP_ROWS, WriteOptions, columns, encode_values, file_schema};
-use crate::model::Rows;
 use crate::error::{Error, Result};
+use crate::model::Rows;
 use crate::storage::{Storage, StorageFile};
 
 fn writer_properties(opts: WriteOptions) -> Result<WriterProperties> {
-    let level = ZstdLevel::try_new(opts.zstd_level).map_err(|e| Error::InvalidConfig {
-        reason: format!("bad zstd level {}: {e}", opts.zstd_level),
-    })?;
+    let level = ZstdLevel::try_new(opts.zstd_level)
+        .map_err(|e| Error::InvalidConfig { reason: format!("bad zstd level {}: {e}", opts.zstd_level) })?;
     let col = |name: &str| ColumnPath::from(name);
     Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
@@ -56,7 +55,10 @@ pub struct DataFileWriter {
 
 impl std::fmt::Debug for DataFileWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DataFileWriter").field("path", &self.path).field("rows", &self.stats.rows).finish_non_exhaustive()
+        f.debug_struct("DataFileWriter")
+            .field("path", &self.path)
+            .field("rows", &self.stats.rows)
+            .finish_non_exhaustive()
     }
 }
 

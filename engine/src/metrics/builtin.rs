@@ -1,7 +1,7 @@
 //! The built-in metric families (documented in `docs/metrics.md`).
 
-use crate::metrics::{names, 
-    Comparison, CounterWidth, Direction, Domain, EntityKind, MetricClass, MetricInfo, MetricKind,
+use crate::metrics::{
+    Comparison, CounterWidth, Direction, Domain, EntityKind, MetricClass, MetricInfo, MetricKind, names,
 };
 
 use Comparison::OwnBaseline;
@@ -80,28 +80,16 @@ impl Spec {
         Spec { scale, ..self }
     }
     const fn sat(self, bits: u8) -> Spec {
-        Spec {
-            width: Some(CounterWidth::saturate(bits)),
-            ..self
-        }
+        Spec { width: Some(CounterWidth::saturate(bits)), ..self }
     }
     const fn wrap(self, bits: u8) -> Spec {
-        Spec {
-            width: Some(CounterWidth::wrap(bits)),
-            ..self
-        }
+        Spec { width: Some(CounterWidth::wrap(bits)), ..self }
     }
     const fn dir(self, direction: Direction) -> Spec {
-        Spec {
-            direction: Some(direction),
-            ..self
-        }
+        Spec { direction: Some(direction), ..self }
     }
     const fn own(self) -> Spec {
-        Spec {
-            compare: OwnBaseline,
-            ..self
-        }
+        Spec { compare: OwnBaseline, ..self }
     }
     const fn facts(self, facts: &'static str) -> Spec {
         Spec { facts, ..self }
@@ -109,48 +97,15 @@ impl Spec {
 }
 
 const fn dcgm(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(
-        family,
-        DCGM,
-        Domain::Compute,
-        Gauge,
-        unit,
-        class,
-        Gpu,
-        meaning,
-    )
+    Spec::new(family, DCGM, Domain::Compute, Gauge, unit, class, Gpu, meaning)
 }
 
-const fn hca(
-    family: &'static str,
-    kind: MetricKind,
-    unit: &'static str,
-    class: C,
-    meaning: &'static str,
-) -> Spec {
-    Spec::new(
-        family,
-        NODE,
-        Domain::Network,
-        kind,
-        unit,
-        class,
-        NicPort,
-        meaning,
-    )
+const fn hca(family: &'static str, kind: MetricKind, unit: &'static str, class: C, meaning: &'static str) -> Spec {
+    Spec::new(family, NODE, Domain::Network, kind, unit, class, NicPort, meaning)
 }
 
 const fn sw(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(
-        family,
-        IBX,
-        Domain::Network,
-        Counter,
-        unit,
-        class,
-        SwitchPort,
-        meaning,
-    )
+    Spec::new(family, IBX, Domain::Network, Counter, unit, class, SwitchPort, meaning)
 }
 
 const fn host(
@@ -165,16 +120,7 @@ const fn host(
 }
 
 const fn nccl(family: &'static str, unit: &'static str, class: C, meaning: &'static str) -> Spec {
-    Spec::new(
-        family,
-        NCCL,
-        Domain::Collective,
-        Gauge,
-        unit,
-        class,
-        Gpu,
-        meaning,
-    )
+    Spec::new(family, NCCL, Domain::Collective, Gauge, unit, class, Gpu, meaning)
 }
 
 #[allow(clippy::too_many_arguments)]

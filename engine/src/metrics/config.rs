@@ -24,8 +24,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::metrics::{
-    Comparison, CounterWidth, Direction, Domain, EntityKind, MetricClass, MetricInfo, MetricKind,
-    Overflow,
+    Comparison, CounterWidth, Direction, Domain, EntityKind, MetricClass, MetricInfo, MetricKind, Overflow,
 };
 
 #[derive(Debug, Deserialize)]
@@ -63,52 +62,33 @@ struct Entry {
 
 /// Parses and checks a catalog extension; all entries or an error.
 pub(crate) fn parse(text: &str) -> Result<Vec<MetricInfo>> {
-    let doc: Document = toml::from_str(text).map_err(|e| Error::MetricCatalogInvalid {
-        reason: e.to_string().trim_end().to_owned(),
-    })?;
+    let doc: Document = toml::from_str(text)
+        .map_err(|e| Error::MetricCatalogInvalid { reason: e.to_string().trim_end().to_owned() })?;
     doc.metric.into_iter().map(check).collect()
 }
 
 fn check(e: Entry) -> Result<MetricInfo> {
     let invalid = |reason: String| Error::MetricCatalogInvalid { reason };
     if !is_metric_name(&e.family) {
-        return Err(invalid(format!(
-            "family {:?} is not a valid metric name",
-            e.family
-        )));
+        return Err(invalid(format!("family {:?} is not a valid metric name", e.family)));
     }
     let scale = e.scale.unwrap_or(1.0);
     if !scale.is_finite() || scale <= 0.0 {
-        return Err(invalid(format!(
-            "family {}: scale {scale} must be finite and > 0",
-            e.family
-        )));
+        return Err(invalid(format!("family {}: scale {scale} must be finite and > 0", e.family)));
     }
     let counter_width = match (e.counter_bits, e.overflow) {
         (None, None) => None,
         (None, Some(_)) => {
-            return Err(invalid(format!(
-                "family {}: overflow needs counter_bits",
-                e.family
-            )));
+            return Err(invalid(format!("family {}: overflow needs counter_bits", e.family)));
         }
         (Some(bits), overflow) => {
             if !(1..=64).contains(&bits) {
-                return Err(invalid(format!(
-                    "family {}: counter_bits {bits} is outside 1..=64",
-                    e.family
-                )));
+                return Err(invalid(format!("family {}: counter_bits {bits} is outside 1..=64", e.family)));
             }
             if e.kind != MetricKind::Counter {
-                return Err(invalid(format!(
-                    "family {}: counter_bits on a gauge",
-                    e.family
-                )));
+                return Err(invalid(format!("family {}: counter_bits on a gauge", e.family)));
             }
-            Some(CounterWidth {
-                bits,
-                overflow: overflow.unwrap_or(Overflow::Wrap),
-            })
+            Some(CounterWidth { bits, overflow: overflow.unwrap_or(Overflow::Wrap) })
         }
     };
     Ok(MetricInfo {

@@ -60,27 +60,17 @@ pub struct CounterWidth {
 impl CounterWidth {
     /// A counter of `bits` that wraps.
     pub const fn wrap(bits: u8) -> Self {
-        CounterWidth {
-            bits,
-            overflow: Overflow::Wrap,
-        }
+        CounterWidth { bits, overflow: Overflow::Wrap }
     }
 
     /// A counter of `bits` that saturates.
     pub const fn saturate(bits: u8) -> Self {
-        CounterWidth {
-            bits,
-            overflow: Overflow::Saturate,
-        }
+        CounterWidth { bits, overflow: Overflow::Saturate }
     }
 
     /// The largest raw value, `2^bits - 1` (as `f64`; inexact above 2^53).
     pub fn max(&self) -> f64 {
-        if self.bits >= 64 {
-            u64::MAX as f64
-        } else {
-            ((1u64 << self.bits) - 1) as f64
-        }
+        if self.bits >= 64 { u64::MAX as f64 } else { ((1u64 << self.bits) - 1) as f64 }
     }
 }
 
@@ -100,12 +90,7 @@ pub struct CounterStep {
 
 /// Compares two consecutive raw readings of a counter (rules in the module docs).
 pub fn counter_step(prev: f64, cur: f64, width: Option<CounterWidth>) -> CounterStep {
-    let mut step = CounterStep {
-        increase: f64::NAN,
-        reset: false,
-        wrapped: false,
-        saturated: false,
-    };
+    let mut step = CounterStep { increase: f64::NAN, reset: false, wrapped: false, saturated: false };
     if !prev.is_finite() || !cur.is_finite() || prev < 0.0 || cur < 0.0 {
         return step;
     }
@@ -136,7 +121,12 @@ pub fn counter_step(prev: f64, cur: f64, width: Option<CounterWidth>) -> Counter
         }
         // A 64-bit data counter served from the 32-bit PortCounters (switches or exporters
         // without PortCountersExtended): rule 4 at 32 bits when the reading fits in 32 bits.
-        Some(w) if w.overflow == Overflow::Wrap && w.bits == 64 && prev < NARROW_RANGE && prev - cur >= NARROW_RANGE / 2.0 => {
+        Some(w)
+            if w.overflow == Overflow::Wrap
+                && w.bits == 64
+                && prev < NARROW_RANGE
+                && prev - cur >= NARROW_RANGE / 2.0 =>
+        {
             step.wrapped = true;
             step.increase = NARROW_RANGE - prev + cur;
         }
@@ -161,13 +151,7 @@ pub fn counter_increase(prev: f64, cur: f64, width: Option<CounterWidth>) -> f64
 /// and `i` (`out[0]` is NaN), `increase × scale / Δt`. Non-increasing timestamps give NaN.
 /// `out` is cleared first; `times` are ns and must be as long as `values` (extra entries of
 /// the longer slice are ignored).
-pub fn counter_rates_into(
-    times: &[i64],
-    values: &[f64],
-    width: Option<CounterWidth>,
-    scale: f64,
-    out: &mut Vec<f64>,
-) {
+pub fn counter_rates_into(times: &[i64], values: &[f64], width: Option<CounterWidth>, scale: f64, out: &mut Vec<f64>) {
     out.clear();
     let n = times.len().min(values.len());
     if n == 0 {
@@ -223,22 +207,14 @@ impl Baseline {
 
     /// `value / median`, or NaN when the median is zero.
     pub fn ratio(&self, value: f64) -> f64 {
-        if self.median == 0.0 {
-            f64::NAN
-        } else {
-            value / self.median
-        }
+        if self.median == 0.0 { f64::NAN } else { value / self.median }
     }
 }
 
 fn median_in_place(values: &mut [f64]) -> f64 {
     values.sort_unstable_by(f64::total_cmp);
     let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
 }
 
 #[cfg(test)]
@@ -310,12 +286,7 @@ mod tests {
 
     #[test]
     fn bad_readings_are_unknown() {
-        for (p, c) in [
-            (f64::NAN, 1.0),
-            (1.0, f64::INFINITY),
-            (-1.0, 3.0),
-            (3.0, -1.0),
-        ] {
+        for (p, c) in [(f64::NAN, 1.0), (1.0, f64::INFINITY), (-1.0, 3.0), (3.0, -1.0)] {
             assert!(counter_increase(p, c, Some(CounterWidth::wrap(32))).is_nan());
         }
     }

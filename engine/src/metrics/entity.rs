@@ -61,11 +61,7 @@ pub fn switch_port_name(switch: &str, port: &str) -> String {
 /// A GUID in the form used as map key: lowercase with a `0x` prefix.
 pub fn normalize_guid(guid: &str) -> String {
     let g = guid.trim().to_ascii_lowercase();
-    if g.starts_with("0x") {
-        g
-    } else {
-        format!("0x{g}")
-    }
+    if g.starts_with("0x") { g } else { format!("0x{g}") }
 }
 
 /// The numeric part of a GPU label: `GPU5`/`gpu5` → `5`; other values unchanged.
@@ -90,9 +86,9 @@ pub fn resolve(
     let kind = kind.unwrap_or_else(|| infer_kind(key));
     let named = |kind: EntityKind, name: String| Some(Entity { kind, name });
     let resolved = match kind {
-        EntityKind::Gpu => label("gpu")
-            .or_else(|| label("gpu_device_id"))
-            .and_then(|gpu| named(kind, gpu_name(host, gpu))),
+        EntityKind::Gpu => {
+            label("gpu").or_else(|| label("gpu_device_id")).and_then(|gpu| named(kind, gpu_name(host, gpu)))
+        }
         EntityKind::NicPort => match (label("device"), label("port")) {
             (Some(device), Some(port)) => named(kind, nic_port_name(host, device, port)),
             _ => None,
@@ -100,11 +96,7 @@ pub fn resolve(
         EntityKind::SwitchPort => label("port").and_then(|port| {
             let switch = label("switch").map(str::to_owned).or_else(|| {
                 let guid = normalize_guid(label("guid")?);
-                Some(
-                    switch_guids
-                        .and_then(|m| m.get(&guid).cloned())
-                        .unwrap_or(guid),
-                )
+                Some(switch_guids.and_then(|m| m.get(&guid).cloned()).unwrap_or(guid))
             })?;
             named(kind, switch_port_name(&switch, port))
         }),
@@ -151,63 +143,26 @@ mod tests {
 
     #[test]
     fn resolves_by_declared_kind_with_node_fallback() {
-        let k = key(
-            "m",
-            &[("host", "node-03"), ("gpu", "5"), ("device", "nvidia5")],
-        );
-        assert_eq!(
-            resolve(&k, Some(EntityKind::Gpu), None).unwrap().name,
-            "node-03/gpu5"
-        );
+        let k = key("m", &[("host", "node-03"), ("gpu", "5"), ("device", "nvidia5")]);
+        assert_eq!(resolve(&k, Some(EntityKind::Gpu), None).unwrap().name, "node-03/gpu5");
         // Disk metrics carry `device` too; declared as node they stay the node.
-        let k = key(
-            "node_disk_reads_completed_total",
-            &[("host", "node-03"), ("device", "nvme0n1")],
-        );
+        let k = key("node_disk_reads_completed_total", &[("host", "node-03"), ("device", "nvme0n1")]);
         let e = resolve(&k, Some(EntityKind::Node), None).unwrap();
         assert_eq!((e.kind, e.name.as_str()), (EntityKind::Node, "node-03"));
         // A NIC family without a port label falls back to the node.
         let k = key("m", &[("host", "node-03"), ("device", "mlx5_0")]);
-        assert_eq!(
-            resolve(&k, Some(EntityKind::NicPort), None).unwrap().kind,
-            EntityKind::Node
-        );
+        assert_eq!(resolve(&k, Some(EntityKind::NicPort), None).unwrap().kind, EntityKind::Node);
         assert!(resolve(&key("m", &[("gpu", "1")]), None, None).is_none());
     }
 
     #[test]
     fn switch_port_from_name_or_guid() {
-        let k = key(
-            "m",
-            &[("host", "mgmt"), ("switch", "leaf-2"), ("port", "17")],
-        );
-        assert_eq!(
-            resolve(&k, Some(EntityKind::SwitchPort), None)
-                .unwrap()
-                .name,
-            "leaf-2:17"
-        );
-        let k = key(
-            "m",
-            &[
-                ("host", "mgmt"),
-                ("guid", "0x7CFE9003009CE5B0"),
-                ("port", "3"),
-            ],
-        );
-        assert_eq!(
-            resolve(&k, Some(EntityKind::SwitchPort), None)
-                .unwrap()
-                .name,
-            "0x7cfe9003009ce5b0:3"
-        );
+        let k = key("m", &[("host", "mgmt"), ("switch", "leaf-2"), ("port", "17")]);
+        assert_eq!(resolve(&k, Some(EntityKind::SwitchPort), None).unwrap().name, "leaf-2:17");
+        let k = key("m", &[("host", "mgmt"), ("guid", "0x7CFE9003009CE5B0"), ("port", "3")]);
+        assert_eq!(resolve(&k, Some(EntityKind::SwitchPort), None).unwrap().name, "0x7cfe9003009ce5b0:3");
         let map = HashMap::from([("0x7cfe9003009ce5b0".to_owned(), "spine-1".to_owned())]);
-        assert_eq!(
-            resolve(&k, Some(EntityKind::SwitchPort), Some(&map))
-                .unwrap()
-                .name,
-            "spine-1:3"
-        );
+        assert_eq!(resolve(&k, Some(EntityKind::SwitchPort), Some(&map)).unwrap().name, "spine-1:3");
     }
 
     #[test]
@@ -219,9 +174,6 @@ mod tests {
         let k = key("x", &[("host", "n1"), ("job", "node-exporter")]);
         assert_eq!(resolve(&k, None, None).unwrap().name, "n1");
         let k = key("x", &[("host", "n1"), ("job", "llm-70b")]);
-        assert_eq!(
-            resolve(&k, Some(EntityKind::Job), None).unwrap().name,
-            "llm-70b"
-        );
+        assert_eq!(resolve(&k, Some(EntityKind::Job), None).unwrap().name, "llm-70b");
     }
 }

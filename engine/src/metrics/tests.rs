@@ -82,12 +82,8 @@ fn builtin_recognises_every_required_family() {
 #[test]
 fn data_unit_scale_is_four_only_for_switch_exporter() {
     let c = MetricCatalog::builtin();
-    let sw = c
-        .get("infiniband_switch_port_transmit_data_bytes_total")
-        .unwrap();
-    let hca = c
-        .get("node_infiniband_port_data_transmitted_bytes_total")
-        .unwrap();
+    let sw = c.get("infiniband_switch_port_transmit_data_bytes_total").unwrap();
+    let hca = c.get("node_infiniband_port_data_transmitted_bytes_total").unwrap();
     assert_eq!((sw.scale, sw.unit.as_str()), (4.0, "bytes"));
     assert_eq!((hca.scale, hca.unit.as_str()), (1.0, "bytes"));
     // 1000 words on the switch = 4000 bytes; 4000 bytes on the HCA stay 4000 bytes.
@@ -99,42 +95,25 @@ fn data_unit_scale_is_four_only_for_switch_exporter() {
 fn fabric_facts_are_recorded() {
     let c = MetricCatalog::builtin();
     let get = |f: &str| c.get(f).unwrap();
-    assert_eq!(
-        get("node_infiniband_np_cnp_packets_sent_total").direction,
-        Some(Direction::NotificationPoint)
-    );
-    assert_eq!(
-        get("node_infiniband_rp_cnp_packets_handled_total").direction,
-        Some(Direction::ReactionPoint)
-    );
+    assert_eq!(get("node_infiniband_np_cnp_packets_sent_total").direction, Some(Direction::NotificationPoint));
+    assert_eq!(get("node_infiniband_rp_cnp_packets_handled_total").direction, Some(Direction::ReactionPoint));
     let wait = get("infiniband_switch_port_transmit_wait_total");
     assert_eq!(wait.compare, Comparison::OwnBaseline);
     assert_eq!(wait.counter_width, Some(CounterWidth::saturate(32)));
-    assert_eq!(
-        get("node_infiniband_symbol_error_total").counter_bits(),
-        Some(16)
-    );
+    assert_eq!(get("node_infiniband_symbol_error_total").counter_bits(), Some(16));
     assert_eq!(
         get("node_infiniband_out_of_sequence_packets_received_total").counter_width,
         Some(CounterWidth::wrap(32))
     );
-    assert_eq!(
-        get("node_infiniband_out_of_buffer_drops_total").class,
-        MetricClass::HostPcie
-    );
+    assert_eq!(get("node_infiniband_out_of_buffer_drops_total").class, MetricClass::HostPcie);
     assert_eq!(get("DCGM_FI_PROF_NVLINK_TX_BYTES").kind, MetricKind::Gauge);
-    assert_eq!(
-        get("node_infiniband_link_downed_total").class,
-        MetricClass::LinkFlaps
-    );
+    assert_eq!(get("node_infiniband_link_downed_total").class, MetricClass::LinkFlaps);
 }
 
 #[test]
 fn wrap_on_a_catalog_counter_is_not_negative() {
     let c = MetricCatalog::builtin();
-    let oos = c
-        .get("node_infiniband_out_of_sequence_packets_received_total")
-        .unwrap();
+    let oos = c.get("node_infiniband_out_of_sequence_packets_received_total").unwrap();
     assert_eq!(oos.increase(4_294_967_290.0, 4.0), 10.0);
     // A saturating 16-bit counter that decreased was cleared: counts since the clear.
     let sym = c.get("node_infiniband_symbol_error_total").unwrap();
@@ -151,19 +130,11 @@ fn wrap_on_a_catalog_counter_is_not_negative() {
 #[test]
 fn classify_handles_histogram_and_summary_parts() {
     let c = MetricCatalog::builtin();
-    let k = key(
-        "train_step_duration_seconds_sum",
-        &[("host", "n1"), ("job", "j")],
-    );
+    let k = key("train_step_duration_seconds_sum", &[("host", "n1"), ("job", "j")]);
     let cl = c.classify(&k).unwrap();
     assert_eq!(cl.info.family, "train_step_duration_seconds");
-    assert_eq!(
-        (cl.part, cl.kind(), cl.unit()),
-        (SeriesPart::Sum, MetricKind::Counter, "seconds")
-    );
-    let cl = c
-        .classify_metric("storage_read_latency_seconds_count")
-        .unwrap();
+    assert_eq!((cl.part, cl.kind(), cl.unit()), (SeriesPart::Sum, MetricKind::Counter, "seconds"));
+    let cl = c.classify_metric("storage_read_latency_seconds_count").unwrap();
     assert_eq!((cl.part, cl.unit()), (SeriesPart::Count, "observations"));
     let cl = c.classify_metric("node_load1").unwrap();
     assert_eq!((cl.part, cl.kind()), (SeriesPart::Value, MetricKind::Gauge));
@@ -174,66 +145,28 @@ fn classify_handles_histogram_and_summary_parts() {
 fn entities_of_each_exporter() {
     let c = MetricCatalog::builtin();
     let e = |m: &str, l: &[(&str, &str)]| c.entity(&key(m, l)).unwrap();
-    let dcgm = e(
-        "DCGM_FI_DEV_GPU_UTIL",
-        &[("host", "node-03"), ("gpu", "5"), ("device", "nvidia5")],
-    );
-    assert_eq!(
-        (dcgm.kind, dcgm.name.as_str()),
-        (EntityKind::Gpu, "node-03/gpu5")
-    );
-    let nic = e(
-        "node_infiniband_symbol_error_total",
-        &[("host", "node-03"), ("device", "mlx5_2"), ("port", "1")],
-    );
-    assert_eq!(
-        (nic.kind, nic.name.as_str()),
-        (EntityKind::NicPort, "node-03/mlx5_2:1")
-    );
+    let dcgm = e("DCGM_FI_DEV_GPU_UTIL", &[("host", "node-03"), ("gpu", "5"), ("device", "nvidia5")]);
+    assert_eq!((dcgm.kind, dcgm.name.as_str()), (EntityKind::Gpu, "node-03/gpu5"));
+    let nic = e("node_infiniband_symbol_error_total", &[("host", "node-03"), ("device", "mlx5_2"), ("port", "1")]);
+    assert_eq!((nic.kind, nic.name.as_str()), (EntityKind::NicPort, "node-03/mlx5_2:1"));
     let sw = e(
         "infiniband_switch_port_symbol_error_total",
-        &[
-            ("host", "mgmt-1"),
-            ("switch", "leaf-2"),
-            ("port", "17"),
-            ("guid", "0x1"),
-        ],
+        &[("host", "mgmt-1"), ("switch", "leaf-2"), ("port", "17"), ("guid", "0x1")],
     );
-    assert_eq!(
-        (sw.kind, sw.name.as_str()),
-        (EntityKind::SwitchPort, "leaf-2:17")
-    );
+    assert_eq!((sw.kind, sw.name.as_str()), (EntityKind::SwitchPort, "leaf-2:17"));
     assert_eq!(e("node_load1", &[("host", "node-03")]).name, "node-03");
     assert_eq!(
-        e(
-            "storage_read_latency_seconds",
-            &[
-                ("host", "mds-1"),
-                ("pool", "lustre-a"),
-                ("quantile", "0.99")
-            ]
-        )
-        .name,
+        e("storage_read_latency_seconds", &[("host", "mds-1"), ("pool", "lustre-a"), ("quantile", "0.99")]).name,
         "lustre-a"
     );
     assert_eq!(
-        e(
-            "train_step_duration_seconds",
-            &[("host", "node-03"), ("job", "llm-70b"), ("rank", "3")]
-        )
-        .name,
+        e("train_step_duration_seconds", &[("host", "node-03"), ("job", "llm-70b"), ("rank", "3")]).name,
         "llm-70b"
     );
-    let nccl = e(
-        "nccl_bus_bandwidth_gbs",
-        &[("host", "node-03"), ("gpu", "GPU4")],
-    );
+    let nccl = e("nccl_bus_bandwidth_gbs", &[("host", "node-03"), ("gpu", "GPU4")]);
     assert_eq!(nccl.name, "node-03/gpu4");
     let guids = std::collections::HashMap::from([("0xabc".to_owned(), "spine-1".to_owned())]);
-    let k = key(
-        "infiniband_switch_port_transmit_wait_total",
-        &[("host", "mgmt"), ("guid", "0xABC"), ("port", "4")],
-    );
+    let k = key("infiniband_switch_port_transmit_wait_total", &[("host", "mgmt"), ("guid", "0xABC"), ("port", "4")]);
     assert_eq!(c.entity_with_guids(&k, &guids).unwrap().name, "spine-1:4");
 }
 
@@ -273,18 +206,10 @@ source = "site"
         .unwrap();
     assert_eq!(n, 2);
     assert_eq!(c.len(), before + 1);
-    assert_eq!(
-        c.get("infiniband_switch_port_transmit_data_bytes_total")
-            .unwrap()
-            .scale,
-        1.0
-    );
+    assert_eq!(c.get("infiniband_switch_port_transmit_data_bytes_total").unwrap().scale, 1.0);
     let site = c.get("site_fabric_credit_stalls_total").unwrap();
     assert_eq!(site.counter_width, Some(CounterWidth::saturate(32)));
-    assert_eq!(
-        (site.source.as_str(), site.compare),
-        ("site", Comparison::OwnBaseline)
-    );
+    assert_eq!((site.source.as_str(), site.compare), ("site", Comparison::OwnBaseline));
 }
 
 #[test]
@@ -306,10 +231,7 @@ fn toml_errors_are_typed_and_change_nothing() {
     ];
     for text in cases {
         let err = c.extend_from_toml(text).unwrap_err();
-        assert!(
-            matches!(err, Error::MetricCatalogInvalid { .. }),
-            "{text}: {err}"
-        );
+        assert!(matches!(err, Error::MetricCatalogInvalid { .. }), "{text}: {err}");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     }
     assert_eq!(c.len(), before);

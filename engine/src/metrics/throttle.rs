@@ -24,10 +24,7 @@ pub struct ThrottleReasons(pub u64);
 /// Names of the known bits, in bit order.
 pub const REASON_NAMES: [(u64, &str); 9] = [
     (ThrottleReasons::GPU_IDLE, "gpu_idle"),
-    (
-        ThrottleReasons::APPLICATIONS_CLOCKS,
-        "applications_clocks_setting",
-    ),
+    (ThrottleReasons::APPLICATIONS_CLOCKS, "applications_clocks_setting"),
     (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
     (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
     (ThrottleReasons::SYNC_BOOST, "sync_boost"),
@@ -59,11 +56,7 @@ impl ThrottleReasons {
 
     /// Decodes a sample value; `None` unless it is a finite, non-negative integer below 2^53.
     pub fn from_value(value: f64) -> Option<ThrottleReasons> {
-        if !value.is_finite()
-            || value < 0.0
-            || value.fract() != 0.0
-            || value >= 9_007_199_254_740_992.0
-        {
+        if !value.is_finite() || value < 0.0 || value.fract() != 0.0 || value >= 9_007_199_254_740_992.0 {
             return None;
         }
         Some(ThrottleReasons(value as u64))
@@ -92,11 +85,8 @@ impl ThrottleReasons {
 
     /// Names of the set bits; unknown bits appear as `bit<N>`.
     pub fn names(self) -> Vec<String> {
-        let mut out: Vec<String> = REASON_NAMES
-            .iter()
-            .filter(|(bit, _)| self.0 & bit != 0)
-            .map(|(_, name)| (*name).to_owned())
-            .collect();
+        let mut out: Vec<String> =
+            REASON_NAMES.iter().filter(|(bit, _)| self.0 & bit != 0).map(|(_, name)| (*name).to_owned()).collect();
         let known = REASON_NAMES.iter().fold(0u64, |acc, (bit, _)| acc | bit);
         let mut unknown = self.0 & !known;
         while unknown != 0 {
@@ -133,10 +123,7 @@ mod tests {
 
         let r = ThrottleReasons::from_value((0x40 | 0x80) as f64).unwrap();
         assert!(r.thermal() && r.power() && r.hw_slowdown());
-        assert_eq!(
-            r.names(),
-            vec!["hw_thermal_slowdown", "hw_power_brake_slowdown"]
-        );
+        assert_eq!(r.names(), vec!["hw_thermal_slowdown", "hw_power_brake_slowdown"]);
 
         let r = ThrottleReasons::from_value(8.0).unwrap();
         assert!(r.hw_slowdown() && r.performance_limiting());
@@ -147,10 +134,7 @@ mod tests {
         let r = ThrottleReasons::from_value(1.0).unwrap();
         assert!(!r.performance_limiting());
         assert_eq!(ThrottleReasons(0).to_string(), "none");
-        assert_eq!(
-            ThrottleReasons(0x1 | 0x400).names(),
-            vec!["gpu_idle", "bit10"]
-        );
+        assert_eq!(ThrottleReasons(0x1 | 0x400).names(), vec!["gpu_idle", "bit10"]);
     }
 
     #[test]

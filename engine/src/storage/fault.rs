@@ -141,7 +141,10 @@ impl Storage for FaultyStorage {
         self.state.check()?;
         let denied = *self.state.deny_create.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if denied.is_some_and(|ext| path.extension().is_some_and(|e| e == ext)) {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("injected: cannot create {}", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("injected: cannot create {}", path.display()),
+            ));
         }
         if let Some((ext, delay)) = self.slow_create
             && path.extension().is_some_and(|e| e == ext)

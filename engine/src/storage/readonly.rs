@@ -20,10 +20,7 @@ pub struct ReadOnlyStorage {
 }
 
 fn refused(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!("{} is in a store opened read-only", path.display()),
-    )
+    io::Error::new(io::ErrorKind::PermissionDenied, format!("{} is in a store opened read-only", path.display()))
 }
 
 impl ReadOnlyStorage {

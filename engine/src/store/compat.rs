@@ -102,30 +102,16 @@ fn file_v2_rows() -> Rows {
 /// WAL segment 1, covered by the checkpoint (its rows were flushed): one tag-1 record with
 /// the definitions of series 0-3 and sentinel values that must never be replayed.
 fn wal_segment_1() -> (Vec<u32>, Rows) {
-    (
-        vec![0, 1, 2, 3],
-        rows(&[(0, T0, -999.0), (2, T0 + 10 * S, -999.0)]),
-    )
+    (vec![0, 1, 2, 3], rows(&[(0, T0, -999.0), (2, T0 + 10 * S, -999.0)]))
 }
 
 /// WAL segment 2, tag-1 records written after the flush: (defined series, rows) per record.
 fn wal_segment_2() -> Vec<(Vec<u32>, Rows)> {
     let t = T0 + 2 * H;
     vec![
-        (
-            vec![4],
-            rows(&[
-                (4, t, 1024.0),
-                (4, t + S, 2048.5),
-                (4, t + 2 * S, 1e-7),
-                (0, t, 46.75),
-            ]),
-        ),
+        (vec![4], rows(&[(4, t, 1024.0), (4, t + S, 2048.5), (4, t + 2 * S, 1e-7), (0, t, 46.75)])),
         // Series 2 at t+30s-5 replaces the value 12 of the data file (buffer over files).
-        (
-            vec![],
-            rows(&[(2, T0 + H + 30 * S - 5, 13.0), (4, t + 3 * S, 0.1 + 0.2)]),
-        ),
+        (vec![], rows(&[(2, T0 + H + 30 * S - 5, 13.0), (4, t + 3 * S, 0.1 + 0.2)])),
     ]
 }
 
@@ -138,23 +124,10 @@ fn wal_segment_3() -> Vec<(Vec<u32>, Rows)> {
             // Series 3's second time is coded against series 5's last interval (delta of
             // delta across runs); series 4 at t+1s replaces 2048.5 from segment 2 (later
             // record wins).
-            rows(&[
-                (5, t, 1.5),
-                (5, t + S, -2.25),
-                (3, t + S / 2, 7.0),
-                (3, t + S / 2 + S, 8.0),
-                (4, t + S, 4096.0),
-            ]),
+            rows(&[(5, t, 1.5), (5, t + S, -2.25), (3, t + S / 2, 7.0), (3, t + S / 2 + S, 8.0), (4, t + S, 4096.0)]),
         ),
         // Times going backwards within a run (negative deltas).
-        (
-            vec![],
-            rows(&[
-                (1, t + 10 * S, 1.0),
-                (1, t + 5 * S, 2.0),
-                (1, t + 5 * S - 1, f64::INFINITY),
-            ]),
-        ),
+        (vec![], rows(&[(1, t + 10 * S, 1.0), (1, t + 5 * S, 2.0), (1, t + 5 * S - 1, f64::INFINITY)])),
     ]
 }
 
@@ -168,19 +141,11 @@ fn expected_contents() -> BTreeMap<(String, i64), u64> {
         ("cpu_temp{host=\"h0\"}", T0 + 10 * S, 43.25),
         ("cpu_temp{host=\"h0\"}", T0 + 20 * S, -1.5),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", T0, 0.1 + 0.2),
-        (
-            "gpu_power{dev=\"gpu0\",host=\"h0\"}",
-            T0 + 10 * S,
-            std::f64::consts::PI,
-        ),
+        ("gpu_power{dev=\"gpu0\",host=\"h0\"}", T0 + 10 * S, std::f64::consts::PI),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", T0 + 20 * S, 1e300),
         ("requests_total{host=\"h0\"}", T0, 0.0),
         ("requests_total{host=\"h0\"}", T0 + 10 * S, 1.0),
-        (
-            "requests_total{host=\"h0\"}",
-            T0 + 20 * S,
-            9_007_199_254_740_992.0,
-        ),
+        ("requests_total{host=\"h0\"}", T0 + 20 * S, 9_007_199_254_740_992.0),
         ("errors_total{host=\"h0\"}", T0, f64::NAN),
         ("errors_total{host=\"h0\"}", T0 + 10 * S, f64::INFINITY),
         ("errors_total{host=\"h0\"}", T0 + 20 * S, -0.0),
@@ -189,21 +154,13 @@ fn expected_contents() -> BTreeMap<(String, i64), u64> {
         ("cpu_temp{host=\"h0\"}", t1 + 15 * S, 44.5),
         ("cpu_temp{host=\"h0\"}", t1 + 30 * S, 45.125),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t1, 250.0),
-        (
-            "gpu_power{dev=\"gpu0\",host=\"h0\"}",
-            t1 + 15 * S,
-            1.0 / 3.0,
-        ),
+        ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t1 + 15 * S, 1.0 / 3.0),
         ("requests_total{host=\"h0\"}", t1 + 7, 10.0),
         ("requests_total{host=\"h0\"}", t1 + 15 * S + 3, 11.0),
         ("requests_total{host=\"h0\"}", t1 + 30 * S - 5, 13.0), // 12 in the file, 13 in the WAL
         ("errors_total{host=\"h0\"}", t1 + 7, 0.5),
         ("errors_total{host=\"h0\"}", t1 + 15 * S + 3, f64::NAN),
-        (
-            "errors_total{host=\"h0\"}",
-            t1 + 30 * S - 5,
-            f64::NEG_INFINITY,
-        ),
+        ("errors_total{host=\"h0\"}", t1 + 30 * S - 5, f64::NEG_INFINITY),
         // WAL segments 2 (tag 1) and 3 (tag 2)
         ("mem_used{host=\"h1\"}", t2, 1024.0),
         ("mem_used{host=\"h1\"}", t2 + S, 4096.0), // 2048.5 in tag 1, 4096 in tag 2
@@ -216,16 +173,9 @@ fn expected_contents() -> BTreeMap<(String, i64), u64> {
         ("errors_total{host=\"h0\"}", t2 + S / 2 + S, 8.0),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t2 + 10 * S, 1.0),
         ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t2 + 5 * S, 2.0),
-        (
-            "gpu_power{dev=\"gpu0\",host=\"h0\"}",
-            t2 + 5 * S - 1,
-            f64::INFINITY,
-        ),
+        ("gpu_power{dev=\"gpu0\",host=\"h0\"}", t2 + 5 * S - 1, f64::INFINITY),
     ];
-    let out: BTreeMap<(String, i64), u64> = table
-        .iter()
-        .map(|&(k, t, v)| ((k.to_string(), t), v.to_bits()))
-        .collect();
+    let out: BTreeMap<(String, i64), u64> = table.iter().map(|&(k, t, v)| ((k.to_string(), t), v.to_bits())).collect();
     assert_eq!(out.len(), table.len(), "no key twice in the table");
     out
 }
@@ -238,11 +188,7 @@ fn contents(store: &Store) -> BTreeMap<(String, i64), u64> {
         .with_catalog(|c| {
             for i in 0..rows.len() {
                 let k = c.key(rows.series[i]).unwrap().to_string();
-                assert!(
-                    out.insert((k, rows.time[i]), rows.value[i].to_bits())
-                        .is_none(),
-                    "duplicate row"
-                );
+                assert!(out.insert((k, rows.time[i]), rows.value[i].to_bits()).is_none(), "duplicate row");
             }
         })
         .unwrap();
@@ -251,9 +197,7 @@ fn contents(store: &Store) -> BTreeMap<(String, i64), u64> {
 
 /// Rows as comparable tuples (values by their bits, so NaN and -0.0 compare exactly).
 fn tuples(rows: &Rows) -> Vec<(u32, i64, u64)> {
-    (0..rows.len())
-        .map(|i| (rows.series[i], rows.time[i], rows.value[i].to_bits()))
-        .collect()
+    (0..rows.len()).map(|i| (rows.series[i], rows.time[i], rows.value[i].to_bits())).collect()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -277,22 +221,13 @@ fn fixture_copy() -> tempfile::TempDir {
 }
 
 fn cfg() -> StoreConfig {
-    StoreConfig {
-        max_future_ns: None,
-        flush_rows: usize::MAX,
-        ..Default::default()
-    }
+    StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() }
 }
 
 fn check_catalog(store: &Store) {
-    let names: Vec<String> = store
-        .with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect())
-        .unwrap();
+    let names: Vec<String> = store.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect()).unwrap();
     let want: Vec<String> = keys().iter().map(ToString::to_string).collect();
-    assert_eq!(
-        names, want,
-        "series ids as defined by series.json and the WAL"
-    );
+    assert_eq!(names, want, "series ids as defined by series.json and the WAL");
 }
 
 fn check_clock(store: &Store) {
@@ -301,10 +236,7 @@ fn check_clock(store: &Store) {
     assert_eq!(set.inputs().offsets, 3);
     let model = set.model("h1").expect("a clock model for h1");
     // h1 runs 2 ms ahead (offset = local − reference).
-    assert!(
-        (model.offset_at(T0 + 2 * H) - 2_000_000).abs() < 1_000,
-        "{model:?}"
-    );
+    assert!((model.offset_at(T0 + 2 * H) - 2_000_000).abs() < 1_000, "{model:?}");
 }
 
 #[test]
@@ -342,44 +274,21 @@ fn fixture_store_opens_read_only_with_every_part() {
 fn fixture_data_files_of_each_format_decode_exactly() {
     let dir = fixture_dir();
     for (rel, want, shared) in [
-        (
-            format!("data/p{P}/000000000001.parquet"),
-            file_v1_rows(),
-            false,
-        ),
-        (
-            format!("data/p{}/000000000002.parquet", P + 1),
-            file_v2_rows(),
-            true,
-        ),
+        (format!("data/p{P}/000000000001.parquet"), file_v1_rows(), false),
+        (format!("data/p{}/000000000002.parquet", P + 1), file_v2_rows(), true),
     ] {
         let path = dir.join(&rel);
         let got = datafile::read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
         assert_eq!(tuples(&got), tuples(&want), "{rel}");
         // The fixture really is of the format it stands for.
-        let meta = ArrowReaderMetadata::load(
-            &Bytes::from(std::fs::read(&path).unwrap()),
-            ArrowReaderOptions::default(),
-        )
-        .unwrap();
+        let meta =
+            ArrowReaderMetadata::load(&Bytes::from(std::fs::read(&path).unwrap()), ArrowReaderOptions::default())
+                .unwrap();
         let time = meta.metadata().file_metadata().schema_descr().column(1);
         assert_eq!(time.name(), "time");
-        assert_eq!(
-            time.max_def_level(),
-            u16::from(shared) as i16,
-            "{rel}: time nullable only in the later format"
-        );
-        let nulls = meta
-            .metadata()
-            .row_group(0)
-            .column(1)
-            .statistics()
-            .and_then(|s| s.null_count_opt());
-        assert_eq!(
-            nulls,
-            Some(if shared { 5 } else { 0 }),
-            "{rel}: shared (null) timestamps"
-        );
+        assert_eq!(time.max_def_level(), u16::from(shared) as i16, "{rel}: time nullable only in the later format");
+        let nulls = meta.metadata().row_group(0).column(1).statistics().and_then(|s| s.null_count_opt());
+        assert_eq!(nulls, Some(if shared { 5 } else { 0 }), "{rel}: shared (null) timestamps");
     }
 }
 
@@ -389,8 +298,7 @@ fn fixture_wal_segments_decode_record_by_record() {
     let wal_dir = dir.path().join("wal");
     let mut seen = Vec::new();
     crate::wal::replay_read_only(&OsStorage, &wal_dir, 0, &mut |rec| {
-        let decoded =
-            record::decode(rec.payload).map_err(|reason| Error::InvalidBatch { reason })?;
+        let decoded = record::decode(rec.payload).map_err(|reason| Error::InvalidBatch { reason })?;
         seen.push((rec.segment, rec.payload[0], decoded));
         Ok(())
     })
@@ -401,15 +309,8 @@ fn fixture_wal_segments_decode_record_by_record() {
     want.extend(wal_segment_3().into_iter().map(|r| (3, 2, r)));
     assert_eq!(seen.len(), want.len(), "records in the fixture's segments");
     for ((segment, tag, rec), (want_segment, want_tag, (defs, rows))) in seen.iter().zip(&want) {
-        assert_eq!(
-            (segment, tag),
-            (want_segment, want_tag),
-            "segment and record tag"
-        );
-        let want_defs: Vec<(SeriesId, SeriesKey)> = defs
-            .iter()
-            .map(|&id| (id, keys[id as usize].clone()))
-            .collect();
+        assert_eq!((segment, tag), (want_segment, want_tag), "segment and record tag");
+        let want_defs: Vec<(SeriesId, SeriesKey)> = defs.iter().map(|&id| (id, keys[id as usize].clone())).collect();
         assert_eq!(rec.defs, want_defs, "definitions in segment {segment}");
         assert_eq!(tuples(&rec.rows), tuples(rows), "rows in segment {segment}");
     }
@@ -418,20 +319,14 @@ fn fixture_wal_segments_decode_record_by_record() {
 /// The first release's value encoding (`datafile/codec.rs` as of commit 49213e7): one scale
 /// per series run, chosen first, then every value whose mantissa reproduces it at that scale.
 fn encode_values_v1(series: &[u32], values: &[f64]) -> (Int64Array, Int8Array, Float64Array) {
-    const POW10: [f64; 13] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
-    ];
+    const POW10: [f64; 13] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12];
     fn mantissa_at(v: f64, scale: usize) -> Option<i64> {
         if v.to_bits() == (-0.0f64).to_bits() {
             return None;
         }
         let p = POW10[scale];
         let m = (v * p).round();
-        if m.abs() <= 9_007_199_254_740_992.0 && (m / p).to_bits() == v.to_bits() {
-            Some(m as i64)
-        } else {
-            None
-        }
+        if m.abs() <= 9_007_199_254_740_992.0 && (m / p).to_bits() == v.to_bits() { Some(m as i64) } else { None }
     }
     fn min_scale(v: f64) -> Option<usize> {
         if !v.is_finite() {
@@ -472,11 +367,7 @@ fn encode_values_v1(series: &[u32], values: &[f64]) -> (Int64Array, Int8Array, F
         }
         start = end;
     }
-    (
-        Int64Array::from(vint),
-        Int8Array::from(vscale),
-        Float64Array::from(vfloat),
-    )
+    (Int64Array::from(vint), Int8Array::from(vscale), Float64Array::from(vfloat))
 }
 
 /// Writes a data file of the first format (`datafile.rs` as of commit 49213e7): `time`
@@ -518,8 +409,7 @@ fn write_file_v1(path: &Path, rows: &Rows) -> u64 {
         ],
     )
     .unwrap();
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
     std::fs::metadata(path).unwrap().len()
@@ -565,15 +455,10 @@ fn file_entry(id: u64, partition: i64, rows: &Rows, bytes: u64) -> serde_json::V
 #[ignore = "writes the committed compatibility fixture; run once, never again"]
 fn generate_fixture_store() {
     let out = std::env::var_os("LOCKSTEP_FIXTURE_OUT").map_or_else(fixture_dir, PathBuf::from);
-    assert!(
-        !out.exists(),
-        "{} exists: committed fixtures are never regenerated",
-        out.display()
-    );
+    assert!(!out.exists(), "{} exists: committed fixtures are never regenerated", out.display());
     let keys = keys();
-    let key_refs = |ids: &[u32]| -> Vec<(SeriesId, &SeriesKey)> {
-        ids.iter().map(|&i| (i, &keys[i as usize])).collect()
-    };
+    let key_refs =
+        |ids: &[u32]| -> Vec<(SeriesId, &SeriesKey)> { ids.iter().map(|&i| (i, &keys[i as usize])).collect() };
 
     // Data files: the first format, then the current one.
     let (v1, v2) = (file_v1_rows(), file_v2_rows());
@@ -581,8 +466,7 @@ fn generate_fixture_store() {
     std::fs::create_dir_all(out.join(format!("data/p{}", P + 1))).unwrap();
     let v1_bytes = write_file_v1(&out.join(format!("data/p{P}/000000000001.parquet")), &v1);
     let v2_path = out.join(format!("data/p{}/000000000002.parquet", P + 1));
-    let v2_stats =
-        datafile::write_file(&OsStorage, &v2_path, &v2, WriteOptions { zstd_level: 3 }).unwrap();
+    let v2_stats = datafile::write_file(&OsStorage, &v2_path, &v2, WriteOptions { zstd_level: 3 }).unwrap();
 
     // Manifest and catalog (series 0-3; 4 and 5 are defined only in the WAL).
     let manifest = serde_json::json!({
@@ -592,41 +476,23 @@ fn generate_fixture_store() {
         "wal_checkpoint": 1,
         "files": [file_entry(1, P, &v1, v1_bytes), file_entry(2, P + 1, &v2, v2_stats.bytes)],
     });
-    std::fs::write(
-        out.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(out.join("manifest.json"), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     let series = serde_json::json!({ "version": 1, "series": keys[..4] });
-    std::fs::write(
-        out.join("series.json"),
-        serde_json::to_vec(&series).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(out.join("series.json"), serde_json::to_vec(&series).unwrap()).unwrap();
 
     // WAL: segment 1 (checkpointed) and 2 with tag 1, segment 3 with tag 2.
     let wal = out.join("wal");
     std::fs::create_dir_all(&wal).unwrap();
     let (defs, rows) = wal_segment_1();
     write_segment(&wal, 1, &[record::encode_v1(&key_refs(&defs), &rows)]);
-    let seg2: Vec<_> = wal_segment_2()
-        .iter()
-        .map(|(d, r)| record::encode_v1(&key_refs(d), r))
-        .collect();
+    let seg2: Vec<_> = wal_segment_2().iter().map(|(d, r)| record::encode_v1(&key_refs(d), r)).collect();
     write_segment(&wal, 2, &seg2);
-    let seg3: Vec<_> = wal_segment_3()
-        .iter()
-        .map(|(d, r)| record::encode(&key_refs(d), r))
-        .collect();
+    let seg3: Vec<_> = wal_segment_3().iter().map(|(d, r)| record::encode(&key_refs(d), r)).collect();
     write_segment(&wal, 3, &seg3);
 
     // Clock sync: direct offsets of h1 (2 ms ahead) and one fitted version.
-    let mut clocks = crate::clock::ClockRegistry::open(
-        Arc::new(OsStorage),
-        &out.join("clock"),
-        Default::default(),
-    )
-    .unwrap();
+    let mut clocks =
+        crate::clock::ClockRegistry::open(Arc::new(OsStorage), &out.join("clock"), Default::default()).unwrap();
     let offsets: Vec<_> = (0..3)
         .map(|i| OffsetObservation {
             host: "h1".into(),

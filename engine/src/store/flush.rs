@@ -8,11 +8,11 @@ use crate::buffer::WriteBuffer;
 use std::path::PathBuf;
 
 use crate::datafile::{self, DataFileWriter, RowFilter, RowGroups, WriteOptions};
-use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
-use crate::wal::Wal;
 use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks_into};
+use crate::model::Rows;
+use crate::wal::Wal;
 
 /// What a compaction pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +178,9 @@ impl Store {
         let (a, b) = std::thread::scope(|scope| {
             let second = scope.spawn(|| self.write_data_file_range(partition, first_id + 1, rows, mid..n, 0, opts));
             let first = self.write_data_file_range(partition, first_id, rows, 0..mid, 0, opts);
-            let second = second.join().unwrap_or_else(|_| Err(Error::Unavailable { reason: "a flush encoder thread panicked".into() }));
+            let second = second
+                .join()
+                .unwrap_or_else(|_| Err(Error::Unavailable { reason: "a flush encoder thread panicked".into() }));
             (first, second)
         });
         Ok(vec![a?, b?])
@@ -224,14 +226,10 @@ impl Store {
     /// Publishes a manifest change: adds `added`, drops the files with ids in `removed`,
     /// optionally advances the WAL checkpoint. Saves the catalog first, so every series that
     /// a published file refers to is known after a restart.
-    pub(super) fn commit(
-        &self,
-        added: Vec<FileEntry>,
-        removed: &[u64],
-        wal_checkpoint: Option<u64>,
-    ) -> Result<()> {
+    pub(super) fn commit(&self, added: Vec<FileEntry>, removed: &[u64], wal_checkpoint: Option<u64>) -> Result<()> {
         // Data files must be durable in their directories before the manifest names them.
-        let mut dirs: Vec<_> = added.iter().filter_map(|f| self.dir.join(&f.path).parent().map(|p| p.to_path_buf())).collect();
+        let mut dirs: Vec<_> =
+            added.iter().filter_map(|f| self.dir.join(&f.path).parent().map(|p| p.to_path_buf())).collect();
         dirs.sort();
         dirs.dedup();
         for d in dirs {

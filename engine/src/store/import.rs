@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Rejection, Store, lock_poisoned, split_by_partition_owned};
 use crate::datafile;
-use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::FileEntry;
 use crate::merge::{merge_streams, sort_dedup_owned};
+use crate::model::Rows;
 use crate::model::WriteBatch;
 
 static IMPORT_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -167,7 +167,8 @@ impl BulkImport<'_> {
     /// Waits for the running spill and records its files.
     fn join_spill(&mut self) -> Result<()> {
         let Some(handle) = self.spilling.take() else { return Ok(()) };
-        let (staged, result) = handle.join().map_err(|_| Error::Internal { reason: "import spill thread panicked".into() })?;
+        let (staged, result) =
+            handle.join().map_err(|_| Error::Internal { reason: "import spill thread panicked".into() })?;
         self.staged.extend(staged);
         result
     }

@@ -9,9 +9,9 @@ use super::lock::WriterLock;
 use super::{LiveFile, State, Store, StoreConfig, StoreMetrics, lock_poisoned, record};
 use crate::buffer::WriteBuffer;
 use crate::clock::ClockRegistry;
-use crate::model::Rows;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
+use crate::model::Rows;
 use crate::model::{SeriesId, SeriesKey};
 use crate::series::SeriesCatalog;
 use crate::storage::{OsStorage, ReadOnlyStorage, Storage};
@@ -64,13 +64,10 @@ impl Store {
         let mut catalog = SeriesCatalog::load(storage.as_ref(), &dir.join("series.json"))?;
         let mut active = WriteBuffer::default();
         let wal_dir = dir.join("wal");
-        let (wal, stats) = Wal::open(
-            storage.clone(),
-            &wal_dir,
-            config.wal.clone(),
-            manifest.wal_checkpoint,
-            &mut |rec| replay_record(&wal_dir, rec, &mut catalog, &mut active),
-        )?;
+        let (wal, stats) =
+            Wal::open(storage.clone(), &wal_dir, config.wal.clone(), manifest.wal_checkpoint, &mut |rec| {
+                replay_record(&wal_dir, rec, &mut catalog, &mut active)
+            })?;
         if let Some(t) = &stats.truncated_tail {
             tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
                 "truncated torn wal tail");
@@ -87,7 +84,19 @@ impl Store {
                 Err(e) => tracing::warn!(error = %e, "clock models are stale and could not be refitted"),
             }
         }
-        let store = Store::assemble(dir, storage, clock, config, Some(writer_lock), Some(wal), catalog, manifest, files, active, clocks);
+        let store = Store::assemble(
+            dir,
+            storage,
+            clock,
+            config,
+            Some(writer_lock),
+            Some(wal),
+            catalog,
+            manifest,
+            files,
+            active,
+            clocks,
+        );
         store.remove_orphans()?;
         Ok(store)
     }
@@ -254,7 +263,6 @@ impl Store {
         }
         Ok(())
     }
-
 }
 
 /// Data files and WAL segments under a store directory (to tell a store that lost its
@@ -329,4 +337,3 @@ fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std:
         None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
     }
 }
-

@@ -108,9 +108,10 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| {
-            format!("truncated: need {n} bytes at {}, have {}", self.pos, self.buf.len() - self.pos)
-        })?;
+        let end =
+            self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| {
+                format!("truncated: need {n} bytes at {}, have {}", self.pos, self.buf.len() - self.pos)
+            })?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)

@@ -10,9 +10,9 @@ use roaring::RoaringBitmap;
 
 use super::{LiveFile, Store, lock_poisoned, split_by_partition};
 use crate::datafile::{self, RowFilter};
-use crate::model::Rows;
 use crate::error::Result;
 use crate::merge::sort_dedup;
+use crate::model::Rows;
 use crate::storage::Storage;
 
 /// What to read.

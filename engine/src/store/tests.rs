@@ -171,7 +171,9 @@ fn crash_at_every_byte_of_the_wal_tail() {
     let measure = |samples: &[&[(u32, i64, f64)]]| {
         let dir = tempfile::tempdir().unwrap();
         let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
-        let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+        let store =
+            Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock))
+                .unwrap();
         for s in samples {
             for one in s.iter() {
                 store.write(&batch(std::slice::from_ref(one))).unwrap();
@@ -187,7 +189,9 @@ fn crash_at_every_byte_of_the_wal_tail() {
         let dir = tempfile::tempdir().unwrap();
         {
             let faulty = FaultyStorage::new(Arc::new(OsStorage), base + cut);
-            let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+            let store =
+                Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock))
+                    .unwrap();
             for one in &acked {
                 store.write(&batch(std::slice::from_ref(one))).unwrap();
             }
@@ -344,8 +348,13 @@ fn bad_data_corpus_gives_typed_errors() {
     drop(store);
     {
         use arrow::array::Int64Array;
-        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new("x", arrow::datatypes::DataType::Int64, false)]));
-        let batch = arrow::array::RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1i64]))]).unwrap();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "x",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let batch =
+            arrow::array::RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1i64]))]).unwrap();
         let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, None).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
@@ -399,9 +408,11 @@ fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
     let config = StoreConfig { flush_rows, ..cfg() };
     // Every data file takes 300 ms to create: a flush slower than the writers.
     let storage = Arc::new(
-        FaultyStorage::new(Arc::new(OsStorage), u64::MAX).with_slow_create("parquet", std::time::Duration::from_millis(300)),
+        FaultyStorage::new(Arc::new(OsStorage), u64::MAX)
+            .with_slow_create("parquet", std::time::Duration::from_millis(300)),
     );
-    let store = Arc::new(Store::open_with(dir.path(), config, storage, Arc::new(crate::wallclock::SystemClock)).unwrap());
+    let store =
+        Arc::new(Store::open_with(dir.path(), config, storage, Arc::new(crate::wallclock::SystemClock)).unwrap());
     const ROWS_PER_WRITE: u32 = 100;
     let rows_per_write = ROWS_PER_WRITE;
     fn write(store: &Store, n: u32) {
@@ -437,7 +448,6 @@ fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
     store.flush().unwrap();
     assert_eq!(dump(&store).len(), 4 * 60 * rows_per_write as usize);
 }
-
 
 /// Every file under `dir` with its length and modification time.
 fn tree(dir: &std::path::Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
@@ -506,7 +516,8 @@ fn reader_snapshot_survives_compaction_and_retention() {
     let writer = Store::open(dir.path(), config.clone()).unwrap();
     let mut model = BTreeMap::new();
     for round in 0..3i64 {
-        let s: Vec<_> = (0..40).map(|i| (i % 3, T0 + round * 7 + i as i64 * 50, (round * 100 + i as i64) as f64)).collect();
+        let s: Vec<_> =
+            (0..40).map(|i| (i % 3, T0 + round * 7 + i as i64 * 50, (round * 100 + i as i64) as f64)).collect();
         writer.write(&batch(&s)).unwrap();
         writer.flush().unwrap();
         model_of(&s, &mut model);
@@ -568,7 +579,9 @@ fn failed_flush_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
     let config = StoreConfig { flush_rows: 40, ..cfg() };
-    let store = Store::open_with(dir.path(), config.clone(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+    let store =
+        Store::open_with(dir.path(), config.clone(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock))
+            .unwrap();
     let mut model = BTreeMap::new();
     faulty.deny_create(Some("parquet"));
     let first: Vec<_> = (0..48).map(|i| (i % 6, T0 + i as i64, i as f64)).collect();
@@ -609,7 +622,8 @@ fn failed_flush_loses_nothing() {
 fn full_disk_then_space_returns() {
     let dir = tempfile::tempdir().unwrap();
     let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
-    let store = Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+    let store =
+        Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
     let mut model = BTreeMap::new();
     let acked: Vec<_> = (0..30).map(|i| (i % 5, T0 + i as i64, i as f64)).collect();
     store.write(&batch(&acked)).unwrap();
@@ -641,7 +655,12 @@ fn stale_clock_models_are_refitted_by_the_next_writer() {
     {
         let store = Store::open(dir.path(), cfg()).unwrap();
         let obs: Vec<OffsetObservation> = (0..50)
-            .map(|i| OffsetObservation { host: "h0".into(), local_time: T0 + i * 10_000_000_000, offset_ns: 2_000, uncertainty_ns: 50 })
+            .map(|i| OffsetObservation {
+                host: "h0".into(),
+                local_time: T0 + i * 10_000_000_000,
+                offset_ns: 2_000,
+                uncertainty_ns: 50,
+            })
             .collect();
         store.with_clocks(|r| r.add_offsets(&obs)).unwrap();
         assert_eq!(store.clock_models().unwrap().version(), 0, "added, not fitted: the 'kill' point");

@@ -34,10 +34,7 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
     let mut nodes: Vec<&Node> = Vec::with_capacity(job.nodes.len());
     let mut seen_nodes = HashSet::new();
     for name in &job.nodes {
-        let node = finder.node(name).ok_or_else(|| Error::NotInTopology {
-            what: "node",
-            name: name.clone(),
-        })?;
+        let node = finder.node(name).ok_or_else(|| Error::NotInTopology { what: "node", name: name.clone() })?;
         if seen_nodes.insert(name.as_str()) {
             nodes.push(node);
         }
@@ -45,12 +42,7 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
     let mut out = Entities::default();
     out.push(&job.job, EntityKind::Job, None, Domain::Training);
     for node in &nodes {
-        out.push(
-            &node.name,
-            EntityKind::Node,
-            Some(&node.name),
-            Domain::Compute,
-        );
+        out.push(&node.name, EntityKind::Node, Some(&node.name), Domain::Compute);
         for gpu in node.gpu_entities() {
             out.push(&gpu, EntityKind::Gpu, Some(&node.name), Domain::Compute);
         }
@@ -63,9 +55,7 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
     for a in 0..nodes.len() {
         for b in a + 1..nodes.len() {
             let (na, nb) = (&nodes[a].nics, &nodes[b].nics);
-            let pairs = rails
-                .entry((na.len(), nb.len()))
-                .or_insert_with(|| rail_pairs(na.len(), nb.len()));
+            let pairs = rails.entry((na.len(), nb.len())).or_insert_with(|| rail_pairs(na.len(), nb.len()));
             for &(i, j) in pairs.iter() {
                 if let Some((s, t)) = finder.attachments(&na[i], &nb[j]) {
                     used.insert((a, i));
@@ -84,10 +74,7 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
             finder
                 .topology()
                 .pool(name)
-                .ok_or_else(|| Error::NotInTopology {
-                    what: "storage pool",
-                    name: name.clone(),
-                })?,
+                .ok_or_else(|| Error::NotInTopology { what: "storage pool", name: name.clone() })?,
         ),
         None => None,
     };
@@ -115,12 +102,7 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
     for (a, node) in nodes.iter().enumerate() {
         for (i, nic) in node.nics.iter().enumerate() {
             if used.contains(&(a, i)) {
-                out.push(
-                    &nic.entity(&node.name),
-                    EntityKind::NicPort,
-                    Some(&node.name),
-                    Domain::Network,
-                );
+                out.push(&nic.entity(&node.name), EntityKind::NicPort, Some(&node.name), Domain::Network);
                 network_ports.insert(nic.switch_port_entity());
             }
         }
@@ -137,23 +119,13 @@ pub fn job_entities(finder: &mut PathFinder<'_>, job: &Job) -> Result<Vec<JobEnt
     if let Some(pool) = pool {
         out.push(&pool.name, EntityKind::StoragePool, None, Domain::Storage);
         for server in &pool.servers {
-            out.push(
-                &server.name,
-                EntityKind::Node,
-                Some(&server.name),
-                Domain::Storage,
-            );
+            out.push(&server.name, EntityKind::Node, Some(&server.name), Domain::Storage);
         }
         let mut storage_ports: BTreeSet<String> = BTreeSet::new();
         for &(k, j) in &used_server {
             let server = &pool.servers[k];
             let nic = &server.nics[j];
-            out.push(
-                &nic.entity(&server.name),
-                EntityKind::NicPort,
-                Some(&server.name),
-                Domain::Storage,
-            );
+            out.push(&nic.entity(&server.name), EntityKind::NicPort, Some(&server.name), Domain::Storage);
             storage_ports.insert(nic.switch_port_entity());
         }
         for &(s, t) in &storage_pairs {
@@ -178,12 +150,7 @@ struct Entities {
 impl Entities {
     fn push(&mut self, entity: &str, kind: EntityKind, node: Option<&str>, domain: Domain) {
         if self.seen.insert(entity.to_owned()) {
-            self.list.push(JobEntity {
-                entity: entity.to_owned(),
-                kind,
-                node: node.map(str::to_owned),
-                domain,
-            });
+            self.list.push(JobEntity { entity: entity.to_owned(), kind, node: node.map(str::to_owned), domain });
         }
     }
 }
@@ -226,23 +193,13 @@ impl JobIndex {
         };
         for (j, job) in jobs.iter().enumerate() {
             let entities = job_entities(&mut finder, job)?;
-            let nodes: Vec<&JobEntity> = entities
-                .iter()
-                .filter(|e| e.kind == EntityKind::Node && e.domain == Domain::Compute)
-                .collect();
-            let gpus = nodes
-                .iter()
-                .filter_map(|e| finder.node(&e.entity))
-                .map(|n| n.gpus)
-                .sum();
+            let nodes: Vec<&JobEntity> =
+                entities.iter().filter(|e| e.kind == EntityKind::Node && e.domain == Domain::Compute).collect();
+            let gpus = nodes.iter().filter_map(|e| finder.node(&e.entity)).map(|n| n.gpus).sum();
             index.node_counts.push(nodes.len());
             index.gpus.push(gpus);
             for (k, e) in entities.iter().enumerate() {
-                index
-                    .by_entity
-                    .entry(e.entity.clone())
-                    .or_default()
-                    .push((j as u32, k as u32));
+                index.by_entity.entry(e.entity.clone()).or_default().push((j as u32, k as u32));
             }
             index.entities.push(entities);
             index.by_job.insert(job.job.clone(), j);

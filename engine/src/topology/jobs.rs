@@ -79,29 +79,20 @@ pub fn check_jobs(topology: &Topology, jobs: &[Job]) -> Result<()> {
     for job in jobs {
         for node in &job.nodes {
             if topology.node(node).is_none() {
-                return Err(invalid(format!(
-                    "job {} runs on unknown node {node}",
-                    job.job
-                )));
+                return Err(invalid(format!("job {} runs on unknown node {node}", job.job)));
             }
         }
         if let Some(pool) = &job.storage_pool
             && topology.pool(pool).is_none()
         {
-            return Err(invalid(format!(
-                "job {} uses unknown storage pool {pool}",
-                job.job
-            )));
+            return Err(invalid(format!("job {} uses unknown storage pool {pool}", job.job)));
         }
     }
     Ok(())
 }
 
 pub(crate) fn invalid(reason: String) -> Error {
-    Error::TopologyInvalid {
-        document: JOBS_DOC.to_owned(),
-        reason,
-    }
+    Error::TopologyInvalid { document: JOBS_DOC.to_owned(), reason }
 }
 
 #[derive(Deserialize)]
@@ -114,8 +105,9 @@ enum TimeValue {
 fn time_value<E: serde::de::Error>(v: TimeValue) -> std::result::Result<i64, E> {
     match v {
         TimeValue::Ns(ns) => Ok(ns),
-        TimeValue::Text(s) => parse_rfc3339(&s)
-            .ok_or_else(|| E::custom(format!("time {s:?} is neither integer ns nor RFC 3339"))),
+        TimeValue::Text(s) => {
+            parse_rfc3339(&s).ok_or_else(|| E::custom(format!("time {s:?} is neither integer ns nor RFC 3339")))
+        }
     }
 }
 
@@ -124,9 +116,7 @@ fn de_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error
 }
 
 fn de_opt_time<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
-    Option::<TimeValue>::deserialize(d)?
-        .map(time_value)
-        .transpose()
+    Option::<TimeValue>::deserialize(d)?.map(time_value).transpose()
 }
 
 #[cfg(test)]

@@ -68,10 +68,7 @@ pub fn rail_pairs(a: usize, b: usize) -> Vec<(usize, usize)> {
     if a == 0 || b == 0 {
         return Vec::new();
     }
-    let pairs: BTreeSet<(usize, usize)> = (0..a)
-        .map(|i| (i, i % b))
-        .chain((0..b).map(|j| (j % a, j)))
-        .collect();
+    let pairs: BTreeSet<(usize, usize)> = (0..a).map(|i| (i, i % b)).chain((0..b).map(|j| (j % a, j))).collect();
     pairs.into_iter().collect()
 }
 
@@ -79,8 +76,7 @@ impl<'t> PathFinder<'t> {
     /// Indexes a validated topology (see [`Topology::validate`]).
     pub fn new(topology: &'t Topology) -> Self {
         let names: Vec<&str> = topology.switches.iter().map(|s| s.name.as_str()).collect();
-        let switch_index: HashMap<&str, usize> =
-            names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let switch_index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut adjacency: Vec<Vec<Edge<'t>>> = vec![Vec::new(); names.len()];
         let mut seen = BTreeSet::new();
         for (i, s) in topology.switches.iter().enumerate() {
@@ -93,34 +89,14 @@ impl<'t> PathFinder<'t> {
                 if !seen.insert(if a <= b { (a, b) } else { (b, a) }) {
                     continue;
                 }
-                adjacency[i].push(Edge {
-                    to: j,
-                    port: &link.port,
-                    peer_port: &link.peer_port,
-                });
-                adjacency[j].push(Edge {
-                    to: i,
-                    port: &link.peer_port,
-                    peer_port: &link.port,
-                });
+                adjacency[i].push(Edge { to: j, port: &link.port, peer_port: &link.peer_port });
+                adjacency[j].push(Edge { to: i, port: &link.peer_port, peer_port: &link.port });
             }
         }
         let distances = vec![None; names.len()];
         let hosts = topology.hosts().collect();
-        let nodes = topology
-            .nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n))
-            .collect();
-        PathFinder {
-            topology,
-            switch_index,
-            names,
-            adjacency,
-            hosts,
-            nodes,
-            distances,
-        }
+        let nodes = topology.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        PathFinder { topology, switch_index, names, adjacency, hosts, nodes, distances }
     }
 
     /// The topology this finder indexes.
@@ -147,20 +123,15 @@ impl<'t> PathFinder<'t> {
             return Ok(Vec::new());
         }
         let pairs = rail_pairs(nics_a.len(), nics_b.len());
-        Ok(pairs
-            .into_iter()
-            .filter_map(|(i, j)| self.route(a, &nics_a[i], b, &nics_b[j]))
-            .collect())
+        Ok(pairs.into_iter().filter_map(|(i, j)| self.route(a, &nics_a[i], b, &nics_b[j])).collect())
     }
 
     /// Routes between a compute node and every server of a storage pool.
     pub fn pool_routes(&mut self, node: &str, pool: &str) -> Result<Vec<Route>> {
         let nics = self.known_node(node)?;
         let topology = self.topology;
-        let pool = topology.pool(pool).ok_or_else(|| Error::NotInTopology {
-            what: "storage pool",
-            name: pool.to_owned(),
-        })?;
+        let pool =
+            topology.pool(pool).ok_or_else(|| Error::NotInTopology { what: "storage pool", name: pool.to_owned() })?;
         let mut routes = Vec::new();
         for server in &pool.servers {
             for a in nics {
@@ -177,42 +148,18 @@ impl<'t> PathFinder<'t> {
     pub fn route(&mut self, host_a: &str, a: &Nic, host_b: &str, b: &Nic) -> Option<Route> {
         let (s, t) = self.attachments(a, b)?;
         let mut hops = vec![
-            Hop {
-                level: 0,
-                entity: a.entity(host_a),
-                kind: EntityKind::NicPort,
-            },
-            Hop {
-                level: 1,
-                entity: a.switch_port_entity(),
-                kind: EntityKind::SwitchPort,
-            },
+            Hop { level: 0, entity: a.entity(host_a), kind: EntityKind::NicPort },
+            Hop { level: 1, entity: a.switch_port_entity(), kind: EntityKind::SwitchPort },
         ];
         let depth = self.distance(s, t)?;
         self.for_each_path_port(s, t, |level, switch, port| {
-            hops.push(Hop {
-                level: 2 + level,
-                entity: switch_port_name(switch, port),
-                kind: EntityKind::SwitchPort,
-            });
+            hops.push(Hop { level: 2 + level, entity: switch_port_name(switch, port), kind: EntityKind::SwitchPort });
         });
-        hops.push(Hop {
-            level: 2 + 2 * depth,
-            entity: b.switch_port_entity(),
-            kind: EntityKind::SwitchPort,
-        });
-        hops.push(Hop {
-            level: 3 + 2 * depth,
-            entity: b.entity(host_b),
-            kind: EntityKind::NicPort,
-        });
+        hops.push(Hop { level: 2 + 2 * depth, entity: b.switch_port_entity(), kind: EntityKind::SwitchPort });
+        hops.push(Hop { level: 3 + 2 * depth, entity: b.entity(host_b), kind: EntityKind::NicPort });
         hops.sort();
         hops.dedup();
-        Some(Route {
-            src: a.entity(host_a),
-            dst: b.entity(host_b),
-            hops,
-        })
+        Some(Route { src: a.entity(host_a), dst: b.entity(host_b), hops })
     }
 
     /// The switches two NICs hang off, when the NICs can talk (same fabric, connected).
@@ -233,16 +180,10 @@ impl<'t> PathFinder<'t> {
 
     /// Calls `f(level, switch, port)` for both ends of every link on some shortest path from
     /// switch `s` to switch `t`; `level` counts ports from the first uplink (0, 1, 2, …).
-    pub(crate) fn for_each_path_port(
-        &mut self,
-        s: usize,
-        t: usize,
-        mut f: impl FnMut(u32, &'t str, &'t str),
-    ) {
+    pub(crate) fn for_each_path_port(&mut self, s: usize, t: usize, mut f: impl FnMut(u32, &'t str, &'t str)) {
         self.bfs(s);
         self.bfs(t);
-        let (Some(Some(ds)), Some(Some(dt))) = (self.distances.get(s), self.distances.get(t))
-        else {
+        let (Some(Some(ds)), Some(Some(dt))) = (self.distances.get(s), self.distances.get(t)) else {
             return;
         };
         let Some(&depth) = ds.get(t) else { return };
@@ -287,9 +228,6 @@ impl<'t> PathFinder<'t> {
     fn known_node(&self, name: &str) -> Result<&'t [Nic]> {
         self.node(name)
             .map(|n| n.nics.as_slice())
-            .ok_or_else(|| Error::NotInTopology {
-                what: "node",
-                name: name.to_owned(),
-            })
+            .ok_or_else(|| Error::NotInTopology { what: "node", name: name.to_owned() })
     }
 }

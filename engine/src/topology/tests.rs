@@ -66,13 +66,7 @@ pub(crate) fn fixture() -> (Topology, Vec<Job>) {
 }
 
 fn entities_of(index: &JobIndex, job: &str, kind: EntityKind) -> Vec<String> {
-    index
-        .entities(job)
-        .unwrap()
-        .iter()
-        .filter(|e| e.kind == kind)
-        .map(|e| e.entity.clone())
-        .collect()
+    index.entities(job).unwrap().iter().filter(|e| e.kind == kind).map(|e| e.entity.clone()).collect()
 }
 
 #[test]
@@ -80,19 +74,10 @@ fn parses_labels_given_as_numbers_or_strings() {
     let (t, _) = fixture();
     let n3 = t.node("n3").unwrap();
     assert_eq!(n3.nics[0].entity("n3"), "n3/mlx5_0:1");
-    assert_eq!(
-        t.node("n1").unwrap().nics[1].switch_port_entity(),
-        "leaf-1:2"
-    );
+    assert_eq!(t.node("n1").unwrap().nics[1].switch_port_entity(), "leaf-1:2");
     assert_eq!(t.switch("spine-2").unwrap().tier, "2");
-    assert_eq!(
-        t.switch_guids().get("0xabc").map(String::as_str),
-        Some("spine-1")
-    );
-    assert_eq!(
-        t.node("n1").unwrap().gpu_entities().last().unwrap(),
-        "n1/gpu7"
-    );
+    assert_eq!(t.switch_guids().get("0xabc").map(String::as_str), Some("spine-1"));
+    assert_eq!(t.node("n1").unwrap().gpu_entities().last().unwrap(), "n1/gpu7");
 }
 
 #[test]
@@ -101,11 +86,7 @@ fn route_across_leaves_includes_every_shortest_spine() {
     let mut f = PathFinder::new(&t);
     let routes = f.node_routes("n1", "n3").unwrap();
     assert_eq!(routes.len(), 2, "rail 0 and rail 1");
-    let hops: Vec<(u32, &str)> = routes[0]
-        .hops
-        .iter()
-        .map(|h| (h.level, h.entity.as_str()))
-        .collect();
+    let hops: Vec<(u32, &str)> = routes[0].hops.iter().map(|h| (h.level, h.entity.as_str())).collect();
     assert_eq!(
         hops,
         vec![
@@ -123,10 +104,7 @@ fn route_across_leaves_includes_every_shortest_spine() {
             (7, "n3/mlx5_0:1"),
         ]
     );
-    assert_eq!(
-        (routes[1].src.as_str(), routes[1].dst.as_str()),
-        ("n1/mlx5_1:1", "n3/mlx5_1:1")
-    );
+    assert_eq!((routes[1].src.as_str(), routes[1].dst.as_str()), ("n1/mlx5_1:1", "n3/mlx5_1:1"));
 }
 
 #[test]
@@ -135,14 +113,8 @@ fn route_within_a_leaf_and_unreachable_pairs() {
     let mut f = PathFinder::new(&t);
     let routes = f.node_routes("n1", "n2").unwrap();
     let hops: Vec<&str> = routes[0].hops.iter().map(|h| h.entity.as_str()).collect();
-    assert_eq!(
-        hops,
-        vec!["n1/mlx5_0:1", "leaf-1:1", "leaf-1:3", "n2/mlx5_0:1"]
-    );
-    assert!(
-        f.node_routes("n1", "r1").unwrap().is_empty(),
-        "InfiniBand and RoCE do not meet"
-    );
+    assert_eq!(hops, vec!["n1/mlx5_0:1", "leaf-1:1", "leaf-1:3", "n2/mlx5_0:1"]);
+    assert!(f.node_routes("n1", "r1").unwrap().is_empty(), "InfiniBand and RoCE do not meet");
     assert!(f.node_routes("n1", "n1").unwrap().is_empty());
     let err = f.node_routes("n1", "nope").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
@@ -177,39 +149,18 @@ fn job_entities_cover_gpus_nics_paths_and_storage() {
     assert_eq!(all[0].domain, Domain::Training);
     assert_eq!(index.gpus("llm-70b"), Some(32));
     assert_eq!(entities_of(&index, "llm-70b", EntityKind::Gpu).len(), 32);
-    assert_eq!(
-        entities_of(&index, "llm-70b", EntityKind::NicPort).len(),
-        9,
-        "8 + oss-1"
-    );
+    assert_eq!(entities_of(&index, "llm-70b", EntityKind::NicPort).len(), 9, "8 + oss-1");
     let ports = entities_of(&index, "llm-70b", EntityKind::SwitchPort);
-    for p in [
-        "leaf-1:1",
-        "leaf-1:31",
-        "leaf-1:32",
-        "spine-1:1",
-        "spine-2:2",
-        "leaf-2:4",
-        "leaf-3:1",
-        "spine-1:3",
-    ] {
+    for p in ["leaf-1:1", "leaf-1:31", "leaf-1:32", "spine-1:1", "spine-2:2", "leaf-2:4", "leaf-3:1", "spine-1:3"] {
         assert!(ports.contains(&p.to_owned()), "{p} missing from {ports:?}");
     }
-    assert!(
-        !ports
-            .iter()
-            .any(|p| p.starts_with("spine-3") || p == "leaf-1:33"),
-        "{ports:?}"
-    );
+    assert!(!ports.iter().any(|p| p.starts_with("spine-3") || p == "leaf-1:33"), "{ports:?}");
     let get = |name: &str| all.iter().find(|e| e.entity == name).unwrap();
     assert_eq!(get("spine-1:1").domain, Domain::Network);
     assert_eq!(get("leaf-3:1").domain, Domain::Storage);
     assert_eq!(get("spine-1:3").domain, Domain::Storage);
     assert_eq!(get("lustre-a").kind, EntityKind::StoragePool);
-    assert_eq!(
-        (get("oss-1").kind, get("oss-1").domain),
-        (EntityKind::Node, Domain::Storage)
-    );
+    assert_eq!((get("oss-1").kind, get("oss-1").domain), (EntityKind::Node, Domain::Storage));
     assert_eq!(get("n2/gpu7").node.as_deref(), Some("n2"));
     assert_eq!(get("leaf-2:1").node, None);
 
@@ -226,33 +177,17 @@ fn job_entities_cover_gpus_nics_paths_and_storage() {
 fn reverse_mapping_from_entity_to_jobs() {
     let (t, jobs) = fixture();
     let index = JobIndex::build(&t, &jobs).unwrap();
-    let names = |e: &str| -> Vec<String> {
-        index
-            .jobs_touching(e)
-            .iter()
-            .map(|j| j.job.job.clone())
-            .collect()
-    };
+    let names = |e: &str| -> Vec<String> { index.jobs_touching(e).iter().map(|j| j.job.job.clone()).collect() };
     assert_eq!(names("spine-2:1"), vec!["llm-70b"]);
     // Ordered by start: small (10) before llm-70b (2024).
     assert_eq!(names("leaf-1:3"), vec!["small", "llm-70b"]);
     assert_eq!(names("n4/gpu3"), vec!["solo", "llm-70b"]);
-    assert_eq!(
-        names("leaf-1"),
-        vec!["small", "llm-70b"],
-        "switch name matches its ports"
-    );
+    assert_eq!(names("leaf-1"), vec!["small", "llm-70b"], "switch name matches its ports");
     assert_eq!(names("lustre-a"), vec!["llm-70b"]);
     assert!(names("spine-3:1").is_empty());
-    assert!(
-        names("n4/mlx5_0:1") == vec!["llm-70b"],
-        "solo does not use its NICs"
-    );
+    assert!(names("n4/mlx5_0:1") == vec!["llm-70b"], "solo does not use its NICs");
     let hit = &index.jobs_touching("spine-1:2")[0];
-    assert_eq!(
-        (hit.gpus, hit.nodes, hit.relation.domain),
-        (32, 4, Domain::Network)
-    );
+    assert_eq!((hit.gpus, hit.nodes, hit.relation.domain), (32, 4, Domain::Network));
 }
 
 /// A rail-optimised fat tree: `leaves` leaves with `per_leaf` nodes of 8 GPUs and `rails`
@@ -261,18 +196,9 @@ fn fat_tree(leaves: usize, per_leaf: usize, spines: usize, rails: usize) -> Topo
     let mut t = Topology::default();
     for l in 0..leaves {
         let links = (0..spines)
-            .map(|s| Link {
-                port: format!("{}", 100 + s),
-                peer: format!("spine-{s}"),
-                peer_port: format!("{l}"),
-            })
+            .map(|s| Link { port: format!("{}", 100 + s), peer: format!("spine-{s}"), peer_port: format!("{l}") })
             .collect();
-        t.switches.push(Switch {
-            name: format!("leaf-{l}"),
-            tier: "leaf".into(),
-            guid: None,
-            links,
-        });
+        t.switches.push(Switch { name: format!("leaf-{l}"), tier: "leaf".into(), guid: None, links });
         for slot in 0..per_leaf {
             let name = format!("node-{:02}", l * per_leaf + slot);
             let nics = (0..rails)
@@ -284,20 +210,11 @@ fn fat_tree(leaves: usize, per_leaf: usize, spines: usize, rails: usize) -> Topo
                     switch_port: format!("{}", r + rails * slot),
                 })
                 .collect();
-            t.nodes.push(Node {
-                name,
-                gpus: 8,
-                nics,
-            });
+            t.nodes.push(Node { name, gpus: 8, nics });
         }
     }
     for s in 0..spines {
-        t.switches.push(Switch {
-            name: format!("spine-{s}"),
-            tier: "spine".into(),
-            guid: None,
-            links: vec![],
-        });
+        t.switches.push(Switch { name: format!("spine-{s}"), tier: "spine".into(), guid: None, links: vec![] });
     }
     t.validate().unwrap();
     t
@@ -314,12 +231,8 @@ fn a_port_error_on_a_spine_is_on_the_path_of_a_256_gpu_job() {
         storage_pool: None,
         slurm_job_id: None,
     };
-    let leaf_only = Job {
-        job: "leaf0".into(),
-        nodes: vec!["node-00".into(), "node-01".into()],
-        start: 1,
-        ..big.clone()
-    };
+    let leaf_only =
+        Job { job: "leaf0".into(), nodes: vec!["node-00".into(), "node-01".into()], start: 1, ..big.clone() };
     let index = JobIndex::build(&t, &[big, leaf_only]).unwrap();
     assert_eq!(index.gpus("llm-70b"), Some(256));
     let ports = entities_of(&index, "llm-70b", EntityKind::SwitchPort);
@@ -329,10 +242,7 @@ fn a_port_error_on_a_spine_is_on_the_path_of_a_256_gpu_job() {
     assert_eq!(hits.len(), 1);
     assert_eq!((hits[0].job.job.as_str(), hits[0].gpus), ("llm-70b", 256));
     let hits = index.jobs_touching("leaf-0:9");
-    assert_eq!(
-        hits.iter().map(|h| h.gpus).collect::<Vec<_>>(),
-        vec![256, 16]
-    );
+    assert_eq!(hits.iter().map(|h| h.gpus).collect::<Vec<_>>(), vec![256, 16]);
 }
 
 #[test]
@@ -342,22 +252,13 @@ fn validation_names_the_problem() {
             r#"{"nodes":[{"name":"a","nics":[{"device":"d","port":1,"fabric":"infiniband","switch":"x","switch_port":1}]}]}"#,
             "unknown switch x",
         ),
-        (
-            r#"{"nodes":[{"name":"a"},{"name":"a"}]}"#,
-            "host a is declared twice",
-        ),
+        (r#"{"nodes":[{"name":"a"},{"name":"a"}]}"#, "host a is declared twice"),
         (
             r#"{"switches":[{"name":"s","links":[{"port":1,"peer":"t","peer_port":1}]},{"name":"t","links":[{"port":1,"peer":"u","peer_port":2}]},{"name":"u"}]}"#,
             "t:1 is cabled to both",
         ),
-        (
-            r#"{"switches":[{"name":"s","links":[{"port":1,"peer":"s","peer_port":2}]}]}"#,
-            "links to itself",
-        ),
-        (
-            r#"{"switches":[{"name":"s","links":[{"port":1,"peer":"zz","peer_port":2}]}]}"#,
-            "unknown peer zz",
-        ),
+        (r#"{"switches":[{"name":"s","links":[{"port":1,"peer":"s","peer_port":2}]}]}"#, "links to itself"),
+        (r#"{"switches":[{"name":"s","links":[{"port":1,"peer":"zz","peer_port":2}]}]}"#, "unknown peer zz"),
         (
             r#"{"nodes":[{"name":"a"}],"switches":[{"name":"s","links":[{"port":1,"peer":"a","peer_port":1}]}]}"#,
             "no NIC of a is cabled there",
@@ -371,22 +272,11 @@ fn validation_names_the_problem() {
     ];
     for (json, needle) in cases {
         let err = Topology::from_json(json).unwrap_err();
-        assert!(
-            matches!(err, Error::TopologyInvalid { .. }),
-            "{json}: {err}"
-        );
+        assert!(matches!(err, Error::TopologyInvalid { .. }), "{json}: {err}");
         assert!(err.to_string().contains(needle), "{err} lacks {needle:?}");
     }
     let (t, _) = fixture();
     let bad = parse_jobs(r#"[{"job":"j","nodes":["n1","ghost"],"start":0}]"#).unwrap();
-    assert!(
-        check_jobs(&t, &bad)
-            .unwrap_err()
-            .to_string()
-            .contains("unknown node ghost")
-    );
-    assert_eq!(
-        JobIndex::build(&t, &bad).unwrap_err().kind(),
-        ErrorKind::NotFound
-    );
+    assert!(check_jobs(&t, &bad).unwrap_err().to_string().contains("unknown node ghost"));
+    assert_eq!(JobIndex::build(&t, &bad).unwrap_err().kind(), ErrorKind::NotFound);
 }

@@ -62,9 +62,7 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
-    b.iter().try_fold(0i64, |acc, c| {
-        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-    })
+    b.iter().try_fold(0i64, |acc, c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
 }
 
 fn is_leap(year: i64) -> bool {
@@ -99,23 +97,11 @@ mod tests {
     #[test]
     fn parses_utc_offsets_and_fractions() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339("2024-03-01T12:00:00Z"),
-            Some(1_709_294_400_000_000_000)
-        );
-        assert_eq!(
-            parse_rfc3339("2024-03-01T14:00:00.5+02:00"),
-            Some(1_709_294_400_500_000_000)
-        );
-        assert_eq!(
-            parse_rfc3339("2024-03-01 07:00:00.123456789123-05:00"),
-            Some(1_709_294_400_123_456_789)
-        );
+        assert_eq!(parse_rfc3339("2024-03-01T12:00:00Z"), Some(1_709_294_400_000_000_000));
+        assert_eq!(parse_rfc3339("2024-03-01T14:00:00.5+02:00"), Some(1_709_294_400_500_000_000));
+        assert_eq!(parse_rfc3339("2024-03-01 07:00:00.123456789123-05:00"), Some(1_709_294_400_123_456_789));
         // Leap day.
-        assert_eq!(
-            parse_rfc3339("2024-02-29t00:00:00z"),
-            Some(1_709_164_800_000_000_000)
-        );
+        assert_eq!(parse_rfc3339("2024-02-29t00:00:00z"), Some(1_709_164_800_000_000_000));
     }
 
     #[test]

@@ -136,17 +136,11 @@ pub(crate) fn decode_record(data: &[u8], pos: usize) -> Frame<'_> {
     let payload = match usize::try_from(len).ok().and_then(|l| rest.get(RECORD_HEADER_LEN..)?.get(..l)) {
         Some(payload) => payload,
         None => {
-            return Frame::Incomplete {
-                reason: format!("payload length {len} exceeds the {available} bytes left"),
-            };
+            return Frame::Incomplete { reason: format!("payload length {len} exceeds the {available} bytes left") };
         }
     };
     let next = pos + RECORD_HEADER_LEN + payload.len();
-    if record_crc(len_bytes, payload) == stored_crc {
-        Frame::Record { payload, next }
-    } else {
-        Frame::BadCrc { next }
-    }
+    if record_crc(len_bytes, payload) == stored_crc { Frame::Record { payload, next } } else { Frame::BadCrc { next } }
 }
 
 /// Copies a slice of known length into an array (callers slice exactly `N` bytes).

@@ -88,11 +88,8 @@ fn replay_segment(
     let path = &segment.path;
     let data = storage.read(path).map_err(|e| Error::io(path, e))?;
     let file_len = data.len() as u64;
-    let corrupt = |offset: usize, reason: String| Error::WalCorrupt {
-        path: path.clone(),
-        offset: offset as u64,
-        reason,
-    };
+    let corrupt =
+        |offset: usize, reason: String| Error::WalCorrupt { path: path.clone(), offset: offset as u64, reason };
     match format::check_segment_header(&data, segment.seq) {
         HeaderCheck::Valid => {}
         HeaderCheck::Short | HeaderCheck::Zeroed if is_last => return Ok((file_len, Some(0))),
@@ -102,10 +99,7 @@ fn replay_segment(
         HeaderCheck::Zeroed => return Err(corrupt(0, "segment header is all zero".into())),
         HeaderCheck::BadMagic => return Err(corrupt(0, "bad segment magic".into())),
         HeaderCheck::WrongSeq(found) => {
-            return Err(corrupt(
-                0,
-                format!("segment header names seq {found}, file name says {}", segment.seq),
-            ));
+            return Err(corrupt(0, format!("segment header names seq {found}, file name says {}", segment.seq)));
         }
     }
     let mut pos = SEGMENT_HEADER_LEN;

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
 
-use super::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::WalStats;
+use super::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::storage::{Storage, StorageFile};
 
@@ -211,10 +211,8 @@ impl Writer {
         }
         let path = self.segment_path();
         if self.file.is_none() {
-            let mut file = self
-                .storage
-                .create(&path)
-                .map_err(|e| format!("wal create of {} failed: {e}", path.display()))?;
+            let mut file =
+                self.storage.create(&path).map_err(|e| format!("wal create of {} failed: {e}", path.display()))?;
             self.dir_dirty = true;
             self.dirty = true;
             file.write_all(&format::encode_segment_header(self.active_seq))
@@ -272,10 +270,7 @@ impl Writer {
         let sealed = self.active_seq;
         let Some(next) = sealed.checked_add(1) else {
             self.fail("wal segment sequence exhausted".into());
-            return Err(Error::ResourceExhausted {
-                what: "wal segment sequence",
-                limit: u64::MAX.to_string(),
-            });
+            return Err(Error::ResourceExhausted { what: "wal segment sequence", limit: u64::MAX.to_string() });
         };
         self.file = None;
         self.file_len = 0;

@@ -65,12 +65,8 @@ pub fn read_clock_input(bundle: &Path) -> Result<ClockInput, ImportError> {
     }
     if let Some(path) = find(bundle, "clock_offsets") {
         read_table(&path, &["local_time", "offset_ns", "uncertainty_ns"], &mut |row, host, v| {
-            let o = OffsetObservation {
-                host: host.to_string(),
-                local_time: v[0],
-                offset_ns: v[1],
-                uncertainty_ns: v[2],
-            };
+            let o =
+                OffsetObservation { host: host.to_string(), local_time: v[0], offset_ns: v[1], uncertainty_ns: v[2] };
             o.validate().map_err(|e| bad_row(&path, row, e))?;
             input.offsets.push(o);
             Ok(())
@@ -104,9 +100,8 @@ fn read_parquet(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| bad_file(path, format!("not a parquet file: {e}")))?;
     let schema = builder.schema().clone();
-    let index = |name: &str| {
-        schema.index_of(name).map_err(|_| bad_file(path, format!("missing required column {name}")))
-    };
+    let index =
+        |name: &str| schema.index_of(name).map_err(|_| bad_file(path, format!("missing required column {name}")));
     let host_i = index("host")?;
     let value_i = columns.iter().map(|c| index(c)).collect::<Result<Vec<_>, _>>()?;
     for &i in &value_i {
@@ -120,11 +115,14 @@ fn read_parquet(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(
     let mut values = vec![0i64; columns.len()];
     for batch in reader {
         let batch: RecordBatch = batch.map_err(|e| bad_file(path, format!("decode failed after row {row}: {e}")))?;
-        let hosts = cast(batch.column(host_i), &DataType::Utf8).map_err(|e| bad_file(path, format!("column host: {e}")))?;
+        let hosts =
+            cast(batch.column(host_i), &DataType::Utf8).map_err(|e| bad_file(path, format!("column host: {e}")))?;
         let hosts = hosts.as_string::<i32>();
         let ints = value_i
             .iter()
-            .map(|&i| int_ns(batch.column(i)).map_err(|e| bad_file(path, format!("column {}: {e}", schema.field(i).name()))))
+            .map(|&i| {
+                int_ns(batch.column(i)).map_err(|e| bad_file(path, format!("column {}: {e}", schema.field(i).name())))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for r in 0..batch.num_rows() {
             row += 1;
@@ -160,13 +158,14 @@ fn int_ns(column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef, arr
 }
 
 fn read_csv(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(), ImportError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(path)
-        .map_err(|e| bad_file(path, e.to_string()))?;
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(true).from_path(path).map_err(|e| bad_file(path, e.to_string()))?;
     let headers = reader.headers().map_err(|e| bad_file(path, e.to_string()))?.clone();
     let index = |name: &str| {
-        headers.iter().position(|h| h.trim() == name).ok_or_else(|| bad_file(path, format!("missing required column {name}")))
+        headers
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| bad_file(path, format!("missing required column {name}")))
     };
     let host_i = index("host")?;
     let value_i = columns.iter().map(|c| index(c)).collect::<Result<Vec<_>, _>>()?;
@@ -177,7 +176,9 @@ fn read_csv(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(), I
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
-            Err(e) => return Err(ImportError::BadRow { file: path.to_path_buf(), row: row + 1, reason: e.to_string() }),
+            Err(e) => {
+                return Err(ImportError::BadRow { file: path.to_path_buf(), row: row + 1, reason: e.to_string() });
+            }
         }
         row += 1;
         let field = |i: usize| record.get(i).map(str::trim).unwrap_or("");
@@ -245,19 +246,12 @@ pub fn collective_barriers(store: &Store) -> Result<Vec<BarrierEvent>, ImportErr
                 continue;
             }
             let t = rows.time[i];
-            first
-                .entry((host, barrier_instance(job, v as u32)))
-                .and_modify(|e| *e = (*e).min(t))
-                .or_insert(t);
+            first.entry((host, barrier_instance(job, v as u32))).and_modify(|e| *e = (*e).min(t)).or_insert(t);
         }
     }
     let mut out: Vec<BarrierEvent> = first
         .into_iter()
-        .map(|((host, instance), local_end)| BarrierEvent {
-            host: hosts[host as usize].clone(),
-            instance,
-            local_end,
-        })
+        .map(|((host, instance), local_end)| BarrierEvent { host: hosts[host as usize].clone(), instance, local_end })
         .collect();
     out.sort_by(|a, b| (a.local_end, &a.host).cmp(&(b.local_end, &b.host)));
     Ok(out)

@@ -132,13 +132,16 @@ fn write_with_rust(path: &Path, f: &Fixture, codec: Compression) {
         Field::new("value", DataType::Float64, false),
         Field::new("gpu", DataType::Utf8, true),
     ]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![
-        Arc::new(Int64Array::from(f.time.clone())),
-        Arc::new(StringArray::from(f.host.clone())),
-        Arc::new(StringArray::from(vec![METRIC; f.time.len()])),
-        Arc::new(Float64Array::from(f.value.clone())),
-        Arc::new(StringArray::from(f.gpu.clone())),
-    ])
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(f.time.clone())),
+            Arc::new(StringArray::from(f.host.clone())),
+            Arc::new(StringArray::from(vec![METRIC; f.time.len()])),
+            Arc::new(Float64Array::from(f.value.clone())),
+            Arc::new(StringArray::from(f.gpu.clone())),
+        ],
+    )
     .unwrap();
     let props = WriterProperties::builder().set_compression(codec).build();
     let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
@@ -148,16 +151,18 @@ fn write_with_rust(path: &Path, f: &Fixture, codec: Compression) {
 
 /// Imports `file` into a fresh store; returns the sorted (key, time, value) rows it holds.
 fn import_rows(dir: &Path, file: &Path) -> Result<Vec<(String, i64, f64)>, String> {
-    let store = Store::open(dir, StoreConfig { max_future_ns: None, ..Default::default() }).map_err(|e| e.to_string())?;
+    let store =
+        Store::open(dir, StoreConfig { max_future_ns: None, ..Default::default() }).map_err(|e| e.to_string())?;
     let report = import_file(&store, file, &ImportOptions::default(), &mut |_, _| {}).map_err(|e| e.to_string())?;
     if report.skipped != 0 {
         return Err(format!("skipped {} rows: {:?}", report.skipped, report.skipped_examples));
     }
     let rows = store.scan_all(ScanRequest::default()).map_err(|e| e.to_string())?;
-    let keys = store.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
-    let mut out: Vec<_> = (0..rows.len())
-        .map(|r| (keys[rows.series[r] as usize].clone(), rows.time[r], rows.value[r]))
-        .collect();
+    let keys = store
+        .with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>())
+        .map_err(|e| e.to_string())?;
+    let mut out: Vec<_> =
+        (0..rows.len()).map(|r| (keys[rows.series[r] as usize].clone(), rows.time[r], rows.value[r])).collect();
     out.sort_by(|a, b| a.partial_cmp(b).unwrap());
     Ok(out)
 }
@@ -209,7 +214,8 @@ fn every_standard_parquet_codec_imports() {
             Ok(got) if got == want => {}
             Ok(got) => {
                 let first_diff = got.iter().zip(&want).find(|(g, w)| g != w);
-                failures.insert(name, format!("{} rows (want {}), first difference {first_diff:?}", got.len(), want.len()));
+                failures
+                    .insert(name, format!("{} rows (want {}), first difference {first_diff:?}", got.len(), want.len()));
             }
             Err(e) => {
                 failures.insert(name, format!("{codec}: {e}"));

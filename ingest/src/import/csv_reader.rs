@@ -14,10 +14,13 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
     let bad_file = |reason: String| ImportError::BadFile { file: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| bad_file(e.to_string()))?;
     let total_bytes = file.metadata().map(|m| m.len()).ok();
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(false).buffer_capacity(1 << 20).from_reader(file);
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(true).flexible(false).buffer_capacity(1 << 20).from_reader(file);
     let headers = reader.byte_headers().map_err(|e| bad_file(format!("cannot read header: {e}")))?.clone();
     let names: Vec<String> = headers.iter().map(|h| String::from_utf8_lossy(h).trim().to_string()).collect();
-    let find = |name: &str| names.iter().position(|n| n == name).ok_or_else(|| bad_file(format!("missing required column {name}")));
+    let find = |name: &str| {
+        names.iter().position(|n| n == name).ok_or_else(|| bad_file(format!("missing required column {name}")))
+    };
     let (time_i, metric_i, value_i) = (find("time")?, find("metric")?, find("value")?);
     find("host")?;
     // Labels: host first, then the other columns in file order.
@@ -53,7 +56,10 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
         let time = match parse(&record, time_i).map(str::trim).map(str::parse::<i64>) {
             Some(Ok(t)) => t,
             Some(Err(e)) => {
-                sink.bad_row(row, format!("time {:?} is not an integer of ns: {e}", parse(&record, time_i).unwrap_or("")))?;
+                sink.bad_row(
+                    row,
+                    format!("time {:?} is not an integer of ns: {e}", parse(&record, time_i).unwrap_or("")),
+                )?;
                 continue;
             }
             None => {
@@ -64,7 +70,10 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
         let value = match parse(&record, value_i).map(str::trim).map(str::parse::<f64>) {
             Some(Ok(v)) => v,
             _ => {
-                sink.bad_row(row, format!("value {:?} is not a number", parse(&record, value_i).unwrap_or("<not utf-8>")))?;
+                sink.bad_row(
+                    row,
+                    format!("value {:?} is not a number", parse(&record, value_i).unwrap_or("<not utf-8>")),
+                )?;
                 continue;
             }
         };

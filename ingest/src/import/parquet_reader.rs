@@ -14,11 +14,14 @@ use super::{ImportError, Progress, RowSink};
 pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) -> Result<(), ImportError> {
     let bad_file = |reason: String| ImportError::BadFile { file: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| bad_file(e.to_string()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad_file(format!("not a parquet file: {e}")))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad_file(format!("not a parquet file: {e}")))?;
     let total = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
     let schema = builder.schema().clone();
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let find = |name: &str| names.iter().position(|n| n == name).ok_or_else(|| bad_file(format!("missing required column {name}")));
+    let find = |name: &str| {
+        names.iter().position(|n| n == name).ok_or_else(|| bad_file(format!("missing required column {name}")))
+    };
     let (time_i, metric_i, value_i, host_i) = (find("time")?, find("metric")?, find("value")?, find("host")?);
     let check_type = |i: usize, ok: &dyn Fn(&DataType) -> bool, want: &str| {
         let dt = schema.field(i).data_type();
@@ -28,7 +31,11 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
         matches!(dt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
             || matches!(dt, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8))
     };
-    check_type(time_i, &|dt| matches!(dt, DataType::Int64 | DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, _)), "Int64 ns")?;
+    check_type(
+        time_i,
+        &|dt| matches!(dt, DataType::Int64 | DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, _)),
+        "Int64 ns",
+    )?;
     check_type(value_i, &|dt| dt.is_numeric(), "Float64")?;
     let mut label_idx = vec![host_i];
     label_idx.extend((0..names.len()).filter(|&i| ![time_i, metric_i, value_i, host_i].contains(&i)));
@@ -51,7 +58,13 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
 
 /// One interned code per row for string column `i` (field `field` of the resolver). A
 /// dictionary column interns each dictionary value once per batch, not once per row.
-fn codes(batch: &RecordBatch, i: usize, field: usize, sink: &mut RowSink<'_>, out: &mut Vec<u32>) -> Result<(), String> {
+fn codes(
+    batch: &RecordBatch,
+    i: usize,
+    field: usize,
+    sink: &mut RowSink<'_>,
+    out: &mut Vec<u32>,
+) -> Result<(), String> {
     out.clear();
     let column = batch.column(i);
     let resolver = sink.resolver();
@@ -63,7 +76,11 @@ fn codes(batch: &RecordBatch, i: usize, field: usize, sink: &mut RowSink<'_>, ou
         let keys = cast(dict.keys(), &DataType::UInt32).map_err(|e| e.to_string())?;
         let keys = keys.as_primitive::<arrow::datatypes::UInt32Type>();
         for r in 0..keys.len() {
-            let code = if keys.is_valid(r) { map.get(keys.value(r) as usize).copied().ok_or("dictionary key out of range")? } else { 0 };
+            let code = if keys.is_valid(r) {
+                map.get(keys.value(r) as usize).copied().ok_or("dictionary key out of range")?
+            } else {
+                0
+            };
             out.push(code);
         }
         return Ok(());

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use lockstep_engine::store::ScanRequest;
 use lockstep_engine::StoreConfig;
+use lockstep_engine::store::ScanRequest;
 
 fn store(dir: &Path) -> Store {
     Store::open(dir, StoreConfig { max_future_ns: None, ..Default::default() }).unwrap()
@@ -20,10 +20,14 @@ fn csv_imports_with_labels_and_reports() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("b");
     std::fs::create_dir(&bundle).unwrap();
-    write(&bundle, "samples.csv", &format!(
-        "time,host,metric,value,gpu,device\n{T},node-01,DCGM_FI_DEV_GPU_UTIL,97,3,\n{},node-01,DCGM_FI_DEV_GPU_UTIL,96.5,3,\n{T},node-02,node_infiniband_symbol_error_total,5,,mlx5_0\n",
-        T + 1_000_000_000
-    ));
+    write(
+        &bundle,
+        "samples.csv",
+        &format!(
+            "time,host,metric,value,gpu,device\n{T},node-01,DCGM_FI_DEV_GPU_UTIL,97,3,\n{},node-01,DCGM_FI_DEV_GPU_UTIL,96.5,3,\n{T},node-02,node_infiniband_symbol_error_total,5,,mlx5_0\n",
+            T + 1_000_000_000
+        ),
+    );
     let s = store(&tmp.path().join("db"));
     let report = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
     assert_eq!((report.samples, report.series, report.skipped), (3, 2, 0));
@@ -37,9 +41,14 @@ fn csv_imports_with_labels_and_reports() {
 #[test]
 fn bad_rows_fail_the_file_or_are_skipped() {
     let tmp = tempfile::tempdir().unwrap();
-    let csv = write(tmp.path(), "samples.csv", &format!(
-        "time,host,metric,value\n{T},h,m,1\n{T},h,m,notanumber\nxyz,h,m,2\n{T},,m,3\n{T},h,m,inf\n{T},h,m\n{},h,m,4\n", T + 1
-    ));
+    let csv = write(
+        tmp.path(),
+        "samples.csv",
+        &format!(
+            "time,host,metric,value\n{T},h,m,1\n{T},h,m,notanumber\nxyz,h,m,2\n{T},,m,3\n{T},h,m,inf\n{T},h,m\n{},h,m,4\n",
+            T + 1
+        ),
+    );
     let s = store(&tmp.path().join("db"));
     let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
     assert_eq!(e.to_string(), format!("{}: row 2: value \"notanumber\" is not a number", csv.display()));
@@ -89,13 +98,17 @@ fn parquet_imports_and_checks_types() {
             Field::new("value", value_type, true),
             Field::new("pool", DataType::Utf8, true),
         ]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![
-            Arc::new(Int64Array::from(vec![T, T + 1])),
-            Arc::new(StringArray::from(vec![Some("s1"), Some("s1")])),
-            Arc::new(StringArray::from(vec!["lat", "lat"])),
-            values,
-            Arc::new(StringArray::from(vec![Some("lustre-a"), None])),
-        ]).unwrap();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![T, T + 1])),
+                Arc::new(StringArray::from(vec![Some("s1"), Some("s1")])),
+                Arc::new(StringArray::from(vec!["lat", "lat"])),
+                values,
+                Arc::new(StringArray::from(vec![Some("lustre-a"), None])),
+            ],
+        )
+        .unwrap();
         let p = tmp.path().join(name);
         let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&p).unwrap(), schema, None).unwrap();
         w.write(&batch).unwrap();
@@ -124,12 +137,15 @@ fn parquet_clock_offsets_in_any_timestamp_unit_are_read_as_ns() {
         Field::new("uncertainty_ns", DataType::Int64, false),
     ]));
     let ms = T / 1_000_000;
-    let batch = RecordBatch::try_new(schema.clone(), vec![
-        Arc::new(StringArray::from(vec!["h"])),
-        Arc::new(TimestampMillisecondArray::from(vec![ms])),
-        Arc::new(Int64Array::from(vec![2_000])),
-        Arc::new(Int64Array::from(vec![10])),
-    ])
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["h"])),
+            Arc::new(TimestampMillisecondArray::from(vec![ms])),
+            Arc::new(Int64Array::from(vec![2_000])),
+            Arc::new(Int64Array::from(vec![10])),
+        ],
+    )
     .unwrap();
     let path = tmp.path().join("clock_offsets.parquet");
     let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();

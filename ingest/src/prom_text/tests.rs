@@ -6,8 +6,7 @@
 use std::collections::HashMap;
 
 use lockstep_engine::metrics::{
-    Baseline, Direction, Domain, EntityKind, MetricCatalog, MetricKind, SeriesPart,
-    ThrottleReasons, counter_step,
+    Baseline, Direction, Domain, EntityKind, MetricCatalog, MetricKind, SeriesPart, ThrottleReasons, counter_step,
 };
 
 use super::*;
@@ -17,8 +16,7 @@ const HCA_1: &str = include_str!("../../tests/data/exporters/node_infiniband_scr
 const HCA_2: &str = include_str!("../../tests/data/exporters/node_infiniband_scrape2.prom");
 const SWITCH_1: &str = include_str!("../../tests/data/exporters/infiniband_exporter_scrape1.prom");
 const SWITCH_2: &str = include_str!("../../tests/data/exporters/infiniband_exporter_scrape2.prom");
-const SWITCH_JOINED: &str =
-    include_str!("../../tests/data/exporters/infiniband_exporter_joined.prom");
+const SWITCH_JOINED: &str = include_str!("../../tests/data/exporters/infiniband_exporter_joined.prom");
 const HOST: &str = include_str!("../../tests/data/exporters/node_host.prom");
 const NCCL: &str = include_str!("../../tests/data/exporters/nccl_inspector.prom");
 const LOCKSTEP: &str = include_str!("../../tests/data/exporters/lockstep.prom");
@@ -27,52 +25,25 @@ const T1: i64 = 1_709_294_400_000_000_000;
 const T2: i64 = T1 + 10_000_000_000;
 
 fn scrape(text: &str, host: &str, time: i64) -> Exposition {
-    parse(
-        text,
-        &ParseOptions {
-            default_host: Some(host),
-            default_time_ns: time,
-            openmetrics: false,
-        },
-    )
-    .unwrap()
+    parse(text, &ParseOptions { default_host: Some(host), default_time_ns: time, openmetrics: false }).unwrap()
 }
 
 fn err(text: &str) -> PromTextError {
-    parse(
-        text,
-        &ParseOptions {
-            default_host: Some("h"),
-            default_time_ns: 0,
-            openmetrics: false,
-        },
-    )
-    .unwrap_err()
+    parse(text, &ParseOptions { default_host: Some("h"), default_time_ns: 0, openmetrics: false }).unwrap_err()
 }
 
 /// The single sample of the series of `metric` whose labels include `labels`.
 fn sample(e: &Exposition, metric: &str, labels: &[(&str, &str)]) -> (SeriesKey, f64, i64) {
     let mut hits = e.batch.series.iter().filter(|(k, _)| {
-        k.metric == metric
-            && labels
-                .iter()
-                .all(|(n, v)| k.labels.get(n).map(String::as_str) == Some(*v))
+        k.metric == metric && labels.iter().all(|(n, v)| k.labels.get(n).map(String::as_str) == Some(*v))
     });
-    let (k, s) = hits
-        .next()
-        .unwrap_or_else(|| panic!("no {metric}{labels:?}"));
+    let (k, s) = hits.next().unwrap_or_else(|| panic!("no {metric}{labels:?}"));
     assert!(hits.next().is_none(), "{metric}{labels:?} is ambiguous");
     (k.clone(), s.values[0], s.timestamps[0])
 }
 
 /// Normalised increase of a catalog counter between two scrapes.
-fn increase(
-    c: &MetricCatalog,
-    a: &Exposition,
-    b: &Exposition,
-    metric: &str,
-    labels: &[(&str, &str)],
-) -> f64 {
+fn increase(c: &MetricCatalog, a: &Exposition, b: &Exposition, metric: &str, labels: &[(&str, &str)]) -> f64 {
     let info = c.get(metric).unwrap();
     info.increase(sample(a, metric, labels).1, sample(b, metric, labels).1)
 }
@@ -83,11 +54,7 @@ fn assert_all_classified(c: &MetricCatalog, e: &Exposition) {
         if k.metric.ends_with("_info") {
             continue;
         }
-        assert!(
-            c.classify(k).is_some(),
-            "{} is not in the catalog",
-            k.metric
-        );
+        assert!(c.classify(k).is_some(), "{} is not in the catalog", k.metric);
     }
 }
 
@@ -124,150 +91,34 @@ fn parses_metadata_labels_escapes_and_special_values() {
 #[test]
 fn errors_name_the_line() {
     let cases: Vec<(&str, PromTextError)> = vec![
-        (
-            "ok 1\n9bad 1",
-            PromTextError::InvalidMetricName {
-                line: 2,
-                name: "9bad".into(),
-            },
-        ),
-        (
-            "m{9x=\"1\"} 1",
-            PromTextError::InvalidLabelName {
-                line: 1,
-                name: "9x".into(),
-            },
-        ),
-        (
-            "m{a=\"1\",a=\"2\"} 1",
-            PromTextError::DuplicateLabel {
-                line: 1,
-                name: "a".into(),
-            },
-        ),
-        (
-            "m{a=\"\\t\"} 1",
-            PromTextError::InvalidEscape {
-                line: 1,
-                escape: 't',
-            },
-        ),
-        (
-            "\n\nm{a=\"1} 1",
-            PromTextError::Malformed {
-                line: 3,
-                reason: "unterminated label value",
-            },
-        ),
-        (
-            "m{a \"1\"} 1",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "expected '=' after a label name",
-            },
-        ),
-        (
-            "m{a=1} 1",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "expected '\"' to open a label value",
-            },
-        ),
+        ("ok 1\n9bad 1", PromTextError::InvalidMetricName { line: 2, name: "9bad".into() }),
+        ("m{9x=\"1\"} 1", PromTextError::InvalidLabelName { line: 1, name: "9x".into() }),
+        ("m{a=\"1\",a=\"2\"} 1", PromTextError::DuplicateLabel { line: 1, name: "a".into() }),
+        ("m{a=\"\\t\"} 1", PromTextError::InvalidEscape { line: 1, escape: 't' }),
+        ("\n\nm{a=\"1} 1", PromTextError::Malformed { line: 3, reason: "unterminated label value" }),
+        ("m{a \"1\"} 1", PromTextError::Malformed { line: 1, reason: "expected '=' after a label name" }),
+        ("m{a=1} 1", PromTextError::Malformed { line: 1, reason: "expected '\"' to open a label value" }),
         (
             "m{a=\"1\" b=\"2\"} 1",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "expected ',' or '}' after a label value",
-            },
+            PromTextError::Malformed { line: 1, reason: "expected ',' or '}' after a label value" },
         ),
-        (
-            "m",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "missing sample value",
-            },
-        ),
-        (
-            "m{a=\"1\"}1",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "expected a blank before the value",
-            },
-        ),
-        (
-            "m one",
-            PromTextError::InvalidValue {
-                line: 1,
-                value: "one".into(),
-            },
-        ),
-        (
-            "m 1 12.5",
-            PromTextError::InvalidTimestamp {
-                line: 1,
-                value: "12.5".into(),
-            },
-        ),
-        (
-            "m 1 -5",
-            PromTextError::InvalidTimestamp {
-                line: 1,
-                value: "-5".into(),
-            },
-        ),
-        (
-            "m 1 9223372036854775807",
-            PromTextError::InvalidTimestamp {
-                line: 1,
-                value: "9223372036854775807".into(),
-            },
-        ),
-        (
-            "m 1 2 3",
-            PromTextError::Malformed {
-                line: 1,
-                reason: "unexpected text after the timestamp",
-            },
-        ),
-        (
-            "# TYPE m countr",
-            PromTextError::InvalidType {
-                line: 1,
-                value: "countr".into(),
-            },
-        ),
-        (
-            "# HELP 1m x",
-            PromTextError::InvalidMetricName {
-                line: 1,
-                name: "1m".into(),
-            },
-        ),
+        ("m", PromTextError::Malformed { line: 1, reason: "missing sample value" }),
+        ("m{a=\"1\"}1", PromTextError::Malformed { line: 1, reason: "expected a blank before the value" }),
+        ("m one", PromTextError::InvalidValue { line: 1, value: "one".into() }),
+        ("m 1 12.5", PromTextError::InvalidTimestamp { line: 1, value: "12.5".into() }),
+        ("m 1 -5", PromTextError::InvalidTimestamp { line: 1, value: "-5".into() }),
+        ("m 1 9223372036854775807", PromTextError::InvalidTimestamp { line: 1, value: "9223372036854775807".into() }),
+        ("m 1 2 3", PromTextError::Malformed { line: 1, reason: "unexpected text after the timestamp" }),
+        ("# TYPE m countr", PromTextError::InvalidType { line: 1, value: "countr".into() }),
+        ("# HELP 1m x", PromTextError::InvalidMetricName { line: 1, name: "1m".into() }),
     ];
     for (text, want) in cases {
         assert_eq!(err(text), want, "{text:?}");
     }
-    let e = parse(
-        "m 1",
-        &ParseOptions {
-            default_host: None,
-            default_time_ns: 0,
-            openmetrics: false,
-        },
-    )
-    .unwrap_err();
-    assert_eq!(
-        e,
-        PromTextError::MissingHost {
-            line: 1,
-            metric: "m".into()
-        }
-    );
+    let e = parse("m 1", &ParseOptions { default_host: None, default_time_ns: 0, openmetrics: false }).unwrap_err();
+    assert_eq!(e, PromTextError::MissingHost { line: 1, metric: "m".into() });
     let e = err("m{value=\"x\"} 1");
-    assert!(
-        matches!(e, PromTextError::InvalidSeries { line: 1, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, PromTextError::InvalidSeries { line: 1, .. }), "{e}");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().starts_with("line 1: "), "{e}");
 }
@@ -289,10 +140,7 @@ fn dcgm_exporter_gpus_throttle_and_xid() {
     assert!(!k0.labels.contains_key("err_msg"), "empty label dropped");
     let (k, v, _) = sample(&e, "DCGM_FI_PROF_NVLINK_TX_BYTES", &[("gpu", "0")]);
     let cl = c.classify(&k).unwrap();
-    assert_eq!(
-        (cl.kind(), cl.unit(), v),
-        (MetricKind::Gauge, "bytes/s", 1.87564e11)
-    );
+    assert_eq!((cl.kind(), cl.unit(), v), (MetricKind::Gauge, "bytes/s", 1.87564e11));
     assert_eq!(e.families.len(), 10);
 }
 
@@ -304,68 +152,30 @@ fn node_exporter_infiniband_and_roce_counters_normalise() {
     let ib = [("device", "mlx5_0"), ("port", "1")];
     let roce = [("device", "mlx5_2"), ("port", "1")];
     let (k, _, t) = sample(&a, "node_infiniband_port_data_transmitted_bytes_total", &ib);
-    assert_eq!(
-        (c.entity(&k).unwrap().name.as_str(), t),
-        ("node-03/mlx5_0:1", T1)
-    );
+    assert_eq!((c.entity(&k).unwrap().name.as_str(), t), ("node-03/mlx5_0:1", T1));
     // Already bytes: scale 1, 125 GB in 10 s = 12.5 GB/s.
-    let bytes = increase(
-        &c,
-        &a,
-        &b,
-        "node_infiniband_port_data_transmitted_bytes_total",
-        &ib,
-    );
+    let bytes = increase(&c, &a, &b, "node_infiniband_port_data_transmitted_bytes_total", &ib);
     assert_eq!(bytes / 10.0, 1.25e10);
     // 32-bit mlx5 queue counter wrapped: 4294967200 → 150 is +246, not negative.
-    let oos = increase(
-        &c,
-        &a,
-        &b,
-        "node_infiniband_out_of_sequence_packets_received_total",
-        &roce,
-    );
+    let oos = increase(&c, &a, &b, "node_infiniband_out_of_sequence_packets_received_total", &roce);
     assert_eq!(oos, 246.0);
     // 16-bit PMA counter pinned at 65535: a lower bound, flagged saturated.
     let sym = c.get("node_infiniband_symbol_error_total").unwrap();
-    let step = counter_step(
-        sample(&a, &sym.family, &ib).1,
-        sample(&b, &sym.family, &ib).1,
-        sym.counter_width,
-    );
+    let step = counter_step(sample(&a, &sym.family, &ib).1, sample(&b, &sym.family, &ib).1, sym.counter_width);
     assert!(step.saturated && !step.wrapped && step.increase == 5.0);
     // Congestion direction: mlx5_2 is a notification point (receiver of congested flows).
     let np = c.get("node_infiniband_np_cnp_packets_sent_total").unwrap();
     assert_eq!(np.direction, Some(Direction::NotificationPoint));
     assert_eq!(increase(&c, &a, &b, &np.family, &roce), 80_000.0);
-    assert_eq!(
-        increase(
-            &c,
-            &a,
-            &b,
-            "node_infiniband_rp_cnp_packets_handled_total",
-            &roce
-        ),
-        0.0
-    );
-    assert_eq!(
-        increase(&c, &a, &b, "node_infiniband_link_downed_total", &ib),
-        1.0
-    );
-    assert_eq!(
-        sample(&b, "node_infiniband_state_id", &roce).1,
-        1.0,
-        "port went down"
-    );
+    assert_eq!(increase(&c, &a, &b, "node_infiniband_rp_cnp_packets_handled_total", &roce), 0.0);
+    assert_eq!(increase(&c, &a, &b, "node_infiniband_link_downed_total", &ib), 1.0);
+    assert_eq!(sample(&b, "node_infiniband_state_id", &roce).1, 1.0, "port went down");
 }
 
 #[test]
 fn infiniband_exporter_words_times_four_exactly_once() {
     let c = MetricCatalog::builtin();
-    let (a, b) = (
-        scrape(SWITCH_1, "mgmt-1", T1),
-        scrape(SWITCH_2, "mgmt-1", T2),
-    );
+    let (a, b) = (scrape(SWITCH_1, "mgmt-1", T1), scrape(SWITCH_2, "mgmt-1", T2));
     assert_all_classified(&c, &a);
     // Switch names come from the exporter's own info metric (port series carry guid only).
     let guids: HashMap<String, String> = a
@@ -376,24 +186,11 @@ fn infiniband_exporter_words_times_four_exactly_once() {
         .map(|(k, _)| (k.labels["guid"].clone(), k.labels["switch"].clone()))
         .collect();
     let port = [("guid", "0x7cfe9003009ce5b0"), ("port", "17")];
-    let (k, _, _) = sample(
-        &a,
-        "infiniband_switch_port_transmit_data_bytes_total",
-        &port,
-    );
+    let (k, _, _) = sample(&a, "infiniband_switch_port_transmit_data_bytes_total", &port);
     let entity = c.entity_with_guids(&k, &guids).unwrap();
-    assert_eq!(
-        (entity.kind, entity.name.as_str()),
-        (EntityKind::SwitchPort, "leaf-2:17")
-    );
+    assert_eq!((entity.kind, entity.name.as_str()), (EntityKind::SwitchPort, "leaf-2:17"));
     // 31.25 G words × 4 = 125 GB in 10 s: the same 12.5 GB/s the HCA reports in bytes.
-    let bytes = increase(
-        &c,
-        &a,
-        &b,
-        "infiniband_switch_port_transmit_data_bytes_total",
-        &port,
-    );
+    let bytes = increase(&c, &a, &b, "infiniband_switch_port_transmit_data_bytes_total", &port);
     let hca = increase(
         &c,
         &scrape(HCA_1, "node-03", T1),
@@ -404,25 +201,10 @@ fn infiniband_exporter_words_times_four_exactly_once() {
     assert_eq!(bytes, 1.25e11);
     assert_eq!(bytes, hca);
     // Packets are not scaled.
-    assert_eq!(
-        increase(
-            &c,
-            &a,
-            &b,
-            "infiniband_switch_port_transmit_packets_total",
-            &port
-        ),
-        3e7
-    );
+    assert_eq!(increase(&c, &a, &b, "infiniband_switch_port_transmit_packets_total", &port), 3e7);
     // PortXmitWait against the port's own baseline of ~4.2M ticks per 10 s.
     let wait = [("guid", "0x506b4b03005c2740"), ("port", "3")];
-    let rate = increase(
-        &c,
-        &a,
-        &b,
-        "infiniband_switch_port_transmit_wait_total",
-        &wait,
-    ) / 10.0;
+    let rate = increase(&c, &a, &b, "infiniband_switch_port_transmit_wait_total", &wait) / 10.0;
     let baseline = Baseline::from_values(&[4.1e6, 4.3e6, 4.2e6, 4.0e6, 4.4e6]).unwrap();
     assert_eq!(rate, 9e7);
     assert!(baseline.score(rate) > 100.0 && baseline.ratio(rate) > 20.0);
@@ -433,23 +215,13 @@ fn infiniband_exporter_joined_labels_and_saturation() {
     let c = MetricCatalog::builtin();
     let e = scrape(SWITCH_JOINED, "mgmt-1", T1);
     assert_eq!(e.batch.len(), 3);
-    let (k, v, _) = sample(
-        &e,
-        "infiniband_switch_port_receive_errors_total",
-        &[("switch", "leaf-2")],
-    );
+    let (k, v, _) = sample(&e, "infiniband_switch_port_receive_errors_total", &[("switch", "leaf-2")]);
     assert_eq!(c.entity(&k).unwrap().name, "leaf-2:17");
     let info = c.classify(&k).unwrap().info;
-    assert!(
-        counter_step(v, v, info.counter_width).saturated,
-        "16-bit PortRcvErrors pinned"
-    );
+    assert!(counter_step(v, v, info.counter_width).saturated, "16-bit PortRcvErrors pinned");
     let (k, v, _) = sample(&e, "infiniband_switch_port_link_error_recovery_total", &[]);
     let w = c.classify(&k).unwrap().info.counter_width;
-    assert!(
-        counter_step(v, v, w).saturated,
-        "8-bit LinkErrorRecoveryCounter pinned at 255"
-    );
+    assert!(counter_step(v, v, w).saturated, "8-bit LinkErrorRecoveryCounter pinned at 255");
 }
 
 #[test]
@@ -459,28 +231,13 @@ fn node_exporter_host_metrics_describe_the_node() {
     assert_all_classified(&c, &e);
     for (k, _) in &e.batch.series {
         let entity = c.entity(k).unwrap();
-        assert_eq!(
-            (entity.kind, entity.name.as_str()),
-            (EntityKind::Node, "node-03"),
-            "{k}"
-        );
+        assert_eq!((entity.kind, entity.name.as_str()), (EntityKind::Node, "node-03"), "{k}");
     }
     let (k, _, _) = sample(&e, "node_pressure_cpu_waiting_seconds_total", &[]);
     assert_eq!(c.classify(&k).unwrap().info.domain, Domain::DataLoading);
-    let (_, time, _) = sample(
-        &e,
-        "node_disk_read_time_seconds_total",
-        &[("device", "nvme0n1")],
-    );
-    let (_, reads, _) = sample(
-        &e,
-        "node_disk_reads_completed_total",
-        &[("device", "nvme0n1")],
-    );
-    assert!(
-        (time / reads - 8.74e-5).abs() < 1e-6,
-        "mean read latency since boot"
-    );
+    let (_, time, _) = sample(&e, "node_disk_read_time_seconds_total", &[("device", "nvme0n1")]);
+    let (_, reads, _) = sample(&e, "node_disk_reads_completed_total", &[("device", "nvme0n1")]);
+    assert!((time / reads - 8.74e-5).abs() < 1e-6, "mean read latency since boot");
 }
 
 #[test]
@@ -489,23 +246,12 @@ fn nccl_inspector_textfile() {
     let e = scrape(NCCL, "node-03", T1);
     assert_eq!(e.batch.len(), 4);
     assert!(e.families.is_empty(), "the inspector writes no HELP/TYPE");
-    let (k, v, _) = sample(
-        &e,
-        "nccl_bus_bandwidth_gbs",
-        &[("comm_name", "TP \"shard\" 1")],
-    );
+    let (k, v, _) = sample(&e, "nccl_bus_bandwidth_gbs", &[("comm_name", "TP \"shard\" 1")]);
     assert_eq!(v, 44.1181);
     assert_eq!(c.entity(&k).unwrap().name, "node-03/gpu5");
     let info = c.classify(&k).unwrap().info;
-    assert_eq!(
-        (info.domain, info.unit.as_str()),
-        (Domain::Collective, "GB/s")
-    );
-    let (_, us, _) = sample(
-        &e,
-        "nccl_collective_exec_time_microseconds",
-        &[("gpu", "GPU0")],
-    );
+    assert_eq!((info.domain, info.unit.as_str()), (Domain::Collective, "GB/s"));
+    let (_, us, _) = sample(&e, "nccl_collective_exec_time_microseconds", &[("gpu", "GPU0")]);
     assert_eq!(us, 1447.12);
 }
 
@@ -517,23 +263,13 @@ fn lockstep_application_and_storage_families() {
     let (k, v, t) = sample(&e, "train_step_duration_seconds", &[("rank", "1")]);
     assert_eq!((v, t), (1.047, T1), "ms timestamps become ns");
     assert_eq!(c.entity(&k).unwrap().name, "llm-70b");
-    let (k, _, _) = sample(
-        &e,
-        "checkpoint_write_duration_seconds_bucket",
-        &[("le", "+Inf")],
-    );
+    let (k, _, _) = sample(&e, "checkpoint_write_duration_seconds_bucket", &[("le", "+Inf")]);
     let cl = c.classify(&k).unwrap();
-    assert_eq!(
-        (cl.part, cl.kind()),
-        (SeriesPart::Bucket, MetricKind::Counter)
-    );
+    assert_eq!((cl.part, cl.kind()), (SeriesPart::Bucket, MetricKind::Counter));
     let (k, v, _) = sample(&e, "storage_read_latency_seconds", &[("quantile", "1")]);
     assert!(v.is_nan());
     assert_eq!(c.entity(&k).unwrap().name, "lustre-a");
-    assert_eq!(
-        sample(&e, "storage_write_latency_seconds", &[]).1,
-        f64::INFINITY
-    );
+    assert_eq!(sample(&e, "storage_write_latency_seconds", &[]).1, f64::INFINITY);
     let (k, _, _) = sample(&e, "storage_queue_depth", &[]);
     assert_eq!(k.host(), Some("mds-1"));
     let (k, _, _) = sample(&e, "dataloader_wait_seconds", &[]);

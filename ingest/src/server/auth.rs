@@ -15,8 +15,8 @@
 use std::fmt;
 
 use subtle::ConstantTimeEq;
-use tonic::metadata::MetadataMap;
 use tonic::Status;
+use tonic::metadata::MetadataMap;
 
 /// Shortest accepted token (characters).
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -97,8 +97,7 @@ impl TokenSet {
                 continue;
             }
             let mut parts = content.split_whitespace();
-            let (Some(roles_field), Some(token), None) = (parts.next(), parts.next(), parts.next())
-            else {
+            let (Some(roles_field), Some(token), None) = (parts.next(), parts.next(), parts.next()) else {
                 return Err(TokenFileError { line, reason: "expected `role[,role] token`".into() });
             };
             let mut roles = Roles::default();
@@ -170,18 +169,15 @@ impl TokenSet {
         let token = match value.get(..7) {
             Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => value[7..].trim_ascii(),
             _ => {
-                return Err(Status::unauthenticated(
-                    "malformed authorization metadata: expected `Bearer <token>`",
-                ));
+                return Err(Status::unauthenticated("malformed authorization metadata: expected `Bearer <token>`"));
             }
         };
         match self.lookup(token) {
             None => Err(Status::unauthenticated("invalid bearer token")),
             Some(roles) if roles.has(role) => Ok(()),
-            Some(roles) => Err(Status::permission_denied(format!(
-                "token has role {}; {service} needs role {role}",
-                roles.names()
-            ))),
+            Some(roles) => {
+                Err(Status::permission_denied(format!("token has role {}; {service} needs role {role}", roles.names())))
+            }
         }
     }
 }

@@ -14,8 +14,8 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use super::stats::Telemetry;
-use crate::import::clock::collective_barriers;
 use super::status::{engine_status, join_status};
+use crate::import::clock::collective_barriers;
 
 /// Most records in one `Exchange.completed` or `Upload`.
 pub(crate) const MAX_CLOCK_RECORDS: usize = 100_000;

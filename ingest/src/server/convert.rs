@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use lockstep_engine::model::{MAX_TIME_NS, MIN_TIME_NS};
 use lockstep_engine::Rows;
+use lockstep_engine::model::{MAX_TIME_NS, MIN_TIME_NS};
 use lockstep_engine::{SeriesId, SeriesKey, SeriesSamples, Store, WriteBatch};
 use lockstep_proto::ingest::v1::{SeriesColumns, SeriesRejection, WriteRequest};
 use tonic::Status;
@@ -87,10 +87,10 @@ impl Prepared {
                 self.rows.time.extend_from_slice(times);
                 self.rows.value.extend_from_slice(values);
             }
-            None => self.batch.series.push((
-                (*entry.key).clone(),
-                SeriesSamples { timestamps: times.to_vec(), values: values.to_vec() },
-            )),
+            None => self
+                .batch
+                .series
+                .push(((*entry.key).clone(), SeriesSamples { timestamps: times.to_vec(), values: values.to_vec() })),
         }
     }
 
@@ -155,7 +155,8 @@ impl Prepared {
                 .series_key(id)
                 .map_err(|e| internal_status("series lookup failed", e))?
                 .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?;
-            let samples = SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
+            let samples =
+                SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
             batch.series.push(((*key).clone(), samples));
         }
         Ok(Write::Keyed(batch))
@@ -201,8 +202,8 @@ pub(crate) fn reason_code(store: &Store, time: i64, value: f64, now: i64) -> &'s
 pub(crate) fn request_size(r: &WriteRequest) -> (usize, usize) {
     let cols = r.columns.as_ref();
     let series = r.series.len() + cols.map_or(0, |c| c.refs.len());
-    let samples = r.series.iter().map(|s| s.timestamp_deltas.len()).sum::<usize>()
-        + cols.map_or(0, |c| c.timestamp_deltas.len());
+    let samples =
+        r.series.iter().map(|s| s.timestamp_deltas.len()).sum::<usize>() + cols.map_or(0, |c| c.timestamp_deltas.len());
     (series, samples)
 }
 
@@ -244,9 +245,7 @@ pub(crate) fn prepare(
     }
     for (i, def) in request.definitions.into_iter().enumerate() {
         let key = SeriesKey::new(def.metric, def.labels);
-        key.validate().map_err(|e| {
-            Status::invalid_argument(format!("definitions[{i}] (ref {}): {e}", def.r#ref))
-        })?;
+        key.validate().map_err(|e| Status::invalid_argument(format!("definitions[{i}] (ref {}): {e}", def.r#ref)))?;
         match table.refs.get(&def.r#ref) {
             Some(existing) if *existing.key == key => {}
             Some(existing) => {
@@ -326,9 +325,8 @@ fn prepare_columns(
             times.len()
         )));
     }
-    undelta(&mut times).map_err(|k| {
-        Status::invalid_argument(format!("columns: timestamp_deltas[{k}] overflows i64"))
-    })?;
+    undelta(&mut times)
+        .map_err(|k| Status::invalid_argument(format!("columns: timestamp_deltas[{k}] overflows i64")))?;
     // Resolve every run first; the whole-column fast path needs all of them known and valid.
     let mut ids = Vec::with_capacity(refs.len());
     let mut fast = out.rows.is_empty() && out.batch.series.is_empty();
@@ -386,7 +384,14 @@ mod tests {
 
     fn samples(r: u32, ts: &[i64], vs: &[f64]) -> PSamples {
         let mut prev = 0;
-        let deltas = ts.iter().map(|&t| { let d = t - prev; prev = t; d }).collect();
+        let deltas = ts
+            .iter()
+            .map(|&t| {
+                let d = t - prev;
+                prev = t;
+                d
+            })
+            .collect();
         PSamples { r#ref: r, timestamp_deltas: deltas, values: vs.to_vec() }
     }
 
@@ -432,8 +437,9 @@ mod tests {
         let req = WriteRequest { definitions: vec![def(1, "other", Some("h1"))], ..Default::default() };
         assert!(prepare(&store, &mut table, req, &limits, now).unwrap_err().message().contains("cannot redefine"));
         let overflow = PSamples { r#ref: 1, timestamp_deltas: vec![i64::MAX, 1], values: vec![1.0, 1.0] };
-        let e = prepare(&store, &mut table, WriteRequest { series: vec![overflow], ..Default::default() }, &limits, now)
-            .unwrap_err();
+        let e =
+            prepare(&store, &mut table, WriteRequest { series: vec![overflow], ..Default::default() }, &limits, now)
+                .unwrap_err();
         assert!(e.message().contains("overflow"));
         let small = Limits { max_samples_per_request: 2, ..Limits::default() };
         let req = WriteRequest { series: vec![samples(1, &[T, T + 1, T + 2], &[1.0; 3])], ..Default::default() };
@@ -537,17 +543,28 @@ mod tests {
         let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
         assert!(p.barriers);
         let Write::Keyed(batch) = p.take_write(&store).unwrap() else { panic!("new series go by key") };
-        let got: Vec<_> = batch.series.iter().map(|(k, s)| (k.metric.clone(), s.timestamps.clone(), s.values.clone())).collect();
+        let got: Vec<_> =
+            batch.series.iter().map(|(k, s)| (k.metric.clone(), s.timestamps.clone(), s.values.clone())).collect();
         let want: Vec<_> = runs
             .iter()
-            .map(|(r, ts, vs)| (if *r == 1 { "a".to_string() } else { COLLECTIVE_END_METRIC.to_string() }, ts.to_vec(), vs.to_vec()))
+            .map(|(r, ts, vs)| {
+                (if *r == 1 { "a".to_string() } else { COLLECTIVE_END_METRIC.to_string() }, ts.to_vec(), vs.to_vec())
+            })
             .collect();
         assert_eq!(got, want);
         assert_eq!(store.write(&batch).unwrap().accepted, 6);
 
         // Steady state: the same data by id, once per form, gives identical rows.
-        let mut p = prepare(&store, &mut table, WriteRequest { columns: Some(columns(&runs)), ..Default::default() }, &limits, T).unwrap();
-        let series_form = WriteRequest { series: runs.iter().map(|(r, ts, vs)| samples(*r, ts, vs)).collect(), ..Default::default() };
+        let mut p = prepare(
+            &store,
+            &mut table,
+            WriteRequest { columns: Some(columns(&runs)), ..Default::default() },
+            &limits,
+            T,
+        )
+        .unwrap();
+        let series_form =
+            WriteRequest { series: runs.iter().map(|(r, ts, vs)| samples(*r, ts, vs)).collect(), ..Default::default() };
         let mut q = prepare(&store, &mut table, series_form, &limits, T).unwrap();
         let (Write::Rows(a), Write::Rows(b)) = (p.take_write(&store).unwrap(), q.take_write(&store).unwrap()) else {
             panic!("known series go by id")
@@ -566,7 +583,14 @@ mod tests {
 
         // An invalid sample rejects only itself, with the ref of its run.
         let bad: [(u32, &[i64], &[f64]); 2] = [(1, &[T + 30, T + 31], &[1.0, f64::NAN]), (2, &[T + 30], &[1.0])];
-        let p = prepare(&store, &mut table, WriteRequest { columns: Some(columns(&bad)), ..Default::default() }, &limits, T).unwrap();
+        let p = prepare(
+            &store,
+            &mut table,
+            WriteRequest { columns: Some(columns(&bad)), ..Default::default() },
+            &limits,
+            T,
+        )
+        .unwrap();
         assert_eq!((p.len(), p.rejected), (2, 1));
         assert_eq!((p.rejections[0].r#ref, p.rejections[0].reason.as_str()), (1, "non_finite_value"));
         assert_eq!(p.rows.time, vec![T + 30, T + 30]);
@@ -574,7 +598,8 @@ mod tests {
         // Shape errors are INVALID_ARGUMENT with the place named.
         let check = |c: SeriesColumns, want: &str| {
             let mut table = SeriesTable::default();
-            let req = WriteRequest { definitions: vec![def(1, "a", Some("h1"))], columns: Some(c), ..Default::default() };
+            let req =
+                WriteRequest { definitions: vec![def(1, "a", Some("h1"))], columns: Some(c), ..Default::default() };
             let e = prepare(&store, &mut table, req, &limits, T).unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument);
             assert!(e.message().contains(want), "{} should contain {want}", e.message());

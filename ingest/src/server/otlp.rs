@@ -243,11 +243,7 @@ fn exp_bound(index: i64, scale: i32) -> f64 {
     ((index as f64) * (-(scale as f64)).exp2()).exp2()
 }
 
-fn exp_histogram(
-    name: &str,
-    l: &Labels,
-    p: &ExponentialHistogramDataPoint,
-) -> Result<Vec<(SeriesKey, f64)>, String> {
+fn exp_histogram(name: &str, l: &Labels, p: &ExponentialHistogramDataPoint) -> Result<Vec<(SeriesKey, f64)>, String> {
     if !(-10..=20).contains(&p.scale) {
         return Err(format!("exponential histogram {name}: scale {} outside [-10, 20]", p.scale));
     }
@@ -366,25 +362,34 @@ pub(crate) fn convert(
                     out.reject("invalid_series", point_count(&m) as u64, || "metric name is empty".into());
                     continue;
                 }
-                let mut add = |out: &mut Converted, t: u64, flags: u32, delta: bool, made: Result<Vec<(SeriesKey, f64)>, (&'static str, String)>| {
-                    if flags & FLAG_NO_RECORDED_VALUE != 0 {
-                        return;
-                    }
-                    let made = made.and_then(distinct_series).and_then(|s| time(t).map(|t| (t, s)));
-                    match made {
-                        Err((reason, msg)) => out.reject(reason, 1, || format!("{name}: {msg}")),
-                        Ok((t, samples)) => {
-                            if let Some((k, v)) = samples.iter().find(|(_, v)| !store.sample_ok(t, *v, now)) {
-                                let reason = reason_code(store, t, *v, now);
-                                let msg = store.check_sample(k, t, *v, now).err().map(|e| e.to_string()).unwrap_or_default();
-                                out.reject(reason, 1, || msg);
-                            } else {
-                                total += samples.len();
-                                points.push(Point { time: t, delta, samples });
+                let mut add =
+                    |out: &mut Converted,
+                     t: u64,
+                     flags: u32,
+                     delta: bool,
+                     made: Result<Vec<(SeriesKey, f64)>, (&'static str, String)>| {
+                        if flags & FLAG_NO_RECORDED_VALUE != 0 {
+                            return;
+                        }
+                        let made = made.and_then(distinct_series).and_then(|s| time(t).map(|t| (t, s)));
+                        match made {
+                            Err((reason, msg)) => out.reject(reason, 1, || format!("{name}: {msg}")),
+                            Ok((t, samples)) => {
+                                if let Some((k, v)) = samples.iter().find(|(_, v)| !store.sample_ok(t, *v, now)) {
+                                    let reason = reason_code(store, t, *v, now);
+                                    let msg = store
+                                        .check_sample(k, t, *v, now)
+                                        .err()
+                                        .map(|e| e.to_string())
+                                        .unwrap_or_default();
+                                    out.reject(reason, 1, || msg);
+                                } else {
+                                    total += samples.len();
+                                    points.push(Point { time: t, delta, samples });
+                                }
                             }
                         }
-                    }
-                };
+                    };
                 match m.data {
                     None => out.reject("unsupported", 1, || format!("{name}: metric has no data")),
                     Some(metric::Data::Gauge(g)) => {
@@ -414,16 +419,19 @@ pub(crate) fn convert(
                             }
                         }
                     },
-                    Some(metric::Data::ExponentialHistogram(h)) => match temporality(h.aggregation_temporality, &name) {
-                        Err(msg) => out.reject("unspecified_temporality", h.data_points.len() as u64, || msg),
-                        Ok(delta) => {
-                            for p in h.data_points {
-                                let made = labels(&base, &p.attributes)
-                                    .and_then(|l| exp_histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m)));
-                                add(&mut out, p.time_unix_nano, p.flags, delta, made);
+                    Some(metric::Data::ExponentialHistogram(h)) => {
+                        match temporality(h.aggregation_temporality, &name) {
+                            Err(msg) => out.reject("unspecified_temporality", h.data_points.len() as u64, || msg),
+                            Ok(delta) => {
+                                for p in h.data_points {
+                                    let made = labels(&base, &p.attributes).and_then(|l| {
+                                        exp_histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m))
+                                    });
+                                    add(&mut out, p.time_unix_nano, p.flags, delta, made);
+                                }
                             }
                         }
-                    },
+                    }
                     Some(metric::Data::Summary(s)) => {
                         for p in s.data_points {
                             let made = labels(&base, &p.attributes).map(|l| {
@@ -502,7 +510,8 @@ impl OtlpService {
         let shared = &self.shared;
         let _slot = shared.admit_now(0)?;
         let limits = &shared.limits;
-        let converted = convert(&shared.store, &self.deltas, req, limits.max_samples_per_request, limits.max_delta_series)?;
+        let converted =
+            convert(&shared.store, &self.deltas, req, limits.max_samples_per_request, limits.max_delta_series)?;
         let mut converted = converted;
         let batch = std::mem::take(&mut converted.batch);
         let outcome = shared.write_blocking(batch).await?;

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockstep_engine::Store;
-use lockstep_proto::ingest::v1::{clock_sync_server::ClockSyncServer, stats_server::StatsServer, write_server::WriteServer};
+use lockstep_proto::ingest::v1::{
+    clock_sync_server::ClockSyncServer, stats_server::StatsServer, write_server::WriteServer,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsServiceServer;
 use tokio::sync::Semaphore;
 use tonic::service::interceptor::InterceptedService;
@@ -84,9 +86,7 @@ pub struct ServeOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// Listening unauthenticated on a non-loopback address without `--insecure`.
-    #[error(
-        "refusing to listen on {addr} without authentication: pass --token-file (recommended) or --insecure"
-    )]
+    #[error("refusing to listen on {addr} without authentication: pass --token-file (recommended) or --insecure")]
     Unprotected {
         /// The address asked for.
         addr: SocketAddr,
@@ -104,11 +104,7 @@ pub enum ServeError {
 
 /// Refuses unauthenticated serving on anything but loopback unless `insecure`.
 pub fn check_exposure(addr: SocketAddr, has_tokens: bool, insecure: bool) -> Result<(), ServeError> {
-    if has_tokens || insecure || addr.ip().is_loopback() {
-        Ok(())
-    } else {
-        Err(ServeError::Unprotected { addr })
-    }
+    if has_tokens || insecure || addr.ip().is_loopback() { Ok(()) } else { Err(ServeError::Unprotected { addr }) }
 }
 
 /// What a finished server reports.

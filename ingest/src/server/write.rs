@@ -71,10 +71,8 @@ impl Shared {
         self.memory_ok(samples)?;
         match self.permits.clone().try_acquire_owned() {
             Ok(p) => Ok(self.slot(p)),
-            Err(_) => Err(self.overloaded(
-                samples,
-                format!("server busy: {} writes in flight (limit)", self.limits.max_in_flight),
-            )),
+            Err(_) => Err(self
+                .overloaded(samples, format!("server busy: {} writes in flight (limit)", self.limits.max_in_flight))),
         }
     }
 
@@ -181,11 +179,8 @@ impl WriteService {
         let prepared = prepare(&shared.store, &mut SeriesTable::default(), request, &shared.limits, now)?;
         let response = shared.commit(sequence, prepared).await?;
         if response.accepted == 0 && response.rejected > 0 {
-            let first = response
-                .rejections
-                .first()
-                .map(|r| format!("{} ({})", r.message, r.reason))
-                .unwrap_or_default();
+            let first =
+                response.rejections.first().map(|r| format!("{} ({})", r.message, r.reason)).unwrap_or_default();
             return Err(Status::invalid_argument(format!(
                 "all {} samples rejected; first: {first}",
                 response.rejected

@@ -2,8 +2,8 @@
 //! fix): medians and p99 of step time, collective time, data-loader wait, storage latency and
 //! GPU activity, and the job's fabric error rates.
 
-use lockstep_engine::Store;
 use lockstep_engine::Rows;
+use lockstep_engine::Store;
 use lockstep_engine::metrics::{MetricClass, names};
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
@@ -62,20 +62,61 @@ struct Quantity {
 
 fn is_error_counter(m: &SeriesMeta) -> bool {
     m.is_counter()
-        && matches!(m.kind, lockstep_engine::metrics::EntityKind::NicPort | lockstep_engine::metrics::EntityKind::SwitchPort)
+        && matches!(
+            m.kind,
+            lockstep_engine::metrics::EntityKind::NicPort | lockstep_engine::metrics::EntityKind::SwitchPort
+        )
         && m.info.as_ref().is_some_and(|i| {
-            matches!(i.class, MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit)
+            matches!(
+                i.class,
+                MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit
+            )
         })
 }
 
 const QUANTITIES: [Quantity; 7] = [
-    Quantity { name: "train_step_duration_seconds (all ranks)", unit: "s", pick: |m| m.metric() == names::STEP_TIME, sum_of_means: false },
-    Quantity { name: "nccl_collective_exec_time_microseconds (all ranks)", unit: "µs", pick: |m| m.metric() == names::COLLECTIVE_EXEC_TIME, sum_of_means: false },
-    Quantity { name: "dataloader_wait_seconds (all ranks)", unit: "s", pick: |m| m.metric() == names::DATALOADER_WAIT, sum_of_means: false },
-    Quantity { name: "storage_read_latency_seconds p99 (pool)", unit: "s", pick: |m| m.metric() == names::STORAGE_READ_LATENCY && m.label("quantile") == Some("0.99"), sum_of_means: false },
-    Quantity { name: "DCGM_FI_PROF_SM_ACTIVE (all GPUs)", unit: "ratio", pick: |m| m.metric() == names::SM_ACTIVE, sum_of_means: false },
-    Quantity { name: "fabric error, drop and retransmit rate (job paths, total)", unit: "/s", pick: is_error_counter, sum_of_means: true },
-    Quantity { name: "node_pressure_cpu_waiting_seconds rate (job nodes)", unit: "s/s", pick: |m| m.metric() == names::CPU_PRESSURE_WAITING && m.relation == lockstep_engine::metrics::Domain::Compute, sum_of_means: false },
+    Quantity {
+        name: "train_step_duration_seconds (all ranks)",
+        unit: "s",
+        pick: |m| m.metric() == names::STEP_TIME,
+        sum_of_means: false,
+    },
+    Quantity {
+        name: "nccl_collective_exec_time_microseconds (all ranks)",
+        unit: "µs",
+        pick: |m| m.metric() == names::COLLECTIVE_EXEC_TIME,
+        sum_of_means: false,
+    },
+    Quantity {
+        name: "dataloader_wait_seconds (all ranks)",
+        unit: "s",
+        pick: |m| m.metric() == names::DATALOADER_WAIT,
+        sum_of_means: false,
+    },
+    Quantity {
+        name: "storage_read_latency_seconds p99 (pool)",
+        unit: "s",
+        pick: |m| m.metric() == names::STORAGE_READ_LATENCY && m.label("quantile") == Some("0.99"),
+        sum_of_means: false,
+    },
+    Quantity {
+        name: "DCGM_FI_PROF_SM_ACTIVE (all GPUs)",
+        unit: "ratio",
+        pick: |m| m.metric() == names::SM_ACTIVE,
+        sum_of_means: false,
+    },
+    Quantity {
+        name: "fabric error, drop and retransmit rate (job paths, total)",
+        unit: "/s",
+        pick: is_error_counter,
+        sum_of_means: true,
+    },
+    Quantity {
+        name: "node_pressure_cpu_waiting_seconds rate (job nodes)",
+        unit: "s/s",
+        pick: |m| m.metric() == names::CPU_PRESSURE_WAITING && m.relation == lockstep_engine::metrics::Domain::Compute,
+        sum_of_means: false,
+    },
 ];
 
 /// Compares two windows of `job` (reference ns, `[from, to)` each) on the corrected timeline.
@@ -96,7 +137,10 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
     let set: RoaringBitmap = picked.iter().map(|(_, m)| m.id).collect();
     let mut parts: Vec<Rows> = Vec::new();
     if !set.is_empty() {
-        let mut scan = store.scan(ScanRequest { time: Some((lo.saturating_sub(PAD_NS), hi.saturating_add(PAD_NS))), series: Some(set) })?;
+        let mut scan = store.scan(ScanRequest {
+            time: Some((lo.saturating_sub(PAD_NS), hi.saturating_add(PAD_NS))),
+            series: Some(set),
+        })?;
         while let Some(rows) = scan.next_rows() {
             parts.push(rows?);
         }
@@ -127,7 +171,10 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
             stats[k] = if q.sum_of_means {
                 (sum, sum)
             } else {
-                (quantile(pooled.iter().copied(), 0.5, &mut scratch), quantile(pooled.iter().copied(), 0.99, &mut scratch))
+                (
+                    quantile(pooled.iter().copied(), 0.5, &mut scratch),
+                    quantile(pooled.iter().copied(), 0.99, &mut scratch),
+                )
             };
         }
         if !any {
@@ -179,7 +226,11 @@ impl Comparison {
             t(self.after.0),
             t(self.after.1)
         );
-        let _ = writeln!(o, "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}", "quantity", "before p50", "before p99", "after p50", "after p99", "change");
+        let _ = writeln!(
+            o,
+            "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
+            "quantity", "before p50", "before p99", "after p50", "after p99", "change"
+        );
         for m in &self.metrics {
             let n = super::text::fmt_num;
             let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };

@@ -116,10 +116,7 @@ impl JobContext {
                 let info = catalog.classify(key).map(|c| c.info.clone());
                 let Some(entity) = catalog.entity(key) else { continue };
                 // Per-rank application and NCCL series of another job on shared nodes are not ours.
-                let other_job = key
-                    .labels
-                    .get("slurm_job_id")
-                    .is_some_and(|j| *j != slurm)
+                let other_job = key.labels.get("slurm_job_id").is_some_and(|j| *j != slurm)
                     || (entity.kind != EntityKind::StoragePool
                         && key.labels.get("job").is_some_and(|j| *j != found.job && nodes.contains(host)));
                 if other_job {
@@ -145,7 +142,9 @@ impl JobContext {
         let host_links = topology
             .hosts()
             .flat_map(|(host, nics)| {
-                nics.iter().map(move |n| (format!("{}:{}", n.switch, n.switch_port), format!("{host}/{}:{}", n.device, n.port)))
+                nics.iter().map(move |n| {
+                    (format!("{}:{}", n.switch, n.switch_port), format!("{host}/{}:{}", n.device, n.port))
+                })
             })
             .collect();
         Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series, host_links })

@@ -82,7 +82,10 @@ fn timeline(h: &mut String, d: &Diagnosis) {
         }
     }
     let height = 30.0 + LANE_H * groups.len().max(1) as f64 + 24.0;
-    let _ = writeln!(h, "<h2>Timeline</h2><svg id=\"timeline\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" xmlns=\"http://www.w3.org/2000/svg\">");
+    let _ = writeln!(
+        h,
+        "<h2>Timeline</h2><svg id=\"timeline\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" xmlns=\"http://www.w3.org/2000/svg\">"
+    );
     let _ = writeln!(h, "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height}\" fill=\"#ffffff\"/>");
     // Onset markers with uncertainty bands, behind the lanes.
     let bottom = 30.0 + LANE_H * groups.len().max(1) as f64;
@@ -92,7 +95,13 @@ fn timeline(h: &mut String, d: &Diagnosis) {
             let x0 = x_of(d, c.time.saturating_sub(c.uncertainty_ns));
             let x1 = x_of(d, c.time.saturating_add(c.uncertainty_ns));
             let w = (x1 - x0).max(1.0);
-            let _ = writeln!(h, "<rect class=\"band\" x=\"{:.2}\" y=\"24\" width=\"{w:.2}\" height=\"{:.1}\"><title>± {}</title></rect>", x - w / 2.0, bottom - 24.0, escape(&fmt_duration(c.uncertainty_ns)));
+            let _ = writeln!(
+                h,
+                "<rect class=\"band\" x=\"{:.2}\" y=\"24\" width=\"{w:.2}\" height=\"{:.1}\"><title>± {}</title></rect>",
+                x - w / 2.0,
+                bottom - 24.0,
+                escape(&fmt_duration(c.uncertainty_ns))
+            );
         }
         let color = if c.domain == "training" { "#dc2626" } else { "#6b7280" };
         let _ = writeln!(
@@ -107,7 +116,12 @@ fn timeline(h: &mut String, d: &Diagnosis) {
     }
     for (gi, (name, lanes)) in groups.iter().enumerate() {
         let top = 30.0 + LANE_H * gi as f64;
-        let _ = writeln!(h, "<rect x=\"{LEFT}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#e5e7eb\"/>", WIDTH - LEFT - RIGHT, LANE_H - 8.0);
+        let _ = writeln!(
+            h,
+            "<rect x=\"{LEFT}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#e5e7eb\"/>",
+            WIDTH - LEFT - RIGHT,
+            LANE_H - 8.0
+        );
         let _ = writeln!(h, "<text class=\"lane\" x=\"8\" y=\"{:.1}\">{}</text>", top + 16.0, escape(name));
         for (li, lane) in lanes.iter().enumerate() {
             let color = COLORS[li % COLORS.len()];
@@ -127,7 +141,12 @@ fn timeline(h: &mut String, d: &Diagnosis) {
                 let y = top + (LANE_H - 12.0) - (LANE_H - 16.0) * ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
                 let _ = write!(pts, "{:.1},{:.1} ", x_of(d, t), y);
             }
-            let _ = writeln!(h, "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.2\" points=\"{}\"><title>{}</title></polyline>", pts.trim_end(), escape(&lane.label));
+            let _ = writeln!(
+                h,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.2\" points=\"{}\"><title>{}</title></polyline>",
+                pts.trim_end(),
+                escape(&lane.label)
+            );
         }
     }
     // Time axis.
@@ -135,9 +154,17 @@ fn timeline(h: &mut String, d: &Diagnosis) {
     for k in 0..=6 {
         let t = d.from + span / 6 * k;
         let x = x_of(d, t);
-        let _ = writeln!(h, "<text class=\"axis\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", bottom + 14.0, fmt_time(t));
+        let _ = writeln!(
+            h,
+            "<text class=\"axis\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            bottom + 14.0,
+            fmt_time(t)
+        );
     }
-    let _ = writeln!(h, "<text class=\"axis\" x=\"8\" y=\"16\">dashed lines: onsets (red: slowdown); shaded: clock uncertainty</text>");
+    let _ = writeln!(
+        h,
+        "<text class=\"axis\" x=\"8\" y=\"16\">dashed lines: onsets (red: slowdown); shaded: clock uncertainty</text>"
+    );
     let _ = writeln!(h, "</svg>");
 }
 
@@ -164,12 +191,18 @@ fn range(values: &[f64]) -> (f64, f64) {
 }
 
 fn chain_table(h: &mut String, d: &Diagnosis) {
-    let _ = writeln!(h, "<h2>Evidence chain <small>(corrected-time order; ≈ = not ordered beyond the clock uncertainty)</small></h2>");
+    let _ = writeln!(
+        h,
+        "<h2>Evidence chain <small>(corrected-time order; ≈ = not ordered beyond the clock uncertainty)</small></h2>"
+    );
     if d.chain.is_empty() {
         let _ = writeln!(h, "<p>No evidence chain: the job is healthy.</p>");
         return;
     }
-    let _ = writeln!(h, "<table id=\"chain\"><tr><th></th><th>time</th><th>±</th><th>domain</th><th>entity</th><th>metric</th><th>change</th><th>SQL</th></tr>");
+    let _ = writeln!(
+        h,
+        "<table id=\"chain\"><tr><th></th><th>time</th><th>±</th><th>domain</th><th>entity</th><th>metric</th><th>change</th><th>SQL</th></tr>"
+    );
     for (i, c) in d.chain.iter().enumerate() {
         let _ = writeln!(
             h,
@@ -193,7 +226,10 @@ fn suspects_table(h: &mut String, d: &Diagnosis) {
         let _ = writeln!(h, "<p>No suspects.</p>");
         return;
     }
-    let _ = writeln!(h, "<table id=\"suspects\"><tr><th>#</th><th>entity</th><th>domain</th><th>score</th><th>onset</th><th>evidence</th></tr>");
+    let _ = writeln!(
+        h,
+        "<table id=\"suspects\"><tr><th>#</th><th>entity</th><th>domain</th><th>score</th><th>onset</th><th>evidence</th></tr>"
+    );
     for (i, s) in d.suspects.iter().enumerate() {
         let ev: String = s.evidence.iter().map(|e| format!("<li>{}</li>", escape(e))).collect();
         let _ = writeln!(

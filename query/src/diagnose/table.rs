@@ -46,9 +46,11 @@ impl DiagnoseFunc {
 
 fn literal_time(expr: &Expr, i: usize) -> Result<i64> {
     match expr {
-        Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => {
-            parse_rfc3339(s).ok_or_else(|| DataFusionError::Plan(format!("diagnose: argument {i} {s:?} is not an RFC 3339 time")))
-        }
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
+            _,
+        ) => parse_rfc3339(s)
+            .ok_or_else(|| DataFusionError::Plan(format!("diagnose: argument {i} {s:?} is not an RFC 3339 time"))),
         Expr::Literal(ScalarValue::Int64(Some(v)), _) => Ok(*v),
         Expr::Literal(ScalarValue::TimestampNanosecond(Some(v), _), _) => Ok(*v),
         Expr::Literal(ScalarValue::TimestampMicrosecond(Some(v), _), _) => Ok(v.saturating_mul(1_000)),
@@ -65,7 +67,10 @@ impl TableFunctionImpl for DiagnoseFunc {
             return plan_err!("diagnose takes 'job' or 'job', from, to; got {} argument(s)", exprs.len());
         }
         let job = match &exprs[0] {
-            Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _) => s.clone(),
+            Expr::Literal(
+                ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
+                _,
+            ) => s.clone(),
             _ => return plan_err!("diagnose: argument 1 must be a string literal (the job)"),
         };
         let mut opts = DiagnoseOptions::default();
@@ -112,7 +117,16 @@ pub fn to_batch(d: &Diagnosis) -> Result<RecordBatch> {
     let mut detail = StringBuilder::new();
     let mut score = Float64Builder::new();
     let mut sql = StringBuilder::new();
-    let mut row = |kind: &str, pos: i64, t: Option<i64>, u: Option<i64>, dom: Option<&str>, ent: Option<&str>, met: Option<&str>, det: &str, sc: Option<f64>, q: Option<&str>| {
+    let mut row = |kind: &str,
+                   pos: i64,
+                   t: Option<i64>,
+                   u: Option<i64>,
+                   dom: Option<&str>,
+                   ent: Option<&str>,
+                   met: Option<&str>,
+                   det: &str,
+                   sc: Option<f64>,
+                   q: Option<&str>| {
         job.append_value(&d.job);
         row_type.append_value(kind);
         position.append_value(pos);

@@ -158,7 +158,15 @@ pub fn render(d: &Diagnosis) -> String {
     let _ = writeln!(o, "\nverdict: {}", d.verdict);
     let _ = writeln!(o, "\nsuspects:");
     for (i, s) in d.suspects.iter().enumerate() {
-        let _ = writeln!(o, "{:>2}. {:<24} {:<12} score {:.2}  onset {}", i + 1, s.entity, s.domain, s.score, fmt_time(s.onset));
+        let _ = writeln!(
+            o,
+            "{:>2}. {:<24} {:<12} score {:.2}  onset {}",
+            i + 1,
+            s.entity,
+            s.domain,
+            s.score,
+            fmt_time(s.onset)
+        );
         for e in &s.evidence {
             let _ = writeln!(o, "      - {e}");
         }

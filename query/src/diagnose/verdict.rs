@@ -343,7 +343,11 @@ fn fastest_transfer_rise(ctx: &JobContext, data: &Loaded, w: Windows) -> Option<
     rise.is_finite().then_some(rise)
 }
 
-fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown, fastest: Option<f64>) -> (Decomposition, Option<Culprit>) {
+fn decompose(
+    scored: &[Scored<'_>],
+    slowdown: &super::Slowdown,
+    fastest: Option<f64>,
+) -> (Decomposition, Option<Culprit>) {
     let mut scratch = Vec::new();
     let waits: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == WAIT_METRIC).collect();
     let execs: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == EXEC_METRIC).collect();
@@ -351,15 +355,11 @@ fn decompose(scored: &[Scored<'_>], slowdown: &super::Slowdown, fastest: Option<
     let rises: Vec<f64> = execs.iter().map(|s| (s.feat.m1 - s.feat.m0) / 1e6).collect();
     let min_rise = rises.iter().copied().fold(f64::INFINITY, f64::min);
     let med_rise = median(rises.iter().copied(), &mut scratch);
-    let culprit = execs
-        .iter()
-        .zip(&rises)
-        .min_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(s, _)| Culprit {
-            rank: s.meta.label("rank").unwrap_or("?").to_string(),
-            host: s.meta.host.clone(),
-            gpu: s.meta.label("gpu").map(str::to_string),
-        });
+    let culprit = execs.iter().zip(&rises).min_by(|a, b| a.1.total_cmp(b.1)).map(|(s, _)| Culprit {
+        rank: s.meta.label("rank").unwrap_or("?").to_string(),
+        host: s.meta.host.clone(),
+        gpu: s.meta.label("gpu").map(str::to_string),
+    });
     // Transfer: the per-step fastest rank's rise (falls back to the smallest per-rank rise);
     // straggler wait: what the typical rank waits beyond that.
     let transfer = fastest.map_or(min_rise, |f| f.min(med_rise));
@@ -390,9 +390,9 @@ fn is_port(meta: &SeriesMeta) -> bool {
 
 /// Classes that start a fabric fault (drops, retransmits and congestion follow from them).
 fn is_fault_source(meta: &SeriesMeta) -> bool {
-    meta.info
-        .as_ref()
-        .is_some_and(|i| matches!(i.class, MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::HostPcie))
+    meta.info.as_ref().is_some_and(|i| {
+        matches!(i.class, MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::HostPcie)
+    })
 }
 
 fn is_fabric_fault(s: &Scored<'_>) -> bool {
@@ -440,7 +440,9 @@ fn best_entity<'a>(candidates: &[&'a Scored<'a>]) -> Option<(f64, String, Vec<&'
 /// Whether onset `a` is after onset `b` beyond the clock uncertainty and the sampling
 /// resolution (a's previous sample is after b).
 fn after_beyond_doubt(a: Onset, b: Onset) -> bool {
-    a.uncertainty != UNCERTAINTY_UNKNOWN && b.uncertainty != UNCERTAINTY_UNKNOWN && before(b.t, b.uncertainty, a.prev, a.uncertainty)
+    a.uncertainty != UNCERTAINTY_UNKNOWN
+        && b.uncertainty != UNCERTAINTY_UNKNOWN
+        && before(b.t, b.uncertainty, a.prev, a.uncertainty)
 }
 
 /// A chain link from one series.
@@ -485,7 +487,8 @@ fn unit(meta: &SeriesMeta) -> String {
 }
 
 fn describe(s: &Scored<'_>) -> String {
-    let mut text = format!("{} {} {}", s.meta.entity, series_label(s.meta), fmt_change(s.feat.m0, s.feat.m1, &unit(s.meta)));
+    let mut text =
+        format!("{} {} {}", s.meta.entity, series_label(s.meta), fmt_change(s.feat.m0, s.feat.m1, &unit(s.meta)));
     if s.feat.z.abs() >= super::analyze::Z_CAP {
         text.push_str(" (from a flat baseline)");
     } else {
@@ -541,7 +544,13 @@ impl<'a> Evidence<'a> {
         let (Some(o), true) = (f.onset, changed) else { return };
         let hosts: Vec<&str> = idx.iter().map(|&i| self.ctx.series[i].host.as_str()).collect();
         let _ = hosts;
-        let (label, value) = if metric == EXEC_METRIC { ("slurm_job_id", self.ctx.job.slurm_job_id.clone().unwrap_or_else(|| self.ctx.job.job.clone())) } else if metric.starts_with("DCGM") { ("", String::new()) } else { ("job", self.ctx.job.job.clone()) };
+        let (label, value) = if metric == EXEC_METRIC {
+            ("slurm_job_id", self.ctx.job.slurm_job_id.clone().unwrap_or_else(|| self.ctx.job.job.clone()))
+        } else if metric.starts_with("DCGM") {
+            ("", String::new())
+        } else {
+            ("job", self.ctx.job.job.clone())
+        };
         let sql = if label.is_empty() {
             super::text::sql_gpu_aggregate(metric, &self.ctx.job.job, self.w.from, self.w.to)
         } else {
@@ -608,8 +617,19 @@ fn lanes(ctx: &JobContext, data: &Loaded, culprit_host: Option<&str>, fabric: &[
             return None;
         }
         let pts = across_median(&grids, &data.grid);
-        let unit = ctx.series.iter().find(|m| m.metric() == metric).and_then(|m| m.info.as_ref()).map_or(String::new(), |i| i.unit.clone());
-        Some(Lane { group: group.into(), label, unit, times: pts.iter().map(|p| p.0).collect(), values: pts.iter().map(|p| p.1).collect() })
+        let unit = ctx
+            .series
+            .iter()
+            .find(|m| m.metric() == metric)
+            .and_then(|m| m.info.as_ref())
+            .map_or(String::new(), |i| i.unit.clone());
+        Some(Lane {
+            group: group.into(),
+            label,
+            unit,
+            times: pts.iter().map(|p| p.0).collect(),
+            values: pts.iter().map(|p| p.1).collect(),
+        })
     };
     let all = |_: &SeriesMeta| true;
     out.extend(agg("GPU activity", names::SM_ACTIVE, &all, "SM active (median over GPUs)".into()));
@@ -639,7 +659,12 @@ fn lanes(ctx: &JobContext, data: &Loaded, culprit_host: Option<&str>, fabric: &[
     }
     for q in ["0.5", "0.99"] {
         let f = move |m: &SeriesMeta| m.label("quantile") == Some(q);
-        out.extend(agg("storage latency", names::STORAGE_READ_LATENCY, &f, format!("pool read latency p{}", if q == "0.5" { "50" } else { "99" })));
+        out.extend(agg(
+            "storage latency",
+            names::STORAGE_READ_LATENCY,
+            &f,
+            format!("pool read latency p{}", if q == "0.5" { "50" } else { "99" }),
+        ));
     }
     out.extend(agg("data-loader wait", WAIT_METRIC, &all, "data-loader wait (median over ranks)".into()));
     if let Some(h) = culprit_host {

@@ -33,21 +33,10 @@ impl TableFunctionImpl for EntityJobsFunc {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let [entity] = string_args::<1>(&args, "entity_jobs")?;
         let hits = self.model.index.jobs_touching(&entity);
-        let (mut ent, mut job, mut pool) = (
-            StringBuilder::new(),
-            StringBuilder::new(),
-            StringBuilder::new(),
-        );
-        let (mut related, mut kind, mut domain) = (
-            StringBuilder::new(),
-            StringBuilder::new(),
-            StringBuilder::new(),
-        );
+        let (mut ent, mut job, mut pool) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
+        let (mut related, mut kind, mut domain) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
         let (mut gpus, mut nodes) = (UInt32Builder::new(), UInt32Builder::new());
-        let (mut start, mut end) = (
-            TimestampNanosecondBuilder::new(),
-            TimestampNanosecondBuilder::new(),
-        );
+        let (mut start, mut end) = (TimestampNanosecondBuilder::new(), TimestampNanosecondBuilder::new());
         for h in &hits {
             ent.append_value(&entity);
             job.append_value(&h.job.job);

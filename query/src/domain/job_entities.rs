@@ -43,14 +43,8 @@ impl TableFunctionImpl for JobEntitiesFunc {
             cols[3].append_option(e.node.as_deref());
             cols[4].append_value(e.domain.as_str());
         }
-        let fields: Vec<Field> = names
-            .iter()
-            .map(|n| Field::new(*n, DataType::Utf8, *n == "node"))
-            .collect();
+        let fields: Vec<Field> = names.iter().map(|n| Field::new(*n, DataType::Utf8, *n == "node")).collect();
         let columns = cols.iter_mut().map(|b| Arc::new(b.finish()) as _).collect();
-        memtable(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns,
-        )?)
+        memtable(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
     }
 }

@@ -14,8 +14,8 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Float64Builder, ListBuilder, RecordBatch, StringBuilder, TimestampNanosecondBuilder,
-    UInt8Builder, UInt32Builder,
+    ArrayRef, Float64Builder, ListBuilder, RecordBatch, StringBuilder, TimestampNanosecondBuilder, UInt8Builder,
+    UInt32Builder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::error::Result;
@@ -43,11 +43,7 @@ fn batch(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
 
 /// `topology_nodes`: compute nodes, then storage servers.
 pub fn topology_nodes(t: &Topology) -> Result<RecordBatch> {
-    let (mut node, mut role, mut pool) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
+    let (mut node, mut role, mut pool) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
     let (mut gpus, mut nics) = (UInt32Builder::new(), UInt32Builder::new());
     for n in &t.nodes {
         node.append_value(&n.name);
@@ -66,13 +62,7 @@ pub fn topology_nodes(t: &Topology) -> Result<RecordBatch> {
         }
     }
     batch(
-        vec![
-            utf8("node", false),
-            utf8("role", false),
-            utf8("pool", true),
-            u32f("gpus"),
-            u32f("nics"),
-        ],
+        vec![utf8("node", false), utf8("role", false), utf8("pool", true), u32f("gpus"), u32f("nics")],
         vec![
             Arc::new(node.finish()),
             Arc::new(role.finish()),
@@ -85,16 +75,7 @@ pub fn topology_nodes(t: &Topology) -> Result<RecordBatch> {
 
 /// `topology_nics`: every host NIC port and the switch port it is cabled to.
 pub fn topology_nics(t: &Topology) -> Result<RecordBatch> {
-    let names = [
-        "node",
-        "device",
-        "port",
-        "entity",
-        "fabric",
-        "switch",
-        "switch_port",
-        "switch_port_entity",
-    ];
+    let names = ["node", "device", "port", "entity", "fabric", "switch", "switch_port", "switch_port_entity"];
     let mut cols: Vec<StringBuilder> = names.iter().map(|_| StringBuilder::new()).collect();
     for (host, nics) in t.hosts() {
         for nic in nics {
@@ -115,50 +96,28 @@ pub fn topology_nics(t: &Topology) -> Result<RecordBatch> {
     }
     batch(
         names.iter().map(|n| utf8(n, false)).collect(),
-        cols.iter_mut()
-            .map(|b| Arc::new(b.finish()) as ArrayRef)
-            .collect(),
+        cols.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect(),
     )
 }
 
 /// `topology_switches`.
 pub fn topology_switches(t: &Topology) -> Result<RecordBatch> {
-    let (mut name, mut tier, mut guid) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
+    let (mut name, mut tier, mut guid) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
     for s in &t.switches {
         name.append_value(&s.name);
         tier.append_value(&s.tier);
         guid.append_option(s.guid.as_deref());
     }
     batch(
-        vec![
-            utf8("switch", false),
-            utf8("tier", false),
-            utf8("guid", true),
-        ],
-        vec![
-            Arc::new(name.finish()),
-            Arc::new(tier.finish()),
-            Arc::new(guid.finish()),
-        ],
+        vec![utf8("switch", false), utf8("tier", false), utf8("guid", true)],
+        vec![Arc::new(name.finish()), Arc::new(tier.finish()), Arc::new(guid.finish())],
     )
 }
 
 /// `topology_links`: switch–switch cables once each (`link_kind = 'switch'`), then host
 /// cables from the NIC entries (`link_kind = 'host'`, `b_*` is the host NIC).
 pub fn topology_links(t: &Topology) -> Result<RecordBatch> {
-    let names = [
-        "link_kind",
-        "a_switch",
-        "a_port",
-        "a_entity",
-        "b_peer",
-        "b_port",
-        "b_entity",
-    ];
+    let names = ["link_kind", "a_switch", "a_port", "a_entity", "b_peer", "b_port", "b_entity"];
     let mut cols: Vec<StringBuilder> = names.iter().map(|_| StringBuilder::new()).collect();
     let switches: HashSet<&str> = t.switches.iter().map(|s| s.name.as_str()).collect();
     let mut seen = BTreeSet::new();
@@ -167,22 +126,11 @@ pub fn topology_links(t: &Topology) -> Result<RecordBatch> {
             if !switches.contains(l.peer.as_str()) {
                 continue;
             }
-            let (a, b) = (
-                (s.name.as_str(), l.port.as_str()),
-                (l.peer.as_str(), l.peer_port.as_str()),
-            );
+            let (a, b) = ((s.name.as_str(), l.port.as_str()), (l.peer.as_str(), l.peer_port.as_str()));
             if !seen.insert(if a <= b { (a, b) } else { (b, a) }) {
                 continue;
             }
-            let values = [
-                "switch",
-                a.0,
-                a.1,
-                &switch_port_name(a.0, a.1),
-                b.0,
-                b.1,
-                &switch_port_name(b.0, b.1),
-            ];
+            let values = ["switch", a.0, a.1, &switch_port_name(a.0, a.1), b.0, b.1, &switch_port_name(b.0, b.1)];
             for (col, v) in cols.iter_mut().zip(values) {
                 col.append_value(v);
             }
@@ -191,15 +139,8 @@ pub fn topology_links(t: &Topology) -> Result<RecordBatch> {
     for (host, nics) in t.hosts() {
         for nic in nics {
             let port = format!("{}:{}", nic.device, nic.port);
-            let values = [
-                "host",
-                &nic.switch,
-                &nic.switch_port,
-                &nic.switch_port_entity(),
-                host,
-                &port,
-                &nic.entity(host),
-            ];
+            let values =
+                ["host", &nic.switch, &nic.switch_port, &nic.switch_port_entity(), host, &port, &nic.entity(host)];
             for (col, v) in cols.iter_mut().zip(values) {
                 col.append_value(v);
             }
@@ -207,19 +148,13 @@ pub fn topology_links(t: &Topology) -> Result<RecordBatch> {
     }
     batch(
         names.iter().map(|n| utf8(n, false)).collect(),
-        cols.iter_mut()
-            .map(|b| Arc::new(b.finish()) as ArrayRef)
-            .collect(),
+        cols.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect(),
     )
 }
 
 /// `storage_pools`: one row per server (a pool without servers has one row, server NULL).
 pub fn storage_pools(t: &Topology) -> Result<RecordBatch> {
-    let (mut pool, mut kind, mut server) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
+    let (mut pool, mut kind, mut server) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
     let mut nics = UInt32Builder::new();
     for p in &t.storage_pools {
         if p.servers.is_empty() {
@@ -236,35 +171,17 @@ pub fn storage_pools(t: &Topology) -> Result<RecordBatch> {
         }
     }
     batch(
-        vec![
-            utf8("pool", false),
-            utf8("kind", false),
-            utf8("server", true),
-            u32f("nics"),
-        ],
-        vec![
-            Arc::new(pool.finish()),
-            Arc::new(kind.finish()),
-            Arc::new(server.finish()),
-            Arc::new(nics.finish()),
-        ],
+        vec![utf8("pool", false), utf8("kind", false), utf8("server", true), u32f("nics")],
+        vec![Arc::new(pool.finish()), Arc::new(kind.finish()), Arc::new(server.finish()), Arc::new(nics.finish())],
     )
 }
 
 /// `jobs`, with the GPU count from the topology.
 pub fn jobs(index: &JobIndex) -> Result<RecordBatch> {
-    let (mut job, mut pool, mut slurm) = (
-        StringBuilder::new(),
-        StringBuilder::new(),
-        StringBuilder::new(),
-    );
-    let mut nodes =
-        ListBuilder::new(StringBuilder::new()).with_field(Arc::new(utf8("item", false)));
+    let (mut job, mut pool, mut slurm) = (StringBuilder::new(), StringBuilder::new(), StringBuilder::new());
+    let mut nodes = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(utf8("item", false)));
     let (mut node_count, mut gpus) = (UInt32Builder::new(), UInt32Builder::new());
-    let (mut start, mut end) = (
-        TimestampNanosecondBuilder::new(),
-        TimestampNanosecondBuilder::new(),
-    );
+    let (mut start, mut end) = (TimestampNanosecondBuilder::new(), TimestampNanosecondBuilder::new());
     for j in index.jobs() {
         job.append_value(&j.job);
         let mut distinct = HashSet::new();
@@ -307,16 +224,7 @@ pub fn jobs(index: &JobIndex) -> Result<RecordBatch> {
 
 /// `metric_catalog`: one row per family, in name order.
 pub fn metric_catalog(c: &MetricCatalog) -> Result<RecordBatch> {
-    let text = [
-        "family",
-        "source",
-        "domain",
-        "kind",
-        "unit",
-        "class",
-        "meaning",
-        "entity_kind",
-    ];
+    let text = ["family", "source", "domain", "kind", "unit", "class", "meaning", "entity_kind"];
     let mut cols: Vec<StringBuilder> = text.iter().map(|_| StringBuilder::new()).collect();
     let mut scale = Float64Builder::new();
     let mut bits = UInt8Builder::new();
@@ -356,10 +264,7 @@ pub fn metric_catalog(c: &MetricCatalog) -> Result<RecordBatch> {
         utf8("compare", false),
         utf8("facts", true),
     ]);
-    let mut columns: Vec<ArrayRef> = cols
-        .iter_mut()
-        .map(|b| Arc::new(b.finish()) as ArrayRef)
-        .collect();
+    let mut columns: Vec<ArrayRef> = cols.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
     columns.extend([
         Arc::new(scale.finish()) as ArrayRef,
         Arc::new(bits.finish()),

@@ -61,11 +61,8 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let options = FormatOptions::default().with_null("NULL");
     for b in batches {
-        let fmts: Vec<ArrayFormatter> = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-            .collect();
+        let fmts: Vec<ArrayFormatter> =
+            b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
         for r in 0..b.num_rows() {
             out.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
         }
@@ -74,9 +71,7 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
 }
 
 fn strings(rows: &[&[&str]]) -> Vec<Vec<String>> {
-    rows.iter()
-        .map(|r| r.iter().map(|s| s.to_string()).collect())
-        .collect()
+    rows.iter().map(|r| r.iter().map(|s| s.to_string()).collect()).collect()
 }
 
 async fn error(ctx: &SessionContext, sql: &str) -> String {
@@ -90,35 +85,19 @@ async fn error(ctx: &SessionContext, sql: &str) -> String {
 async fn topology_tables() {
     let ctx = context();
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT role, count(*), sum(gpus) FROM topology_nodes GROUP BY role ORDER BY role"
-        )
-        .await,
+        rows(&ctx, "SELECT role, count(*), sum(gpus) FROM topology_nodes GROUP BY role ORDER BY role").await,
         strings(&[&["compute", "4", "32"], &["storage", "1", "0"]])
     );
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT entity, switch_port_entity FROM topology_nics WHERE node = 'n3' ORDER BY entity"
-        )
-        .await,
+        rows(&ctx, "SELECT entity, switch_port_entity FROM topology_nics WHERE node = 'n3' ORDER BY entity").await,
         strings(&[&["n3/mlx5_0:1", "leaf-2:1"], &["n3/mlx5_1:1", "leaf-2:2"]])
     );
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT link_kind, count(*) FROM topology_links GROUP BY link_kind ORDER BY link_kind"
-        )
-        .await,
+        rows(&ctx, "SELECT link_kind, count(*) FROM topology_links GROUP BY link_kind ORDER BY link_kind").await,
         strings(&[&["host", "9"], &["switch", "6"]])
     );
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT switch, guid FROM topology_switches WHERE tier = 'spine' ORDER BY switch"
-        )
-        .await,
+        rows(&ctx, "SELECT switch, guid FROM topology_switches WHERE tier = 'spine' ORDER BY switch").await,
         strings(&[&["spine-1", "0xabc"], &["spine-2", "NULL"]])
     );
     assert_eq!(
@@ -138,16 +117,7 @@ async fn jobs_table() {
         )
         .await,
         strings(&[
-            &[
-                "llm-70b",
-                "4",
-                "32",
-                "2024-03-01T00:00:00",
-                "NULL",
-                "lustre-a",
-                "1670760",
-                "true"
-            ],
+            &["llm-70b", "4", "32", "2024-03-01T00:00:00", "NULL", "lustre-a", "1670760", "true"],
             &[
                 "small",
                 "2",
@@ -211,19 +181,11 @@ async fn job_entities_function() {
 async fn entity_jobs_function() {
     let ctx = context();
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT job, gpus, nodes, domain FROM entity_jobs('spine-1:2')"
-        )
-        .await,
+        rows(&ctx, "SELECT job, gpus, nodes, domain FROM entity_jobs('spine-1:2')").await,
         strings(&[&["llm-70b", "32", "4", "network"]])
     );
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT job, gpus, related_entity FROM entity_jobs('leaf-1:3')"
-        )
-        .await,
+        rows(&ctx, "SELECT job, gpus, related_entity FROM entity_jobs('leaf-1:3')").await,
         strings(&[&["small", "16", "leaf-1:3"], &["llm-70b", "32", "leaf-1:3"]])
     );
     assert_eq!(
@@ -240,15 +202,8 @@ async fn entity_jobs_function() {
         rows(&ctx, "SELECT job, domain FROM entity_jobs('spine-1:3')").await,
         strings(&[&["llm-70b", "storage"]])
     );
-    assert_eq!(
-        rows(&ctx, "SELECT job FROM entity_jobs('leaf-2')").await,
-        strings(&[&["llm-70b"]])
-    );
-    assert!(
-        rows(&ctx, "SELECT * FROM entity_jobs('nowhere:1')")
-            .await
-            .is_empty()
-    );
+    assert_eq!(rows(&ctx, "SELECT job FROM entity_jobs('leaf-2')").await, strings(&[&["llm-70b"]]));
+    assert!(rows(&ctx, "SELECT * FROM entity_jobs('nowhere:1')").await.is_empty());
 }
 
 #[tokio::test]
@@ -272,11 +227,7 @@ async fn topology_path_function() {
         ])
     );
     assert_eq!(
-        rows(
-            &ctx,
-            "SELECT count(DISTINCT route), max(level) FROM topology_path('n2', 'lustre-a')"
-        )
-        .await,
+        rows(&ctx, "SELECT count(DISTINCT route), max(level) FROM topology_path('n2', 'lustre-a')").await,
         strings(&[&["2", "7"]])
     );
 }
@@ -285,9 +236,13 @@ async fn topology_path_function() {
 async fn metric_catalog_table() {
     let ctx = context();
     assert_eq!(
-        rows(&ctx, "SELECT family, scale, unit, counter_bits, overflow, direction FROM metric_catalog \
+        rows(
+            &ctx,
+            "SELECT family, scale, unit, counter_bits, overflow, direction FROM metric_catalog \
                     WHERE family LIKE '%transmit_data%' OR family = 'node_infiniband_np_cnp_packets_sent_total' \
-                    ORDER BY family").await,
+                    ORDER BY family"
+        )
+        .await,
         strings(&[
             &["infiniband_switch_port_transmit_data_bytes_total", "4.0", "bytes", "64", "wrap", "transmit"],
             &["node_infiniband_np_cnp_packets_sent_total", "1.0", "packets", "64", "wrap", "notification_point"],
@@ -307,24 +262,12 @@ async fn errors_are_plan_errors_naming_the_problem() {
     let e = error(&ctx, "SELECT * FROM job_entities(3)").await;
     assert!(e.contains("argument 1 must be a string literal"), "{e}");
     let e = error(&ctx, "SELECT * FROM entity_jobs()").await;
-    assert!(
-        e.contains("entity_jobs takes 1 string argument(s), got 0"),
-        "{e}"
-    );
+    assert!(e.contains("entity_jobs takes 1 string argument(s), got 0"), "{e}");
     let e = error(&ctx, "SELECT * FROM topology_path('n1', 'ghost')").await;
     assert!(e.contains("unknown node ghost"), "{e}");
 
     let bad = Arc::new(parse_jobs(r#"[{"job":"j","nodes":["ghost"],"start":0}]"#).unwrap());
     let topology = Arc::new(Topology::from_json(TOPOLOGY).unwrap());
-    let err = register_domain(
-        &SessionContext::new(),
-        topology,
-        bad,
-        Arc::new(MetricCatalog::builtin()),
-    )
-    .unwrap_err();
-    assert_eq!(
-        QueryError::from(err).kind(),
-        lockstep_engine::ErrorKind::NotFound
-    );
+    let err = register_domain(&SessionContext::new(), topology, bad, Arc::new(MetricCatalog::builtin())).unwrap_err();
+    assert_eq!(QueryError::from(err).kind(), lockstep_engine::ErrorKind::NotFound);
 }

@@ -12,14 +12,11 @@
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 
 use super::constant_args::QuantileForm;
 use super::ddsketch::{
-    SketchAccumulator, SketchInput, SketchOutput, groups_accumulator, mapping_arg, output_type,
-    sketch_state_fields,
+    SketchAccumulator, SketchInput, SketchOutput, groups_accumulator, mapping_arg, output_type, sketch_state_fields,
 };
 
 /// The approximate quantile aggregate in one of its forms (`approx_quantile(value, q [, alpha])`,
@@ -33,10 +30,7 @@ pub struct ApproxQuantile {
 impl ApproxQuantile {
     fn parts(&self, args: &AccumulatorArgs) -> Result<(SketchInput, SketchOutput)> {
         let (q, alpha_pos) = self.form.quantile(args)?;
-        Ok((
-            SketchInput::Values(mapping_arg(args, alpha_pos, self.form.name)?),
-            SketchOutput::Quantile(q),
-        ))
+        Ok((SketchInput::Values(mapping_arg(args, alpha_pos, self.form.name)?), SketchOutput::Quantile(q)))
     }
 }
 
@@ -44,7 +38,9 @@ impl ApproxQuantile {
 pub fn udafs() -> Vec<AggregateUDF> {
     QuantileForm::family("approx_quantile", |f| f.2)
         .into_iter()
-        .map(|form| AggregateUDF::from(ApproxQuantile { form, signature: Signature::user_defined(Volatility::Immutable) }))
+        .map(|form| {
+            AggregateUDF::from(ApproxQuantile { form, signature: Signature::user_defined(Volatility::Immutable) })
+        })
         .collect()
 }
 
@@ -78,10 +74,7 @@ impl AggregateUDFImpl for ApproxQuantile {
         true
     }
 
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         let (input, output) = self.parts(&args)?;
         Ok(groups_accumulator(self.form.name, input, output))
     }

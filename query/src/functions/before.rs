@@ -94,11 +94,8 @@ impl ScalarUDFImpl for Before {
         let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         // Timestamps share Int64's physical layout; reinterpret them as plain i64 ns.
-        let as_i64 = |a: &Arc<dyn Array>| -> Result<Arc<dyn Array>> {
-            Ok(arrow::compute::cast(a, &DataType::Int64)?)
-        };
-        let (ta, ua, tb, ub) =
-            (as_i64(&arrays[0])?, as_i64(&arrays[1])?, as_i64(&arrays[2])?, as_i64(&arrays[3])?);
+        let as_i64 = |a: &Arc<dyn Array>| -> Result<Arc<dyn Array>> { Ok(arrow::compute::cast(a, &DataType::Int64)?) };
+        let (ta, ua, tb, ub) = (as_i64(&arrays[0])?, as_i64(&arrays[1])?, as_i64(&arrays[2])?, as_i64(&arrays[3])?);
         let (ta, ua, tb, ub) = (
             ta.as_primitive::<Int64Type>(),
             ua.as_primitive::<Int64Type>(),

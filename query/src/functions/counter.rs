@@ -24,9 +24,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray};
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{
-    DataType, Field, FieldRef, Float64Type, Int64Type, TimestampNanosecondType,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type, TimestampNanosecondType};
 use datafusion::common::{Result, ScalarValue, internal_err, plan_err};
 use datafusion::logical_expr::Accumulator;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -34,9 +32,7 @@ use datafusion::logical_expr::utils::format_state_name;
 
 use lockstep_engine::metrics::{MetricCatalog, MetricInfo, MetricKind, SeriesPart};
 
-use super::constant_args::{
-    check_arity, coerce_float, coerce_int, coerce_time, constant_i64, reject_distinct,
-};
+use super::constant_args::{check_arity, coerce_float, coerce_int, coerce_time, constant_i64, reject_distinct};
 
 /// What the counter accumulator returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,9 +77,9 @@ impl Steps {
         let Steps::Catalog { catalog, metric, info } = self else { return Ok(()) };
         match metric {
             Some(known) if known == m => Ok(()),
-            Some(known) => plan_err!(
-                "{function}: one group holds two metrics ({known} and {m}); group by series_id or metric"
-            ),
+            Some(known) => {
+                plan_err!("{function}: one group holds two metrics ({known} and {m}); group by series_id or metric")
+            }
             None => {
                 *info = catalog
                     .classify_metric(m)
@@ -98,17 +94,8 @@ impl Steps {
 
 /// Argument coercion shared by `increase` and `rate`: `(time, value [, wrap_bits])`.
 pub(crate) fn coerce_args(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-    check_arity(
-        function,
-        arg_types,
-        2,
-        3,
-        "2 or 3 arguments (time, value [, wrap_bits])",
-    )?;
-    let mut out = vec![
-        coerce_time(function, "time", &arg_types[0])?,
-        coerce_float(function, "value", &arg_types[1])?,
-    ];
+    check_arity(function, arg_types, 2, 3, "2 or 3 arguments (time, value [, wrap_bits])")?;
+    let mut out = vec![coerce_time(function, "time", &arg_types[0])?, coerce_float(function, "value", &arg_types[1])?];
     if let Some(t) = arg_types.get(2) {
         out.push(coerce_int(function, "wrap_bits", t)?);
     }
@@ -123,27 +110,15 @@ pub(crate) fn coerce_normalized_args(function: &str, arg_types: &[DataType]) -> 
         DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8) => DataType::Utf8,
         other => return plan_err!("{function}: metric must be a string, got {other}"),
     };
-    Ok(vec![
-        coerce_time(function, "time", &arg_types[0])?,
-        coerce_float(function, "value", &arg_types[1])?,
-        metric,
-    ])
+    Ok(vec![coerce_time(function, "time", &arg_types[0])?, coerce_float(function, "value", &arg_types[1])?, metric])
 }
 
 /// State fields shared by `increase` and `rate`: the samples as two lists.
 pub(crate) fn state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
     let list = |t: DataType| DataType::List(Arc::new(Field::new_list_field(t, true)));
     vec![
-        Arc::new(Field::new(
-            format_state_name(args.name, "times"),
-            list(DataType::Int64),
-            true,
-        )),
-        Arc::new(Field::new(
-            format_state_name(args.name, "values"),
-            list(DataType::Float64),
-            true,
-        )),
+        Arc::new(Field::new(format_state_name(args.name, "times"), list(DataType::Int64), true)),
+        Arc::new(Field::new(format_state_name(args.name, "values"), list(DataType::Float64), true)),
     ]
 }
 
@@ -175,11 +150,7 @@ pub(crate) fn normalized_accumulator(
     catalog: Arc<MetricCatalog>,
 ) -> Result<Box<dyn Accumulator>> {
     reject_distinct(args, function)?;
-    Ok(Box::new(CounterAccumulator::new(
-        function,
-        output,
-        Steps::Catalog { catalog, metric: None, info: None },
-    )))
+    Ok(Box::new(CounterAccumulator::new(function, output, Steps::Catalog { catalog, metric: None, info: None })))
 }
 
 /// State fields of the normalised variants: the samples and the group's metric.
@@ -192,13 +163,13 @@ pub(crate) fn normalized_state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
 impl CounterAccumulator {
     fn new(function: &'static str, output: CounterOutput, steps: Steps) -> Self {
         CounterAccumulator {
-        function,
-        output,
-        steps,
-        samples: VecDeque::new(),
-        sorted: true,
-        cached: Some(0.0),
-        scratch: Vec::new(),
+            function,
+            output,
+            steps,
+            samples: VecDeque::new(),
+            sorted: true,
+            cached: Some(0.0),
+            scratch: Vec::new(),
         }
     }
 }
@@ -263,12 +234,7 @@ impl CounterAccumulator {
         self.samples.push_back(sample);
     }
 
-    fn push_arrays(
-        &mut self,
-        times: &[i64],
-        time_valid: impl Fn(usize) -> bool,
-        values: &Float64Array,
-    ) {
+    fn push_arrays(&mut self, times: &[i64], time_valid: impl Fn(usize) -> bool, values: &Float64Array) {
         for (i, &t) in times.iter().enumerate() {
             if time_valid(i) && values.is_valid(i) && values.value(i).is_finite() {
                 self.push((t, values.value(i)));
@@ -281,11 +247,7 @@ impl CounterAccumulator {
             return c;
         }
         if self.sorted
-            || self
-                .samples
-                .iter()
-                .zip(self.samples.iter().skip(1))
-                .all(|(a, b)| order(a, b) != Ordering::Greater)
+            || self.samples.iter().zip(self.samples.iter().skip(1)).all(|(a, b)| order(a, b) != Ordering::Greater)
         {
             self.sorted = true;
             let inc = increase_of(self.samples.iter().copied(), &self.steps);
@@ -388,12 +350,7 @@ impl Accumulator for CounterAccumulator {
         let values = Float64Array::from_iter_values(self.samples.iter().map(|s| s.1));
         let list = |a: ArrayRef, t: DataType| {
             let offsets = OffsetBuffer::from_lengths([a.len()]);
-            ScalarValue::List(Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(t, true)),
-                offsets,
-                a,
-                None,
-            )))
+            ScalarValue::List(Arc::new(ListArray::new(Arc::new(Field::new_list_field(t, true)), offsets, a, None)))
         };
         let mut state = vec![list(Arc::new(times), DataType::Int64), list(Arc::new(values), DataType::Float64)];
         if let Steps::Catalog { metric, .. } = &self.steps {
@@ -464,9 +421,6 @@ mod tests {
     fn fewer_than_two_samples_or_zero_span_is_null() {
         assert_eq!(run(&[(0, 1.0)], None, CounterOutput::Increase), None);
         assert_eq!(run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Rate), None);
-        assert_eq!(
-            run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Increase),
-            Some(2.0)
-        );
+        assert_eq!(run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Increase), Some(2.0));
     }
 }

@@ -30,8 +30,8 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 use lockstep_engine::metrics::MetricCatalog;
 
-pub(crate) use super::counter::CounterOutput;
 use super::counter;
+pub(crate) use super::counter::CounterOutput;
 
 /// One of `increase`, `rate`, `normalized_increase`, `normalized_rate`.
 #[derive(Debug)]

@@ -24,9 +24,7 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
-use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 
 use self::sketch::{DEFAULT_ALPHA, DdSketch, Mapping};
 use super::constant_args::{check_arity, coerce_float, constant_f64, reject_distinct};
@@ -67,11 +65,7 @@ impl SketchOutput {
 }
 
 /// Reads the optional relative-accuracy argument at `position` and builds its mapping.
-pub(crate) fn mapping_arg(
-    args: &AccumulatorArgs,
-    position: usize,
-    function: &str,
-) -> Result<Mapping> {
+pub(crate) fn mapping_arg(args: &AccumulatorArgs, position: usize, function: &str) -> Result<Mapping> {
     let alpha = match args.exprs.get(position) {
         Some(expr) => constant_f64(expr, function, "alpha")?.unwrap_or(DEFAULT_ALPHA),
         None => DEFAULT_ALPHA,
@@ -81,11 +75,7 @@ pub(crate) fn mapping_arg(
 
 /// The Binary state field shared by all sketch aggregates.
 pub(crate) fn sketch_state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
-    vec![Arc::new(Field::new(
-        format_state_name(args.name, "ddsketch"),
-        DataType::Binary,
-        true,
-    ))]
+    vec![Arc::new(Field::new(format_state_name(args.name, "ddsketch"), DataType::Binary, true))]
 }
 
 /// Decodes a Binary sketch, naming the function in the error.
@@ -94,15 +84,9 @@ pub(crate) fn decode(bytes: &[u8], function: &str) -> Result<DdSketch> {
 }
 
 /// Merges `other` into `slot`, creating it if empty.
-pub(crate) fn merge_into(
-    slot: &mut Option<DdSketch>,
-    other: DdSketch,
-    function: &str,
-) -> Result<()> {
+pub(crate) fn merge_into(slot: &mut Option<DdSketch>, other: DdSketch, function: &str) -> Result<()> {
     match slot {
-        Some(s) => s
-            .merge(&other)
-            .map_err(|e| exec_datafusion_err!("{function}: {e}")),
+        Some(s) => s.merge(&other).map_err(|e| exec_datafusion_err!("{function}: {e}")),
         None => {
             *slot = Some(other);
             Ok(())
@@ -125,21 +109,12 @@ impl SketchAccumulator {
             SketchInput::Values(m) => Some(DdSketch::new(m)),
             SketchInput::Sketches => None,
         };
-        Self {
-            function,
-            input,
-            output,
-            sketch,
-        }
+        Self { function, input, output, sketch }
     }
 
     fn merge_binary(&mut self, array: &ArrayRef) -> Result<()> {
         for bytes in array.as_binary::<i32>().iter().flatten() {
-            merge_into(
-                &mut self.sketch,
-                decode(bytes, self.function)?,
-                self.function,
-            )?;
+            merge_into(&mut self.sketch, decode(bytes, self.function)?, self.function)?;
         }
         Ok(())
     }
@@ -163,17 +138,10 @@ impl Accumulator for SketchAccumulator {
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         if let (Some(sketch), SketchInput::Values(_)) = (&mut self.sketch, self.input) {
-            values[0]
-                .as_primitive::<Float64Type>()
-                .iter()
-                .flatten()
-                .for_each(|v| sketch.remove(v));
+            values[0].as_primitive::<Float64Type>().iter().flatten().for_each(|v| sketch.remove(v));
             return Ok(());
         }
-        plan_err!(
-            "{}: sliding window frames are not supported over sketches",
-            self.function
-        )
+        plan_err!("{}: sliding window frames are not supported over sketches", self.function)
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -189,9 +157,7 @@ impl Accumulator for SketchAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![ScalarValue::Binary(
-            self.sketch.as_ref().map(DdSketch::encode),
-        )])
+        Ok(vec![ScalarValue::Binary(self.sketch.as_ref().map(DdSketch::encode))])
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
@@ -208,9 +174,7 @@ pub struct DdSketchAgg {
 impl DdSketchAgg {
     /// Creates the UDAF implementation.
     pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -230,18 +194,8 @@ impl AggregateUDFImpl for DdSketchAgg {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        check_arity(
-            "ddsketch",
-            arg_types,
-            1,
-            2,
-            "1 or 2 arguments (value [, alpha])",
-        )?;
-        arg_types
-            .iter()
-            .zip(["value", "alpha"])
-            .map(|(t, name)| coerce_float("ddsketch", name, t))
-            .collect()
+        check_arity("ddsketch", arg_types, 1, 2, "1 or 2 arguments (value [, alpha])")?;
+        arg_types.iter().zip(["value", "alpha"]).map(|(t, name)| coerce_float("ddsketch", name, t)).collect()
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -255,28 +209,17 @@ impl AggregateUDFImpl for DdSketchAgg {
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         reject_distinct(&args, "ddsketch")?;
         let input = SketchInput::Values(mapping_arg(&args, 1, "ddsketch")?);
-        Ok(Box::new(SketchAccumulator::new(
-            "ddsketch",
-            input,
-            SketchOutput::Sketch,
-        )))
+        Ok(Box::new(SketchAccumulator::new("ddsketch", input, SketchOutput::Sketch)))
     }
 
     fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
         true
     }
 
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         reject_distinct(&args, "ddsketch")?;
         let input = SketchInput::Values(mapping_arg(&args, 1, "ddsketch")?);
-        Ok(Box::new(groups::SketchGroups::new(
-            "ddsketch",
-            input,
-            SketchOutput::Sketch,
-        )))
+        Ok(Box::new(groups::SketchGroups::new("ddsketch", input, SketchOutput::Sketch)))
     }
 }
 

@@ -11,14 +11,10 @@ use arrow::datatypes::DataType;
 use arrow::datatypes::FieldRef;
 use datafusion::common::{Result, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 
 use super::constant_args::{check_arity, reject_distinct};
-use super::ddsketch::{
-    SketchAccumulator, SketchInput, SketchOutput, groups_accumulator, sketch_state_fields,
-};
+use super::ddsketch::{SketchAccumulator, SketchInput, SketchOutput, groups_accumulator, sketch_state_fields};
 
 /// The `ddsketch_merge(sketch)` aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -29,9 +25,7 @@ pub struct DdSketchMerge {
 impl DdSketchMerge {
     /// Creates the UDAF implementation.
     pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -72,26 +66,15 @@ impl AggregateUDFImpl for DdSketchMerge {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         reject_distinct(&args, "ddsketch_merge")?;
-        Ok(Box::new(SketchAccumulator::new(
-            "ddsketch_merge",
-            SketchInput::Sketches,
-            SketchOutput::Sketch,
-        )))
+        Ok(Box::new(SketchAccumulator::new("ddsketch_merge", SketchInput::Sketches, SketchOutput::Sketch)))
     }
 
     fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
         true
     }
 
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         reject_distinct(&args, "ddsketch_merge")?;
-        Ok(groups_accumulator(
-            "ddsketch_merge",
-            SketchInput::Sketches,
-            SketchOutput::Sketch,
-        ))
+        Ok(groups_accumulator("ddsketch_merge", SketchInput::Sketches, SketchOutput::Sketch))
     }
 }

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray, Float64Array};
 use arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
-use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
-};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::constant_args::{check_arity, coerce_float};
 use super::ddsketch::decode;
@@ -27,9 +25,7 @@ pub struct DdSketchQuantile {
 impl DdSketchQuantile {
     /// Creates the UDF implementation.
     pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -49,27 +45,14 @@ impl ScalarUDFImpl for DdSketchQuantile {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        check_arity(
-            "ddsketch_quantile",
-            arg_types,
-            2,
-            2,
-            "2 arguments (sketch, q)",
-        )?;
+        check_arity("ddsketch_quantile", arg_types, 2, 2, "2 arguments (sketch, q)")?;
         let sketch = match &arg_types[0] {
-            DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null => {
-                DataType::Binary
-            }
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null => DataType::Binary,
             other => {
-                return plan_err!(
-                    "ddsketch_quantile: argument sketch must be a binary ddsketch, got {other}"
-                );
+                return plan_err!("ddsketch_quantile: argument sketch must be a binary ddsketch, got {other}");
             }
         };
-        Ok(vec![
-            sketch,
-            coerce_float("ddsketch_quantile", "q", &arg_types[1])?,
-        ])
+        Ok(vec![sketch, coerce_float("ddsketch_quantile", "q", &arg_types[1])?])
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -77,10 +60,7 @@ impl ScalarUDFImpl for DdSketchQuantile {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let sketches = arrays[0].as_binary::<i32>();
         let qs = arrays[1].as_primitive::<Float64Type>();
@@ -98,9 +78,7 @@ impl ScalarUDFImpl for DdSketchQuantile {
         }
         let result = Float64Array::from(out);
         if all_scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
-                &result, 0,
-            )?));
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?));
         }
         Ok(ColumnarValue::Array(Arc::new(result)))
     }

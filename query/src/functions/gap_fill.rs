@@ -25,20 +25,16 @@ use std::mem::size_of_val;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray,
-    TimestampNanosecondArray,
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray, TimestampNanosecondArray,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{
-    DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit, TimestampNanosecondType,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit, TimestampNanosecondType};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
 use super::constant_args::{
-    check_arity, coerce_float, coerce_time, constant_interval_ns, constant_str,
-    constant_timestamp_ns, reject_distinct,
+    check_arity, coerce_float, coerce_time, constant_interval_ns, constant_str, constant_timestamp_ns, reject_distinct,
 };
 use super::counter;
 
@@ -75,9 +71,7 @@ pub struct GapFill {
 impl GapFill {
     /// Creates the UDAF implementation.
     pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -88,10 +82,7 @@ impl Default for GapFill {
 }
 
 fn item_fields(time_type: &DataType) -> Fields {
-    Fields::from(vec![
-        Field::new("time", time_type.clone(), false),
-        Field::new("value", DataType::Float64, true),
-    ])
+    Fields::from(vec![Field::new("time", time_type.clone(), false), Field::new("value", DataType::Float64, true)])
 }
 
 impl AggregateUDFImpl for GapFill {
@@ -104,13 +95,7 @@ impl AggregateUDFImpl for GapFill {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        check_arity(
-            NAME,
-            arg_types,
-            6,
-            7,
-            "6 or 7 arguments (time, value, start, stop, interval, fill [, agg])",
-        )?;
+        check_arity(NAME, arg_types, 6, 7, "6 or 7 arguments (time, value, start, stop, interval, fill [, agg])")?;
         let mut out = vec![
             coerce_time(NAME, "time", &arg_types[0])?,
             coerce_float(NAME, "value", &arg_types[1])?,
@@ -126,9 +111,7 @@ impl AggregateUDFImpl for GapFill {
         });
         for (t, name) in arg_types[5..].iter().zip(["fill", "agg"]) {
             match t {
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => {
-                    out.push(DataType::Utf8)
-                }
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => out.push(DataType::Utf8),
                 other => return plan_err!("{NAME}: argument {name} must be a string, got {other}"),
             }
         }
@@ -171,21 +154,16 @@ impl AggregateUDFImpl for GapFill {
                 Some("first") => Agg::First,
                 Some("last") => Agg::Last,
                 other => {
-                    return plan_err!(
-                        "{NAME}: agg must be one of avg, sum, min, max, first, last, got {other:?}"
-                    );
+                    return plan_err!("{NAME}: agg must be one of avg, sum, min, max, first, last, got {other:?}");
                 }
             },
         };
         if stop < start {
             return plan_err!("{NAME}: stop must not be before start");
         }
-        let buckets =
-            ((stop as i128 - start as i128 + interval as i128 - 1) / interval as i128) as i64;
+        let buckets = ((stop as i128 - start as i128 + interval as i128 - 1) / interval as i128) as i64;
         if buckets > MAX_BUCKETS {
-            return plan_err!(
-                "{NAME}: grid of {buckets} buckets exceeds the limit of {MAX_BUCKETS}"
-            );
+            return plan_err!("{NAME}: grid of {buckets} buckets exceeds the limit of {MAX_BUCKETS}");
         }
         let DataType::List(item) = args.return_type() else {
             return plan_err!("{NAME}: unexpected return type {}", args.return_type());
@@ -249,12 +227,7 @@ impl GapFillAccumulator {
         }
     }
 
-    fn push_arrays(
-        &mut self,
-        times: &[i64],
-        time_valid: impl Fn(usize) -> bool,
-        values: &Float64Array,
-    ) {
+    fn push_arrays(&mut self, times: &[i64], time_valid: impl Fn(usize) -> bool, values: &Float64Array) {
         for (i, &t) in times.iter().enumerate() {
             if time_valid(i) && values.is_valid(i) {
                 self.push((t, values.value(i)));
@@ -266,14 +239,7 @@ impl GapFillAccumulator {
     fn bucket_values(&mut self) -> Vec<Option<f64>> {
         self.samples.sort_unstable_by(order);
         let mut vals: Vec<Option<f64>> = vec![None; self.buckets];
-        let mut counts = vec![
-            0u32;
-            if self.agg == Agg::Avg {
-                self.buckets
-            } else {
-                0
-            }
-        ];
+        let mut counts = vec![0u32; if self.agg == Agg::Avg { self.buckets } else { 0 }];
         for &(t, v) in &self.samples {
             let b = ((i128::from(t) - i128::from(self.start)) / i128::from(self.interval)) as usize;
             let slot = &mut vals[b];
@@ -312,11 +278,7 @@ impl GapFillAccumulator {
                 }
             }
             Fill::Linear => {
-                let known: Vec<(usize, f64)> = vals
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(k, v)| v.map(|x| (k, x)))
-                    .collect();
+                let known: Vec<(usize, f64)> = vals.iter().enumerate().filter_map(|(k, v)| v.map(|x| (k, x))).collect();
                 let mut next_known = 0;
                 let mut prev: Option<(i64, f64)> = self.seed;
                 for (k, slot) in vals.iter_mut().enumerate() {
@@ -325,10 +287,7 @@ impl GapFillAccumulator {
                         next_known += 1;
                         continue;
                     }
-                    let next = known
-                        .get(next_known)
-                        .map(|&(j, x)| (at(j), x))
-                        .or(self.anchor);
+                    let next = known.get(next_known).map(|&(j, x)| (at(j), x)).or(self.anchor);
                     if let (Some((ta, va)), Some((tb, vb))) = (prev, next) {
                         let w = (at(k) - ta) as f64 / (tb - ta) as f64;
                         *slot = Some(va + (vb - va) * w);
@@ -361,11 +320,7 @@ impl Accumulator for GapFillAccumulator {
         )
         .with_timezone_opt(tz.clone());
         let values = Float64Array::from(vals);
-        let items = StructArray::try_new(
-            fields.clone(),
-            vec![Arc::new(times), Arc::new(values)],
-            None,
-        )?;
+        let items = StructArray::try_new(fields.clone(), vec![Arc::new(times), Arc::new(values)], None)?;
         let list = ListArray::try_new(
             Arc::clone(&self.item),
             OffsetBuffer::from_lengths([items.len()]),
@@ -380,28 +335,14 @@ impl Accumulator for GapFillAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let all: Vec<(i64, f64)> = self
-            .samples
-            .iter()
-            .copied()
-            .chain(self.seed)
-            .chain(self.anchor)
-            .collect();
+        let all: Vec<(i64, f64)> = self.samples.iter().copied().chain(self.seed).chain(self.anchor).collect();
         let times: ArrayRef = Arc::new(Int64Array::from_iter_values(all.iter().map(|s| s.0)));
         let values: ArrayRef = Arc::new(Float64Array::from_iter_values(all.iter().map(|s| s.1)));
         let list = |a: ArrayRef, t: DataType| {
             let offsets = OffsetBuffer::from_lengths([a.len()]);
-            ScalarValue::List(Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(t, true)),
-                offsets,
-                a,
-                None,
-            )))
+            ScalarValue::List(Arc::new(ListArray::new(Arc::new(Field::new_list_field(t, true)), offsets, a, None)))
         };
-        Ok(vec![
-            list(times, DataType::Int64),
-            list(values, DataType::Float64),
-        ])
+        Ok(vec![list(times, DataType::Int64), list(values, DataType::Float64)])
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {

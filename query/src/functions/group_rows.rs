@@ -17,7 +17,12 @@ pub(crate) fn grow_groups(current: usize, total: usize, name: &str) -> Result<us
 /// The groups emitted by `emit_to` out of `num_groups`, and the exclusive prefix offsets of
 /// their row counts: rows of emitted group `g` go to `offsets[g]..offsets[g + 1]`. Fails when
 /// the emitted rows do not fit Arrow's `i32` list offsets.
-pub(crate) fn emit_offsets(groups: &[u32], num_groups: usize, emit_to: EmitTo, name: &str) -> Result<(usize, Vec<i32>)> {
+pub(crate) fn emit_offsets(
+    groups: &[u32],
+    num_groups: usize,
+    emit_to: EmitTo,
+    name: &str,
+) -> Result<(usize, Vec<i32>)> {
     let emit = match emit_to {
         EmitTo::All => num_groups,
         EmitTo::First(n) => n.min(num_groups),

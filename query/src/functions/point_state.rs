@@ -177,17 +177,13 @@ mod tests {
     use arrow::array::TimestampNanosecondArray;
 
     fn batch(t: &[Option<i64>], v: &[Option<f64>]) -> Vec<ArrayRef> {
-        vec![
-            Arc::new(TimestampNanosecondArray::from(t.to_vec())),
-            Arc::new(Float64Array::from(v.to_vec())),
-        ]
+        vec![Arc::new(TimestampNanosecondArray::from(t.to_vec())), Arc::new(Float64Array::from(v.to_vec()))]
     }
 
     #[test]
     fn nulls_dropped_state_round_trips_and_retract_pops_front() {
         let mut p = Points::<1>::default();
-        p.update(&batch(&[Some(3), None, Some(1), Some(2)], &[Some(0.3), Some(9.0), None, Some(f64::NAN)]))
-            .unwrap();
+        p.update(&batch(&[Some(3), None, Some(1), Some(2)], &[Some(0.3), Some(9.0), None, Some(f64::NAN)])).unwrap();
         assert_eq!(p.times(), &[3, 2]);
         let state: Vec<ArrayRef> = p.state().iter().map(|s| s.to_array().unwrap()).collect();
         let mut q = Points::<1>::default();

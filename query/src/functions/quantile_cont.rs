@@ -29,9 +29,7 @@ use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue, internal_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
-use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility,
-};
+use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
 
 use super::constant_args::QuantileForm;
 
@@ -52,7 +50,9 @@ impl QuantileCont {
 pub fn udafs() -> Vec<AggregateUDF> {
     QuantileForm::family("quantile_cont", |f| f.1)
         .into_iter()
-        .map(|form| AggregateUDF::from(QuantileCont { form, signature: Signature::user_defined(Volatility::Immutable) }))
+        .map(|form| {
+            AggregateUDF::from(QuantileCont { form, signature: Signature::user_defined(Volatility::Immutable) })
+        })
         .collect()
 }
 
@@ -75,29 +75,18 @@ impl AggregateUDFImpl for QuantileCont {
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let item = Field::new_list_field(DataType::Float64, true);
-        Ok(vec![Arc::new(Field::new(
-            format_state_name(args.name, "values"),
-            DataType::List(Arc::new(item)),
-            true,
-        ))])
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "values"), DataType::List(Arc::new(item)), true))])
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(QuantileAccumulator {
-            q: self.quantile(&args)?,
-            values: VecDeque::new(),
-            scratch: Vec::new(),
-        }))
+        Ok(Box::new(QuantileAccumulator { q: self.quantile(&args)?, values: VecDeque::new(), scratch: Vec::new() }))
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
         !args.is_distinct
     }
 
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         Ok(Box::new(groups::QuantileGroups::new(self.quantile(&args)?)))
     }
 }
@@ -142,11 +131,7 @@ pub(crate) fn quantile_of(values: &mut [f64], q: f64) -> Option<f64> {
     if hi_i == lo_i {
         return Some(lo);
     }
-    let hi = if hi_i >= ordered {
-        f64::NAN
-    } else {
-        rest.iter().copied().fold(f64::INFINITY, f64::min)
-    };
+    let hi = if hi_i >= ordered { f64::NAN } else { rest.iter().copied().fold(f64::INFINITY, f64::min) };
     Some(interpolate(lo, hi, d))
 }
 
@@ -178,11 +163,7 @@ impl Accumulator for QuantileAccumulator {
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         for v in values[0].as_primitive::<Float64Type>().iter().flatten() {
-            if self
-                .values
-                .front()
-                .is_some_and(|f| f.to_bits() == v.to_bits())
-            {
+            if self.values.front().is_some_and(|f| f.to_bits() == v.to_bits()) {
                 self.values.pop_front();
             } else if let Some(pos) = self.values.iter().position(|f| f.to_bits() == v.to_bits()) {
                 self.values.remove(pos);
@@ -238,10 +219,7 @@ mod tests {
     fn quantile_matches_definition() {
         let mut v = vec![10.0, 1.0, 3.0, 2.0];
         // RN = 3 * 0.3 = 0.9: 1 * 0.1 + 2 * 0.9
-        assert_eq!(
-            quantile_of(&mut v, 0.3),
-            Some(1.0f64.mul_add(1.0 - 0.9f64, 2.0 * 0.9f64))
-        );
+        assert_eq!(quantile_of(&mut v, 0.3), Some(1.0f64.mul_add(1.0 - 0.9f64, 2.0 * 0.9f64)));
         assert_eq!(quantile_of(&mut v, 0.0), Some(1.0));
         assert_eq!(quantile_of(&mut v, 1.0), Some(10.0));
         assert_eq!(quantile_of(&mut [], 0.5), None);
@@ -249,46 +227,19 @@ mod tests {
 
     #[test]
     fn nan_sorts_greatest_and_infinities_interpolate_like_duckdb() {
-        assert!(
-            quantile_of(&mut [f64::NAN, 1.0, f64::INFINITY], 0.9)
-                .unwrap()
-                .is_nan()
-        );
-        assert_eq!(
-            quantile_of(&mut [f64::NAN, 1.0, f64::INFINITY], 0.5),
-            Some(f64::INFINITY)
-        );
-        assert!(
-            quantile_of(&mut [f64::NEG_INFINITY, f64::INFINITY], 0.9)
-                .unwrap()
-                .is_nan()
-        );
-        assert_eq!(
-            quantile_of(&mut [-1e308, 1e308], 0.3),
-            Some((-1e308f64).mul_add(0.7, 1e308 * 0.3))
-        );
+        assert!(quantile_of(&mut [f64::NAN, 1.0, f64::INFINITY], 0.9).unwrap().is_nan());
+        assert_eq!(quantile_of(&mut [f64::NAN, 1.0, f64::INFINITY], 0.5), Some(f64::INFINITY));
+        assert!(quantile_of(&mut [f64::NEG_INFINITY, f64::INFINITY], 0.9).unwrap().is_nan());
+        assert_eq!(quantile_of(&mut [-1e308, 1e308], 0.3), Some((-1e308f64).mul_add(0.7, 1e308 * 0.3)));
     }
 
     #[test]
     fn retract_removes_values_in_any_order() {
-        let mut acc = QuantileAccumulator {
-            q: 0.5,
-            values: VecDeque::new(),
-            scratch: Vec::new(),
-        };
-        let batch: ArrayRef = Arc::new(Float64Array::from(vec![
-            Some(1.0),
-            None,
-            Some(5.0),
-            Some(3.0),
-        ]));
+        let mut acc = QuantileAccumulator { q: 0.5, values: VecDeque::new(), scratch: Vec::new() };
+        let batch: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(5.0), Some(3.0)]));
         acc.update_batch(&[batch]).unwrap();
-        acc.retract_batch(&[Arc::new(Float64Array::from(vec![5.0]))])
-            .unwrap();
+        acc.retract_batch(&[Arc::new(Float64Array::from(vec![5.0]))]).unwrap();
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Float64(Some(2.0)));
-        assert!(
-            acc.retract_batch(&[Arc::new(Float64Array::from(vec![7.0]))])
-                .is_err()
-        );
+        assert!(acc.retract_batch(&[Arc::new(Float64Array::from(vec![7.0]))]).is_err());
     }
 }

@@ -110,9 +110,9 @@ impl ScalarUDFImpl for ThrottleReasonsFn {
         let out: Arc<dyn Array> = match class {
             None => Arc::new((0..values.len()).map(|i| decode(i).map(|m| m.to_string())).collect::<StringArray>()),
             Some(None) => Arc::new(BooleanArray::new_null(values.len())),
-            Some(Some(c)) => Arc::new(
-                (0..values.len()).map(|i| decode(i).and_then(|m| has(m, &c))).collect::<BooleanArray>(),
-            ),
+            Some(Some(c)) => {
+                Arc::new((0..values.len()).map(|i| decode(i).and_then(|m| has(m, &c))).collect::<BooleanArray>())
+            }
         };
         if all_scalar {
             return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));

@@ -17,9 +17,7 @@ use std::mem::size_of_val;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::datatypes::{
-    DataType, Field, FieldRef, Float64Type, Int64Type, TimestampNanosecondType,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type, TimestampNanosecondType};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
@@ -38,9 +36,7 @@ pub struct ValueAt {
 impl ValueAt {
     /// Creates the UDAF implementation.
     pub fn new() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -74,16 +70,8 @@ impl AggregateUDFImpl for ValueAt {
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "time"),
-                DataType::Int64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format_state_name(args.name, "value"),
-                DataType::Float64,
-                true,
-            )),
+            Arc::new(Field::new(format_state_name(args.name, "time"), DataType::Int64, true)),
+            Arc::new(Field::new(format_state_name(args.name, "value"), DataType::Float64, true)),
         ])
     }
 
@@ -120,11 +108,7 @@ impl Accumulator for ValueAtAccumulator {
         let vals = values[1].as_primitive::<Float64Type>();
         let ts = values[2].as_primitive::<TimestampNanosecondType>();
         for i in 0..times.len() {
-            if times.is_valid(i)
-                && vals.is_valid(i)
-                && ts.is_valid(i)
-                && times.value(i) <= ts.value(i)
-            {
+            if times.is_valid(i) && vals.is_valid(i) && ts.is_valid(i) && times.value(i) <= ts.value(i) {
                 self.offer((times.value(i), vals.value(i)));
             }
         }
@@ -140,10 +124,7 @@ impl Accumulator for ValueAtAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![
-            ScalarValue::Int64(self.best.map(|b| b.0)),
-            ScalarValue::Float64(self.best.map(|b| b.1)),
-        ])
+        Ok(vec![ScalarValue::Int64(self.best.map(|b| b.0)), ScalarValue::Float64(self.best.map(|b| b.1))])
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {

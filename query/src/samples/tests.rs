@@ -31,7 +31,12 @@ fn store(dir: &std::path::Path) -> Arc<Store> {
     store
         .with_clocks(|reg| {
             let offsets: Vec<OffsetObservation> = (0..4)
-                .map(|h| OffsetObservation { host: "a".into(), local_time: H + h * HOUR, offset_ns: OFFSET, uncertainty_ns: 10 })
+                .map(|h| OffsetObservation {
+                    host: "a".into(),
+                    local_time: H + h * HOUR,
+                    offset_ns: OFFSET,
+                    uncertainty_ns: 10,
+                })
                 .collect();
             reg.add_offsets(&offsets)?;
             reg.refit()
@@ -80,7 +85,8 @@ fn corrected_time_filters_map_bounds_and_prune_files() {
          WHERE time >= to_timestamp_nanos({lo}) AND time < to_timestamp_nanos({hi})"
     );
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let batches = rt.block_on(async { ctx.sql(&sql).await.unwrap().collect().await.map_err(|e| e.to_string()).unwrap() });
+    let batches =
+        rt.block_on(async { ctx.sql(&sql).await.unwrap().collect().await.map_err(|e| e.to_string()).unwrap() });
     let b = &batches[0];
     let first = b.column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0);
     let n = b.column(1).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0);

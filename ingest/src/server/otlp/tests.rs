@@ -9,7 +9,11 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 const T: u64 = 1_767_225_600_000_000_000;
 
 fn kv(k: &str, v: &str) -> KeyValue {
-    KeyValue { key: k.into(), value: Some(AnyValue { value: Some(any_value::Value::StringValue(v.into())) }), ..Default::default() }
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(any_value::Value::StringValue(v.into())) }),
+        ..Default::default()
+    }
 }
 
 fn request(host: Option<&str>, metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
@@ -24,7 +28,12 @@ fn request(host: Option<&str>, metrics: Vec<Metric>) -> ExportMetricsServiceRequ
 }
 
 fn num(t: u64, v: f64, attrs: Vec<KeyValue>) -> NumberDataPoint {
-    NumberDataPoint { time_unix_nano: t, value: Some(number_data_point::Value::AsDouble(v)), attributes: attrs, ..Default::default() }
+    NumberDataPoint {
+        time_unix_nano: t,
+        value: Some(number_data_point::Value::AsDouble(v)),
+        attributes: attrs,
+        ..Default::default()
+    }
 }
 
 fn metric(name: &str, data: metric::Data) -> Metric {
@@ -35,7 +44,9 @@ fn find(c: &Converted, metric: &str, label: Option<(&str, &str)>) -> Vec<(i64, f
     c.batch
         .series
         .iter()
-        .filter(|(k, _)| k.metric == metric && label.is_none_or(|(lk, lv)| k.labels.get(lk).map(String::as_str) == Some(lv)))
+        .filter(|(k, _)| {
+            k.metric == metric && label.is_none_or(|(lk, lv)| k.labels.get(lk).map(String::as_str) == Some(lv))
+        })
         .flat_map(|(_, s)| s.timestamps.iter().copied().zip(s.values.iter().copied()))
         .collect()
 }
@@ -69,7 +80,8 @@ fn gauges_deltas_histograms() {
             aggregation_temporality: AggregationTemporality::Cumulative as i32,
         }),
     );
-    let gauge = metric("gpu.util", metric::Data::Gauge(Gauge { data_points: vec![num(T, 97.0, vec![kv("gpu", "3")])] }));
+    let gauge =
+        metric("gpu.util", metric::Data::Gauge(Gauge { data_points: vec![num(T, 97.0, vec![kv("gpu", "3")])] }));
     let c = convert(&store, &deltas, request(Some("node-1"), vec![gauge, delta_sum(5.0, T), hist]), 1000, 10).unwrap();
     assert_eq!(c.rejected_points, 0);
     assert_eq!(find(&c, "gpu_util", Some(("gpu", "3"))), vec![(T as i64, 97.0)]);
@@ -91,21 +103,32 @@ fn gauges_deltas_histograms() {
     let c = convert(&store, &deltas, request(None, vec![gauge]), 1000, 10).unwrap();
     assert_eq!(c.rejected_points, 1);
     assert!(c.error_message().contains("host.name"), "{}", c.error_message());
-    let gauge = metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, f64::NAN, vec![]), num(T, 2.0, vec![])] }));
+    let gauge =
+        metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, f64::NAN, vec![]), num(T, 2.0, vec![])] }));
     let c = convert(&store, &deltas, request(Some("h"), vec![gauge]), 1000, 10).unwrap();
     assert_eq!((c.rejected_points, c.batch.len()), (1, 1));
     assert!(c.error_message().contains("not finite"), "{}", c.error_message());
     let bad = metric(
         "h",
         metric::Data::Histogram(Histogram {
-            data_points: vec![HistogramDataPoint { time_unix_nano: T, count: 1, bucket_counts: vec![1], explicit_bounds: vec![1.0], ..Default::default() }],
+            data_points: vec![HistogramDataPoint {
+                time_unix_nano: T,
+                count: 1,
+                bucket_counts: vec![1],
+                explicit_bounds: vec![1.0],
+                ..Default::default()
+            }],
             aggregation_temporality: 2,
         }),
     );
     let c = convert(&store, &deltas, request(Some("h"), vec![bad]), 1000, 10).unwrap();
     assert_eq!(c.by_reason, vec![("invalid_histogram", 1)]);
-    let gauge = metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![]), num(T + 1, 1.0, vec![])] }));
-    assert_eq!(convert(&store, &deltas, request(Some("h"), vec![gauge]), 1, 10).unwrap_err().code(), tonic::Code::InvalidArgument);
+    let gauge =
+        metric("g", metric::Data::Gauge(Gauge { data_points: vec![num(T, 1.0, vec![]), num(T + 1, 1.0, vec![])] }));
+    assert_eq!(
+        convert(&store, &deltas, request(Some("h"), vec![gauge]), 1, 10).unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
 }
 
 #[test]

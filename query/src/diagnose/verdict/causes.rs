@@ -10,19 +10,25 @@ pub(super) fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Pr
     ev.aggregate("compute", names::SM_ACTIVE, "median over GPUs");
     let loss = scored
         .iter()
-        .filter(|s| is_port(s.meta) && s.changed() && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::LossRetransmit))
+        .filter(|s| {
+            is_port(s.meta)
+                && s.changed()
+                && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::LossRetransmit)
+        })
         .max_by(|a, b| a.score.total_cmp(&b.score));
     let headline = "the collectives slowed because the fabric did: the fastest rank's all-reduce time rose".to_string();
     match best_entity(&candidates) {
         Some((score, entity, list)) => {
-            let mut evidence =
-                vec![format!("{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers")];
+            let mut evidence = vec![format!(
+                "{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers"
+            )];
             // Both ends of one host link changed: a bad cable or transceiver shows errors at
             // either receiver and backs up the switch end. The link is the culprit; it is named at
             // its host end, the end a job owns.
             let (entity, list) = match ev.ctx.host_links.get(&entity) {
                 Some(nic) => {
-                    let nic_list: Vec<&Scored<'_>> = candidates.iter().copied().filter(|s| &s.meta.entity == nic).collect();
+                    let nic_list: Vec<&Scored<'_>> =
+                        candidates.iter().copied().filter(|s| &s.meta.entity == nic).collect();
                     if nic_list.iter().any(|s| is_fault_source(s.meta)) {
                         evidence.push(format!(
                             "{nic} and {entity} are the two ends of one host link and both changed: inspect that link (cable, transceivers)"
@@ -56,7 +62,9 @@ pub(super) fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Pr
             domain: "network",
             entity: ev.ctx.job.job.clone(),
             confidence: 0.3,
-            evidence: vec![format!("{headline}; no fabric counter of the job's paths changed: the fault is outside the monitored ports")],
+            evidence: vec![format!(
+                "{headline}; no fabric counter of the job's paths changed: the fault is outside the monitored ports"
+            )],
             headline,
             series: Vec::new(),
             chain: Vec::new(),
@@ -77,15 +85,14 @@ pub(super) fn straggler<'a>(
             domain: "compute",
             entity: ev.ctx.job.job.clone(),
             confidence: 0.3,
-            headline: "ranks wait for a straggler in the collective, but no per-rank collective times identify it".into(),
+            headline: "ranks wait for a straggler in the collective, but no per-rank collective times identify it"
+                .into(),
             evidence: Vec::new(),
             series: Vec::new(),
             chain: Vec::new(),
         });
     };
-    let wait = scored
-        .iter()
-        .find(|s| s.meta.metric() == WAIT_METRIC && s.meta.label("rank") == Some(c.rank.as_str()));
+    let wait = scored.iter().find(|s| s.meta.metric() == WAIT_METRIC && s.meta.label("rank") == Some(c.rank.as_str()));
     let wait_rise = wait.map_or(0.0, |s| s.feat.mean1 - s.feat.mean0);
     let lowest = format!(
         "rank {} on {} has the LOWEST collective time (+{:.3} s while the median rank's rose {:.3} s): \
@@ -99,7 +106,12 @@ pub(super) fn straggler<'a>(
         // The straggler waits for its data loader: the host's CPU is the cause.
         let mut list: Vec<&Scored<'_>> = scored
             .iter()
-            .filter(|s| s.meta.entity == c.host && s.meta.kind == EntityKind::Node && s.changed() && s.meta.metric() != WAIT_METRIC)
+            .filter(|s| {
+                s.meta.entity == c.host
+                    && s.meta.kind == EntityKind::Node
+                    && s.changed()
+                    && s.meta.metric() != WAIT_METRIC
+            })
             .collect();
         list.sort_by(|a, b| b.score.total_cmp(&a.score));
         // Its loader is short of CPU (node-local) — or of data, when the host shows no CPU
@@ -116,7 +128,10 @@ pub(super) fn straggler<'a>(
             ev.series_link(w);
         }
         let chain = list.iter().take(2).map(|s| link(s, ev.w)).collect();
-        let headline = format!("rank {}'s data loader on {} fell behind (its wait rose {:.3} s per step)", c.rank, c.host, wait_rise);
+        let headline = format!(
+            "rank {}'s data loader on {} fell behind (its wait rose {:.3} s per step)",
+            c.rank, c.host, wait_rise
+        );
         return Some(Primary {
             bottleneck: "data_loading",
             domain: "data_loading",
@@ -163,7 +178,11 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         // Input-bound without a storage change: the loaders themselves (CPU) are short.
         let cpu: Vec<&Scored<'_>> = scored
             .iter()
-            .filter(|s| s.meta.kind == EntityKind::Node && s.changed() && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::CpuPressure))
+            .filter(|s| {
+                s.meta.kind == EntityKind::Node
+                    && s.changed()
+                    && s.meta.info.as_ref().is_some_and(|i| i.class == MetricClass::CpuPressure)
+            })
             .collect();
         let best = best_entity(&cpu);
         let headline = "every rank waits for its data loader while storage latency is unchanged".to_string();
@@ -225,7 +244,12 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
     // Storage itself: the pool, with the degraded server or the aggressor job as evidence.
     let mut list: Vec<&Scored<'_>> = scored
         .iter()
-        .filter(|s| s.changed() && (s.meta.kind == EntityKind::StoragePool || (s.meta.kind == EntityKind::Node && s.meta.relation == lockstep_engine::metrics::Domain::Storage)))
+        .filter(|s| {
+            s.changed()
+                && (s.meta.kind == EntityKind::StoragePool
+                    || (s.meta.kind == EntityKind::Node
+                        && s.meta.relation == lockstep_engine::metrics::Domain::Storage))
+        })
         .collect();
     list.sort_by(|a, b| b.score.total_cmp(&a.score));
     let mut evidence = Vec::new();
@@ -247,11 +271,7 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         })
         .max_by(|a, b| a.feat.z.total_cmp(&b.feat.z));
     if let Some(a) = aggressor {
-        evidence.push(format!(
-            "job {} saturates the pool: {}",
-            a.meta.label("job").unwrap_or("?"),
-            describe(a)
-        ));
+        evidence.push(format!("job {} saturates the pool: {}", a.meta.label("job").unwrap_or("?"), describe(a)));
         ev.series_link(a);
     }
     let headline = format!("every rank waits for data because {pool} got slow ({})", describe(lat));

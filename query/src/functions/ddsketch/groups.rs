@@ -23,21 +23,10 @@ pub(super) struct SketchGroups {
 
 impl SketchGroups {
     pub(super) fn new(function: &'static str, input: SketchInput, output: SketchOutput) -> Self {
-        Self {
-            function,
-            input,
-            output,
-            sketches: Vec::new(),
-            heap: 0,
-        }
+        Self { function, input, output, sketches: Vec::new(), heap: 0 }
     }
 
-    fn merge_binary(
-        &mut self,
-        array: &ArrayRef,
-        group_indices: &[usize],
-        filter: Option<&BooleanArray>,
-    ) -> Result<()> {
+    fn merge_binary(&mut self, array: &ArrayRef, group_indices: &[usize], filter: Option<&BooleanArray>) -> Result<()> {
         let array = array.as_binary::<i32>();
         for (i, &g) in group_indices.iter().enumerate() {
             if array.is_null(i) || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
@@ -83,8 +72,7 @@ impl GroupsAccumulator for SketchGroups {
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
-        self.sketches
-            .resize_with(total_num_groups.max(self.sketches.len()), || None);
+        self.sketches.resize_with(total_num_groups.max(self.sketches.len()), || None);
         let mapping = match self.input {
             SketchInput::Values(m) => m,
             SketchInput::Sketches => {
@@ -95,9 +83,7 @@ impl GroupsAccumulator for SketchGroups {
         let data = array.values();
         let dense = array.null_count() == 0 && opt_filter.is_none();
         for (i, &g) in group_indices.iter().enumerate() {
-            if !dense
-                && (array.is_null(i) || opt_filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)))
-            {
+            if !dense && (array.is_null(i) || opt_filter.is_some_and(|f| !f.is_valid(i) || !f.value(i))) {
                 continue;
             }
             let sketch = self.sketches[g].get_or_insert_with(|| DdSketch::new(mapping));
@@ -112,12 +98,9 @@ impl GroupsAccumulator for SketchGroups {
         let taken = self.emit(emit_to);
         Ok(match self.output {
             SketchOutput::Sketch => Self::encode(&taken),
-            SketchOutput::Quantile(q) => Arc::new(
-                taken
-                    .iter()
-                    .map(|s| s.as_ref().and_then(|s| s.quantile(q)))
-                    .collect::<Float64Array>(),
-            ),
+            SketchOutput::Quantile(q) => {
+                Arc::new(taken.iter().map(|s| s.as_ref().and_then(|s| s.quantile(q))).collect::<Float64Array>())
+            }
         })
     }
 
@@ -126,22 +109,12 @@ impl GroupsAccumulator for SketchGroups {
         Ok(vec![Self::encode(&taken)])
     }
 
-    fn merge_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        total_num_groups: usize,
-    ) -> Result<()> {
-        self.sketches
-            .resize_with(total_num_groups.max(self.sketches.len()), || None);
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        self.sketches.resize_with(total_num_groups.max(self.sketches.len()), || None);
         self.merge_binary(&values[0], group_indices, None)
     }
 
-    fn convert_to_state(
-        &self,
-        values: &[ArrayRef],
-        opt_filter: Option<&BooleanArray>,
-    ) -> Result<Vec<ArrayRef>> {
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let mapping = match self.input {
             SketchInput::Values(m) => m,
             // Sketch inputs already are states; filtered rows become NULL.
@@ -149,8 +122,7 @@ impl GroupsAccumulator for SketchGroups {
                 let array = values[0].as_binary::<i32>();
                 let mut builder = BinaryBuilder::with_capacity(array.len(), array.values().len());
                 for i in 0..array.len() {
-                    if array.is_null(i) || opt_filter.is_some_and(|f| !f.is_valid(i) || !f.value(i))
-                    {
+                    if array.is_null(i) || opt_filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
                         builder.append_null();
                     } else {
                         builder.append_value(array.value(i));

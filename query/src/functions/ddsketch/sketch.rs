@@ -78,12 +78,7 @@ impl Mapping {
         }
         let gamma = (1.0 + alpha) / (1.0 - alpha);
         let ln_gamma = gamma.ln();
-        Ok(Self {
-            alpha,
-            ln_gamma,
-            inv_ln_gamma: 1.0 / ln_gamma,
-            min_indexable: f64::MIN_POSITIVE * gamma,
-        })
+        Ok(Self { alpha, ln_gamma, inv_ln_gamma: 1.0 / ln_gamma, min_indexable: f64::MIN_POSITIVE * gamma })
     }
 
     /// The relative accuracy.
@@ -148,12 +143,7 @@ impl DdSketch {
 
     /// Number of values added (including NaN and infinities).
     pub fn count(&self) -> u64 {
-        self.positive.count
-            + self.negative.count
-            + self.zero
-            + self.nan
-            + self.pos_inf
-            + self.neg_inf
+        self.positive.count + self.negative.count + self.zero + self.nan + self.pos_inf + self.neg_inf
     }
 
     /// Adds one value.
@@ -190,11 +180,7 @@ impl DdSketch {
         }
         if m >= self.mapping.min_indexable && m < f64::INFINITY {
             let index = self.mapping.index(m);
-            if x > 0.0 {
-                self.positive.remove(index)
-            } else {
-                self.negative.remove(index)
-            }
+            if x > 0.0 { self.positive.remove(index) } else { self.negative.remove(index) }
         } else if m < self.mapping.min_indexable {
             self.zero = self.zero.saturating_sub(1);
         } else if x.is_nan() {
@@ -209,10 +195,7 @@ impl DdSketch {
     /// Adds every value of `other`; both must have the same relative accuracy.
     pub fn merge(&mut self, other: &DdSketch) -> Result<(), SketchError> {
         if self.mapping.alpha.to_bits() != other.mapping.alpha.to_bits() {
-            return Err(SketchError::AlphaMismatch(
-                self.mapping.alpha,
-                other.mapping.alpha,
-            ));
+            return Err(SketchError::AlphaMismatch(self.mapping.alpha, other.mapping.alpha));
         }
         self.positive.merge(&other.positive);
         self.negative.merge(&other.negative);
@@ -291,11 +274,7 @@ impl DdSketch {
             return clamp(0.0);
         }
         r -= self.positive.count;
-        if r < self.pos_inf {
-            f64::INFINITY
-        } else {
-            f64::NAN
-        }
+        if r < self.pos_inf { f64::INFINITY } else { f64::NAN }
     }
 
     /// The `q`-quantile with the same definition as `quantile_cont`: position `(n − 1) q`,
@@ -313,11 +292,7 @@ impl DdSketch {
             return Some(lo_v);
         }
         let hi_v = self.value_at_rank((hi as u64).min(n - 1));
-        Some(crate::functions::quantile_cont::interpolate(
-            lo_v,
-            hi_v,
-            rn - lo,
-        ))
+        Some(crate::functions::quantile_cont::interpolate(lo_v, hi_v, rn - lo))
     }
 
     /// Appends the binary state (see the module documentation) to `out`.
@@ -349,16 +324,8 @@ impl DdSketch {
         if finite == 0 {
             return (f64::INFINITY, f64::NEG_INFINITY);
         }
-        let min = if self.exact_min {
-            self.min
-        } else {
-            self.value_at_rank(self.neg_inf)
-        };
-        let max = if self.exact_max {
-            self.max
-        } else {
-            self.value_at_rank(self.neg_inf + finite - 1)
-        };
+        let min = if self.exact_min { self.min } else { self.value_at_rank(self.neg_inf) };
+        let max = if self.exact_max { self.max } else { self.value_at_rank(self.neg_inf + finite - 1) };
         (min, max)
     }
 
@@ -387,16 +354,10 @@ impl DdSketch {
             let entries = r.varint()?;
             let mut index = 0i64;
             for _ in 0..entries {
-                index = index
-                    .checked_add(unzigzag(r.varint()?))
-                    .ok_or(SketchError::IndexOutOfRange)?;
+                index = index.checked_add(unzigzag(r.varint()?)).ok_or(SketchError::IndexOutOfRange)?;
                 let index = i32::try_from(index).map_err(|_| SketchError::IndexOutOfRange)?;
                 let c = r.varint()?;
-                let store = if negative {
-                    &mut sketch.negative
-                } else {
-                    &mut sketch.positive
-                };
+                let store = if negative { &mut sketch.negative } else { &mut sketch.positive };
                 if c > 0 {
                     store.add(index, c);
                 }
@@ -444,10 +405,7 @@ impl Reader<'_> {
 
     fn f64(&mut self) -> Result<f64, SketchError> {
         let end = self.pos.checked_add(8).ok_or(SketchError::Truncated)?;
-        let slice = self
-            .bytes
-            .get(self.pos..end)
-            .ok_or(SketchError::Truncated)?;
+        let slice = self.bytes.get(self.pos..end).ok_or(SketchError::Truncated)?;
         let mut buf = [0u8; 8];
         buf.copy_from_slice(slice);
         self.pos = end;

@@ -166,12 +166,7 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
         let Grouped { offsets, times, cols } = self.take_grouped(emit_to)?;
         let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
         let list = |values: ArrayRef, item: DataType| -> ArrayRef {
-            Arc::new(ListArray::new(
-                Arc::new(Field::new_list_field(item, true)),
-                offsets.clone(),
-                values,
-                None,
-            ))
+            Arc::new(ListArray::new(Arc::new(Field::new_list_field(item, true)), offsets.clone(), values, None))
         };
         let mut out = Vec::with_capacity(K + 1);
         out.push(list(Arc::new(Int64Array::from(times)), DataType::Int64));
@@ -181,12 +176,7 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
         Ok(out)
     }
 
-    fn merge_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        total_num_groups: usize,
-    ) -> Result<()> {
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         self.num_groups = grow_groups(self.num_groups, total_num_groups, self.name)?;
         if values.len() < K + 1 {
             return internal_err!("point state has {} columns, expected {}", values.len(), K + 1);
@@ -230,7 +220,10 @@ impl<const K: usize> GroupsAccumulator for PointGroups<K> {
         let mut out = Vec::with_capacity(K + 1);
         out.push(list(Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| times.value(i)))), DataType::Int64));
         for c in &cols {
-            out.push(list(Arc::new(Float64Array::from_iter_values(rows.clone().map(|i| c.value(i)))), DataType::Float64));
+            out.push(list(
+                Arc::new(Float64Array::from_iter_values(rows.clone().map(|i| c.value(i)))),
+                DataType::Float64,
+            ));
         }
         Ok(out)
     }
@@ -257,10 +250,7 @@ mod tests {
     }
 
     fn batch(t: &[Option<i64>], v: &[Option<f64>]) -> Vec<ArrayRef> {
-        vec![
-            Arc::new(TimestampNanosecondArray::from(t.to_vec())),
-            Arc::new(Float64Array::from(v.to_vec())),
-        ]
+        vec![Arc::new(TimestampNanosecondArray::from(t.to_vec())), Arc::new(Float64Array::from(v.to_vec()))]
     }
 
     fn values(a: &ArrayRef) -> Vec<Option<f64>> {

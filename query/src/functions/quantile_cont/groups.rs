@@ -27,12 +27,7 @@ pub(super) struct QuantileGroups {
 
 impl QuantileGroups {
     pub(super) fn new(q: f64) -> Self {
-        Self {
-            q,
-            groups: Vec::new(),
-            values: Vec::new(),
-            num_groups: 0,
-        }
+        Self { q, groups: Vec::new(), values: Vec::new(), num_groups: 0 }
     }
 
     /// Removes the groups selected by `emit_to` and returns their values grouped:
@@ -60,8 +55,7 @@ impl GroupsAccumulator for QuantileGroups {
             self.values.extend_from_slice(data);
         } else {
             for (i, &g) in group_indices.iter().enumerate() {
-                let keep =
-                    array.is_valid(i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                let keep = array.is_valid(i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
                 if keep {
                     self.groups.push(g as u32);
                     self.values.push(data[i]);
@@ -75,10 +69,7 @@ impl GroupsAccumulator for QuantileGroups {
         let (offsets, mut values) = self.take_grouped(emit_to)?;
         let mut out = Vec::with_capacity(offsets.len() - 1);
         for w in offsets.windows(2) {
-            out.push(quantile_of(
-                &mut values[w[0] as usize..w[1] as usize],
-                self.q,
-            ));
+            out.push(quantile_of(&mut values[w[0] as usize..w[1] as usize], self.q));
         }
         Ok(Arc::new(Float64Array::from(out)))
     }
@@ -94,12 +85,7 @@ impl GroupsAccumulator for QuantileGroups {
         Ok(vec![Arc::new(list)])
     }
 
-    fn merge_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        total_num_groups: usize,
-    ) -> Result<()> {
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         self.num_groups = grow_groups(self.num_groups, total_num_groups, "quantile_cont")?;
         let lists = values[0].as_list::<i32>();
         let items = lists.values().as_primitive::<Float64Type>();
@@ -118,11 +104,7 @@ impl GroupsAccumulator for QuantileGroups {
         Ok(())
     }
 
-    fn convert_to_state(
-        &self,
-        values: &[ArrayRef],
-        opt_filter: Option<&BooleanArray>,
-    ) -> Result<Vec<ArrayRef>> {
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let array = values[0].as_primitive::<Float64Type>();
         let mut valid: Vec<bool> = (0..array.len()).map(|i| array.is_valid(i)).collect();
         if let Some(f) = opt_filter {
@@ -156,37 +138,19 @@ mod tests {
     #[test]
     fn emit_first_keeps_and_shifts_the_rest() {
         let mut acc = QuantileGroups::new(0.5);
-        acc.update_batch(
-            &batch(&[Some(1.0), Some(10.0), None, Some(3.0), Some(20.0)]),
-            &[0, 1, 1, 0, 2],
-            None,
-            3,
-        )
-        .unwrap();
-        let first = acc.evaluate(EmitTo::First(1)).unwrap();
-        assert_eq!(
-            first.as_primitive::<Float64Type>().values().to_vec(),
-            vec![2.0]
-        );
-        acc.update_batch(&batch(&[Some(30.0)]), &[0], None, 2)
+        acc.update_batch(&batch(&[Some(1.0), Some(10.0), None, Some(3.0), Some(20.0)]), &[0, 1, 1, 0, 2], None, 3)
             .unwrap();
+        let first = acc.evaluate(EmitTo::First(1)).unwrap();
+        assert_eq!(first.as_primitive::<Float64Type>().values().to_vec(), vec![2.0]);
+        acc.update_batch(&batch(&[Some(30.0)]), &[0], None, 2).unwrap();
         let rest = acc.evaluate(EmitTo::All).unwrap();
-        assert_eq!(
-            rest.as_primitive::<Float64Type>().values().to_vec(),
-            vec![20.0, 20.0]
-        );
+        assert_eq!(rest.as_primitive::<Float64Type>().values().to_vec(), vec![20.0, 20.0]);
     }
 
     #[test]
     fn state_then_merge_equals_direct() {
         let mut a = QuantileGroups::new(0.9);
-        a.update_batch(
-            &batch(&[Some(1.0), Some(2.0), Some(5.0)]),
-            &[0, 1, 0],
-            None,
-            2,
-        )
-        .unwrap();
+        a.update_batch(&batch(&[Some(1.0), Some(2.0), Some(5.0)]), &[0, 1, 0], None, 2).unwrap();
         let state = a.state(EmitTo::All).unwrap();
         let mut b = QuantileGroups::new(0.9);
         b.update_batch(&batch(&[Some(4.0)]), &[1], None, 2).unwrap();
@@ -201,8 +165,7 @@ mod tests {
     #[test]
     fn empty_group_is_null() {
         let mut acc = QuantileGroups::new(0.5);
-        acc.update_batch(&batch(&[None, Some(1.0)]), &[0, 1], None, 2)
-            .unwrap();
+        acc.update_batch(&batch(&[None, Some(1.0)]), &[0, 1], None, 2).unwrap();
         let out = acc.evaluate(EmitTo::All).unwrap();
         assert!(out.is_null(0));
         assert!(out.is_valid(1));

@@ -89,10 +89,6 @@ impl Store {
 
     /// Non-empty bins in ascending index order.
     pub(super) fn entries(&self) -> impl DoubleEndedIterator<Item = (i32, u64)> + '_ {
-        self.bins
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (self.offset + i as i32, *c))
+        self.bins.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (self.offset + i as i32, *c))
     }
 }

@@ -47,9 +47,7 @@ fn wide_range_collapses_lowest_bins() {
 
 #[test]
 fn state_is_compact() {
-    let values: Vec<f64> = (0..10_000)
-        .map(|i| 1.0 + f64::from(i % 997) / 10.0)
-        .collect();
+    let values: Vec<f64> = (0..10_000).map(|i| 1.0 + f64::from(i % 997) / 10.0).collect();
     // 1 .. 100.6 spans about 230 bins of 2 or 3 bytes each.
     let len = sketch_of(&values).encode().len();
     assert!(len < 800, "{len} bytes");
@@ -75,10 +73,7 @@ fn decode_rejects_garbage() {
     bytes.push(0);
     assert_eq!(DdSketch::decode(&bytes), Err(SketchError::TrailingBytes(1)));
     let bytes = sketch_of(&[1.0, 2.0]).encode();
-    assert_eq!(
-        DdSketch::decode(&bytes[..bytes.len() - 1]),
-        Err(SketchError::Truncated)
-    );
+    assert_eq!(DdSketch::decode(&bytes[..bytes.len() - 1]), Err(SketchError::Truncated));
 }
 
 #[test]
