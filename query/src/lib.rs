@@ -11,6 +11,7 @@ pub mod functions;
 pub mod limits;
 pub mod plan;
 pub mod samples;
+pub mod script;
 pub mod session;
 
 pub use error::{QueryError, Result};

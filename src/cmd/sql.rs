@@ -1,12 +1,18 @@
-//! `lockstep sql`: run one read-only query, under a memory limit, streaming its result.
+//! `lockstep sql`: run read-only SQL — one statement or a script of several, from the command
+//! line, a file or standard input, or typed in an interactive shell with history — under a
+//! memory limit per statement, streaming each result.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use futures::StreamExt;
+use lockstep_engine::Store;
+use lockstep_query::script::{is_incomplete, split_statements};
 use lockstep_query::{ClockVersion, QueryEngine, QueryError, QueryLimits};
+use tokio::runtime::Runtime;
 
 use crate::output::{Format, PipeWriter, Printer};
 
@@ -15,8 +21,13 @@ use crate::output::{Format, PipeWriter, Printer};
 pub struct Args {
     #[command(flatten)]
     store: super::StoreArgs,
-    /// The query; `-` reads it from standard input.
-    query: String,
+    /// SQL to run: one statement, or several separated by `;`; `-` reads them from standard
+    /// input. Without it (and without --file) standard input is read, or, on a terminal, an
+    /// interactive shell starts.
+    query: Option<String>,
+    /// Run the statements in this file.
+    #[arg(short = 'f', long, conflicts_with = "query", value_name = "FILE")]
+    file: Option<PathBuf>,
     /// Output format. csv and json print rows as they are produced; table holds the whole
     /// result (within the memory limit) to align its columns.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -25,52 +36,152 @@ pub struct Args {
     /// `clock_models` table; 0 = uncorrected), to reproduce an earlier result.
     #[arg(long)]
     clock_version: Option<u64>,
-    /// Memory limit of the query in MiB (0 = unbounded). Sorts and aggregates spill to the
-    /// temporary directory before they reach it; a query that still needs more fails.
+    /// Memory limit of each statement in MiB (0 = unbounded). Sorts and aggregates spill to
+    /// the temporary directory before they reach it; a statement that still needs more fails.
     /// Default: a quarter of the machine's memory, at least 256 MiB.
     #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
     memory_limit_mb: Option<u64>,
 }
 
-/// Runs the query and prints the result as it arrives.
+/// Runs the statements (or the shell) and prints each result as it arrives.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let query = if args.query == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("reading the query from standard input")?;
-        anyhow::ensure!(!text.trim().is_empty(), "no query on standard input");
-        text
-    } else {
-        args.query.clone()
+    let script = match (&args.query, &args.file) {
+        (Some(q), _) if q != "-" => Some(q.clone()),
+        (_, Some(file)) => {
+            Some(std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?)
+        }
+        (None, None) if std::io::stdin().is_terminal() => None,
+        _ => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).context("reading SQL from standard input")?;
+            Some(text)
+        }
     };
-    let limits = args.memory_limit_mb.map_or_else(QueryLimits::default, QueryLimits::memory_mb);
-    let store = Arc::new(args.store.open_read_only()?);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let clock = args.clock_version.map_or(ClockVersion::Newest, ClockVersion::Pinned);
-        let engine = QueryEngine::with_limits(store, clock, limits)?;
-        let mut stream = engine.stream(&query).await?;
-        // The table's batches are held until the end: they count against the query's limit.
-        let held = MemoryConsumer::new("the table output (--format csv or json streams instead)")
-            .register(&engine.context().runtime_env().memory_pool);
-        let mut out = PipeWriter::new(std::io::stdout().lock());
-        let mut printer = Printer::new(args.format, &mut out);
-        let mut result = Ok(());
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            if args.format == Format::Table {
-                held.try_grow(batch.get_array_memory_size()).map_err(QueryError::from)?;
-            }
-            result = printer.write(batch);
-            if result.is_err() {
-                break;
-            }
+    match script {
+        Some(text) => run_script(&args, &runtime, &text),
+        None => shell(&args, &runtime),
+    }
+}
+
+/// Runs every statement of `text` in order against one snapshot of the store; stops at the
+/// first error, which names the statement and its line when there are several.
+fn run_script(args: &Args, runtime: &Runtime, text: &str) -> anyhow::Result<()> {
+    let statements = split_statements(text);
+    anyhow::ensure!(!statements.is_empty(), "no SQL statement given");
+    let store = Arc::new(args.store.open_read_only()?);
+    let several = statements.len() > 1;
+    for (n, statement) in statements.iter().enumerate() {
+        if several && n > 0 && args.format == Format::Table {
+            println!();
         }
-        if result.is_ok() {
-            result = printer.finish();
-        } else {
-            drop(printer);
+        match runtime.block_on(run_statement(args, store.clone(), &statement.sql)) {
+            Ok(Printed::All) => {}
+            // The reader went away (`| head`): stop quietly.
+            Ok(Printed::ReaderGone) => return Ok(()),
+            Err(e) if several => {
+                return Err(e.context(format!("statement {} (line {})", n + 1, statement.line)));
+            }
+            Err(e) => return Err(e),
         }
-        // The reader went away (`| head`): stop the query quietly.
-        if out.closed() { Ok(()) } else { result }
-    })
+    }
+    Ok(())
+}
+
+/// The interactive shell: statements end with `;` (a line without one asks for more), each
+/// runs on a fresh snapshot (it sees what a running server wrote since), an error is printed
+/// and the shell goes on. History in `~/.lockstep_history`. `\q`, `quit`, `exit` or Ctrl-D
+/// leave; Ctrl-C drops the statement being typed.
+fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
+    use rustyline::error::ReadlineError;
+    // Fail early (not at the first statement) when the store is not there.
+    drop(args.store.open_read_only()?);
+    let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
+    let history = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".lockstep_history"));
+    if let Some(path) = &history {
+        // A missing history file is the first session.
+        let _ = editor.load_history(path);
+    }
+    eprintln!(
+        "Lockstep SQL on {} (read-only). End statements with ';'; \\q quits.",
+        args.store.data_dir.display()
+    );
+    let mut pending = String::new();
+    loop {
+        let prompt = if pending.is_empty() { "lockstep> " } else { "       -> " };
+        match editor.readline(prompt) {
+            Ok(line) => {
+                if pending.is_empty() && matches!(line.trim(), "\\q" | "quit" | "exit") {
+                    break;
+                }
+                pending.push_str(&line);
+                pending.push('\n');
+                if is_incomplete(&pending) {
+                    continue;
+                }
+                let _ = editor.add_history_entry(pending.trim_end());
+                for statement in split_statements(&pending) {
+                    let result = args
+                        .store
+                        .open_read_only()
+                        .and_then(|store| runtime.block_on(run_statement(args, Arc::new(store), &statement.sql)));
+                    if let Err(e) = result {
+                        eprintln!("error: {}", crate::error_text(&e));
+                    }
+                }
+                pending.clear();
+            }
+            Err(ReadlineError::Interrupted) => pending.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e).context("reading a line"),
+        }
+    }
+    if let Some(path) = &history {
+        if let Err(e) = editor.save_history(path) {
+            eprintln!("warning: history not saved to {}: {e}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// How far a result got printed.
+enum Printed {
+    /// Every row.
+    All,
+    /// The reader of standard output went away.
+    ReaderGone,
+}
+
+/// Runs one statement and prints its result as it arrives.
+async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Result<Printed> {
+    let limits = args.memory_limit_mb.map_or_else(QueryLimits::default, QueryLimits::memory_mb);
+    let clock = args.clock_version.map_or(ClockVersion::Newest, ClockVersion::Pinned);
+    let engine = QueryEngine::with_limits(store, clock, limits)?;
+    let mut stream = engine.stream(sql).await?;
+    // The table's batches are held until the end: they count against the statement's limit.
+    let held = MemoryConsumer::new("the table output (--format csv or json streams instead)")
+        .register(&engine.context().runtime_env().memory_pool);
+    let mut out = PipeWriter::new(std::io::stdout().lock());
+    let mut printer = Printer::new(args.format, &mut out);
+    let mut result = Ok(());
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        if args.format == Format::Table {
+            held.try_grow(batch.get_array_memory_size()).map_err(QueryError::from)?;
+        }
+        result = printer.write(batch);
+        if result.is_err() {
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = printer.finish();
+    } else {
+        drop(printer);
+    }
+    if out.closed() {
+        Ok(Printed::ReaderGone)
+    } else {
+        result.map(|()| Printed::All)
+    }
 }
