@@ -13,6 +13,7 @@ mod config;
 mod convert;
 pub mod memory;
 mod otlp;
+pub mod remote_write;
 mod run;
 mod stats;
 mod status;
