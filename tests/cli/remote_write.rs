@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,33 @@ fn sql_rows(db: &Path, query: &str) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
+/// A self-signed certificate for `127.0.0.1` (cert, key) made with the openssl CLI.
+fn make_cert(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let status = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-addext", "extendedKeyUsage=serverAuth"])
+        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl CLI is needed to make a test certificate");
+    assert!(status.success());
+    (cert, key)
+}
+
 #[test]
 fn prometheus_remote_write_into_serve() {
+    prometheus_case(false);
+}
+
+/// The same over TLS: the HTTP listener uses the server's certificate, Prometheus verifies it.
+#[test]
+fn prometheus_remote_write_into_serve_over_tls() {
+    prometheus_case(true);
+}
+
+fn prometheus_case(tls: bool) {
     if Command::new(PROMETHEUS).arg("--version").output().is_err() {
         assert!(std::env::var_os("LOCKSTEP_REQUIRE_PROMETHEUS").is_none(), "{PROMETHEUS} is required but missing");
         eprintln!("skipped: {PROMETHEUS} is not installed");
@@ -47,13 +72,20 @@ fn prometheus_remote_write_into_serve() {
     let tokens = tmp.path().join("tokens");
     std::fs::write(&tokens, format!("write {TOKEN}\n")).unwrap();
     let server_log = std::fs::File::create(tmp.path().join("serve.log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(["--http-listen", "127.0.0.1:0", "--token-file", tokens.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(server_log)
-        .spawn()
-        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    command.args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0"]).args([
+        "--http-listen",
+        "127.0.0.1:0",
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let mut tls_config = String::new();
+    if tls {
+        let (cert, key) = make_cert(tmp.path());
+        command.args(["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+        tls_config = format!("    tls_config:\n      ca_file: {}\n", cert.display());
+    }
+    let mut child = command.stdout(Stdio::piped()).stderr(server_log).spawn().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut server = Killed(child, Some(stdout));
     let (mut grpc_line, mut http_line) = (String::new(), String::new());
@@ -67,7 +99,8 @@ fn prometheus_remote_write_into_serve() {
         .unwrap_or_else(|| panic!("no remote write address: {http_line:?} {}", log()))
         .trim()
         .to_string();
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/api/v1/write"), "{url}");
+    let scheme = if tls { "https" } else { "http" };
+    assert!(url.starts_with(&format!("{scheme}://127.0.0.1:")) && url.ends_with("/api/v1/write"), "{url}");
 
     let port = free_port();
     let config = tmp.path().join("prometheus.yml");
@@ -77,7 +110,7 @@ fn prometheus_remote_write_into_serve() {
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
              scrape_configs:\n  - job_name: self\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n\
              remote_write:\n  - url: {url}\n    authorization:\n      credentials: {TOKEN}\n\
-             \x20   queue_config:\n      batch_send_deadline: 1s\n"
+             {tls_config}\x20   queue_config:\n      batch_send_deadline: 1s\n"
         ),
     )
     .unwrap();
