@@ -35,6 +35,8 @@ pub const WRITE_PATH: &str = "/api/v1/write";
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 /// How long a client may take to send the request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to send the request body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most distinct rejection messages quoted in a 400 body.
 const MAX_MESSAGES: usize = 5;
 
@@ -241,6 +243,7 @@ pub(crate) fn http_status(status: &Status, retry_after_ms: u64) -> Response<Body
         Code::Unauthenticated => StatusCode::UNAUTHORIZED,
         Code::PermissionDenied => StatusCode::FORBIDDEN,
         Code::OutOfRange => StatusCode::PAYLOAD_TOO_LARGE,
+        Code::DeadlineExceeded => StatusCode::REQUEST_TIMEOUT,
         // Overload and unavailability: 503, which Prometheus retries whatever its
         // retry_on_http_429 setting.
         Code::ResourceExhausted | Code::Unavailable | Code::Aborted => StatusCode::SERVICE_UNAVAILABLE,
@@ -296,13 +299,18 @@ impl RemoteWrite {
         if declared.is_some_and(|n| n > max as u64) {
             return Err(too_large());
         }
-        let compressed = Limited::new(body, max).collect().await.map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                too_large()
-            } else {
-                Status::invalid_argument(format!("reading the request body failed: {e}"))
-            }
-        })?;
+        let compressed = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, max).collect())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!("request body not received within {} s", BODY_TIMEOUT.as_secs()))
+            })?
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    too_large()
+                } else {
+                    Status::invalid_argument(format!("reading the request body failed: {e}"))
+                }
+            })?;
         let compressed = compressed.to_bytes();
         let length = snap::raw::decompress_len(&compressed)
             .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;

@@ -199,3 +199,23 @@ fn instance_to_host() {
     assert_eq!(host_of_instance("fe80::1"), "fe80::1");
     assert_eq!(host_of_instance("http://x"), "http://x");
 }
+
+#[test]
+fn overload_is_503_with_retry_after_and_server_errors_are_500() {
+    let r = http_status(&crate::server::status::retryable(Code::ResourceExhausted, "server busy", 250), 250);
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers().get(header::RETRY_AFTER).unwrap(), "1");
+    let r = http_status(&Status::unavailable("store closed"), 2500);
+    assert_eq!(
+        (r.status(), r.headers().get(header::RETRY_AFTER).unwrap().to_str().unwrap()),
+        (StatusCode::SERVICE_UNAVAILABLE, "3")
+    );
+    let path = std::path::PathBuf::from("/srv/secret-store/wal/1.wal");
+    let status =
+        crate::server::status::engine_status(&lockstep_engine::Error::io(&path, std::io::Error::other("disk")), 1);
+    let r = http_status(&status, 1);
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    assert_eq!(http_status(&Status::invalid_argument("x"), 1).status(), StatusCode::BAD_REQUEST);
+    assert_eq!(http_status(&Status::out_of_range("x"), 1).status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
