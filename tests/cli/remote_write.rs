@@ -162,3 +162,36 @@ fn prometheus_case(tls: bool) {
     assert!(started.elapsed() < Duration::from_secs(20), "shutdown took {:?}", started.elapsed());
     assert!(log().contains("stopped: "), "{}", log());
 }
+
+/// `http_listen` from the TOML config; a public `--http-listen` without tokens is refused like
+/// a public `--listen`.
+#[test]
+fn http_listen_from_config_and_exposure_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--http-listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to listen on 0.0.0.0:0 without authentication"), "{err}");
+
+    let config = tmp.path().join("serve.toml");
+    std::fs::write(&config, "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut server = Killed(child, Some(stdout));
+    let (mut first, mut second) = (String::new(), String::new());
+    let stdout = server.1.as_mut().unwrap();
+    stdout.read_line(&mut first).unwrap();
+    stdout.read_line(&mut second).unwrap();
+    assert!(first.starts_with("listening on 127.0.0.1:"), "{first}");
+    assert!(second.starts_with("prometheus remote write on http://127.0.0.1:"), "{second}");
+}
