@@ -19,13 +19,14 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use lockstep_engine::model::RESERVED_LABELS;
-use lockstep_engine::{Labels, SeriesKey, Store, WriteBatch};
+use lockstep_engine::{Labels, SeriesKey, SeriesSamples, Store, WriteBatch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use super::auth::{Role, TokenSet};
+use super::config::Limits;
 use super::convert::reason_code;
 use super::write::Shared;
 
@@ -134,7 +135,14 @@ pub(crate) fn host_of_instance(instance: &str) -> &str {
 }
 
 /// Converts a decoded request into a write batch (see the module docs for the mapping).
-pub(crate) fn convert(store: &Store, req: PromWriteRequest, max_samples: usize) -> Result<Converted, Status> {
+pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> Result<Converted, Status> {
+    let (max_series, max_samples) = (limits.max_series_per_request, limits.max_samples_per_request);
+    if req.timeseries.len() > max_series {
+        return Err(Status::invalid_argument(format!(
+            "request has {} series; the limit is {max_series} per request (lower max_samples_per_send)",
+            req.timeseries.len()
+        )));
+    }
     let total: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
     if total > max_samples {
         return Err(Status::invalid_argument(format!(
@@ -192,6 +200,7 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, max_samples: usize) 
             out.reject("invalid_series", n, || e.to_string());
             continue;
         }
+        let mut samples = SeriesSamples::default();
         for s in ts.samples {
             if s.value.to_bits() == STALE_NAN_BITS || !s.value.is_finite() && !store.sample_ok(now, s.value, now) {
                 out.dropped += 1;
@@ -207,7 +216,11 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, max_samples: usize) 
                 out.reject(reason, 1, || msg);
                 continue;
             }
-            out.batch.push(key.clone(), t, s.value);
+            samples.timestamps.push(t);
+            samples.values.push(s.value);
+        }
+        if !samples.timestamps.is_empty() {
+            out.batch.series.push((key, samples));
         }
     }
     Ok(out)
@@ -327,7 +340,7 @@ impl RemoteWrite {
         let shared = &self.shared;
         let samples: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
         let _slot = shared.admit_now(samples as u64)?;
-        let mut converted = convert(&shared.store, req, shared.limits.max_samples_per_request)?;
+        let mut converted = convert(&shared.store, req, &shared.limits)?;
         let batch = std::mem::take(&mut converted.batch);
         let outcome = shared.write_blocking(batch).await?;
         for r in &outcome.rejected {

@@ -172,9 +172,10 @@ async fn oversized_bodies_are_413() {
     let addr = http.local_addr().unwrap().to_string();
     let mut options = ServeOptions::default();
     options.config.limits.max_message_bytes = 1000;
+    options.config.limits.max_series_per_request = 2;
     options.config.drain_timeout = std::time::Duration::from_millis(200);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Server::new(store, options).run_with_http(grpc, Some(http), async move {
+    let task = tokio::spawn(Server::new(store.clone(), options).run_with_http(grpc, Some(http), async move {
         let _ = stopped.await;
     }));
     // Compressed body over the limit.
@@ -186,6 +187,14 @@ async fn oversized_bodies_are_413() {
     assert_eq!(snap::raw::decompress_len(&bomb).unwrap(), 100_000);
     let (code, text) = post(&addr, None, V1, &bomb).await;
     assert_eq!(code, 413, "{text}");
+    // More series than max_series_per_request: 400, nothing written.
+    let three = PromWriteRequest {
+        timeseries: (0..3).map(|i| series(&[("__name__", "m"), ("host", &format!("h{i}"))], &[(T_MS, 1.0)])).collect(),
+    };
+    let (code, text) = post(&addr, None, V1, &body(&three)).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("3 series; the limit is 2"), "{text}");
+    assert!(read(&store, "m").is_empty());
     drop(stop);
     task.await.unwrap().unwrap();
 }
