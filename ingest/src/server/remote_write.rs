@@ -324,19 +324,7 @@ impl RemoteWrite {
                     Status::invalid_argument(format!("reading the request body failed: {e}"))
                 }
             })?;
-        let compressed = compressed.to_bytes();
-        let length = snap::raw::decompress_len(&compressed)
-            .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
-        if length > max {
-            return Err(Status::out_of_range(format!(
-                "decompressed request is {length} bytes; the limit is {max} bytes (lower max_samples_per_send)"
-            )));
-        }
-        let raw = snap::raw::Decoder::new()
-            .decompress_vec(&compressed)
-            .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
-        let req: PromWriteRequest = prost::Message::decode(raw.as_slice())
-            .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}")))?;
+        let req = decode(&compressed.to_bytes(), max)?;
         let shared = &self.shared;
         let samples: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
         let _slot = shared.admit_now(samples as u64)?;
@@ -363,6 +351,23 @@ impl RemoteWrite {
         }
         Ok(())
     }
+}
+
+/// Decompresses (snappy block format, at most `max` bytes: the declared length is checked
+/// before allocating) and decodes a request body.
+pub(crate) fn decode(compressed: &[u8], max: usize) -> Result<PromWriteRequest, Status> {
+    let length = snap::raw::decompress_len(compressed)
+        .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
+    if length > max {
+        return Err(Status::out_of_range(format!(
+            "decompressed request is {length} bytes; the limit is {max} bytes (lower max_samples_per_send)"
+        )));
+    }
+    let raw = snap::raw::Decoder::new()
+        .decompress_vec(compressed)
+        .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
+    prost::Message::decode(raw.as_slice())
+        .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}")))
 }
 
 /// Accepts remote write 1.0 (`application/x-protobuf`, optionally with

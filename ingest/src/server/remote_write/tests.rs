@@ -228,3 +228,56 @@ fn overload_is_503_with_retry_after_and_server_errors_are_500() {
     assert_eq!(http_status(&Status::invalid_argument("x"), 1).status(), StatusCode::BAD_REQUEST);
     assert_eq!(http_status(&Status::out_of_range("x"), 1).status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
+
+/// Arbitrary bytes, truncations and bit flips of a valid body: an error or a conversion,
+/// never a panic.
+#[test]
+fn hostile_bodies_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let limits = crate::server::Limits::default();
+    let req = PromWriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "up"), ("instance", "[::1]:9090"), ("job", "j")], &[(T_MS, 1.0), (i64::MAX, 2.0)]),
+            series(&[("__name__", "x"), ("host", "h"), ("value", "v")], &[(i64::MIN, f64::NAN), (T_MS, 3.0)]),
+        ],
+    };
+    let valid = prost::Message::encode_to_vec(&req);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut converted = 0;
+    for round in 0..3000 {
+        let raw: Vec<u8> = match round % 3 {
+            0 => (0..next() % 200).map(|_| next() as u8).collect(),
+            1 => valid[..(next() as usize % (valid.len() + 1))].to_vec(),
+            _ => {
+                let mut v = valid.clone();
+                let i = next() as usize % v.len();
+                v[i] ^= 1 << (next() % 8);
+                v
+            }
+        };
+        // Both as snappy-compressed protobuf and as raw bytes claimed to be snappy.
+        for body in [snap::raw::Encoder::new().compress_vec(&raw).unwrap(), raw] {
+            if let Ok(decoded) = decode(&body, 1 << 20)
+                && convert(&store, decoded, &limits).is_ok()
+            {
+                converted += 1;
+            }
+        }
+    }
+    assert!(converted > 0);
+    // The valid request: `up` gets host ::1; the i64::MAX ms timestamp is rejected, the NaN dropped.
+    let c =
+        convert(&store, decode(&snap::raw::Encoder::new().compress_vec(&valid).unwrap(), 1 << 20).unwrap(), &limits)
+            .unwrap();
+    assert_eq!(c.batch.series.len(), 2);
+    assert_eq!(c.batch.series[0].0.labels.get("host").map(String::as_str), Some("::1"));
+    assert_eq!(c.batch.series[1].0.labels.get("prom_value").map(String::as_str), Some("v"));
+    assert_eq!((c.rejected, c.dropped), (1, 1), "{:?}", c.by_reason);
+}
