@@ -12,15 +12,17 @@ if ! python3 -c "import duckdb, pyarrow, pandas, numpy, scipy, ruptures, opentel
   python3 -m pip install --quiet --disable-pip-version-check $PY_PACKAGES
 fi
 # Headless Chromium renders the diagnosis HTML report in tests/cli/diagnose.rs; a real
-# node_exporter is scraped and imported in tests/cli/prom.rs.
+# node_exporter is scraped and imported in tests/cli/prom.rs; a real Prometheus remote-writes
+# into `lockstep serve` in tests/cli/remote_write.rs.
 DEB_PACKAGES=""
 command -v chromium >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES chromium"
 command -v prometheus-node-exporter >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES prometheus-node-exporter"
+command -v prometheus >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES prometheus"
 if [ -n "$DEB_PACKAGES" ]; then
   echo "== installing Debian packages:$DEB_PACKAGES"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $DEB_PACKAGES >/dev/null
 fi
-export LOCKSTEP_REQUIRE_CHROMIUM=1 LOCKSTEP_REQUIRE_NODE_EXPORTER=1
+export LOCKSTEP_REQUIRE_CHROMIUM=1 LOCKSTEP_REQUIRE_NODE_EXPORTER=1 LOCKSTEP_REQUIRE_PROMETHEUS=1
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   echo "== installing rustup components: rustfmt clippy"
   rustup component add rustfmt clippy

@@ -10,6 +10,8 @@ mod diagnose;
 mod docs;
 #[path = "cli/prom.rs"]
 mod prom;
+#[path = "cli/remote_write.rs"]
+mod remote_write;
 #[path = "cli/serve.rs"]
 mod serve;
 

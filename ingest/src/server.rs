@@ -1,6 +1,7 @@
 //! The gRPC ingestion server behind `lockstep serve`: native columnar writes
 //! (`lockstep.ingest.v1.Write`), clock synchronisation (`ClockSync`), OpenTelemetry OTLP
-//! `MetricsService/Export` and a read-role `Stats` service, all on one port.
+//! `MetricsService/Export` and a read-role `Stats` service, all on one port; optionally
+//! Prometheus remote write 1.0 over HTTP/1.1 on a second port ([`remote_write`]).
 //!
 //! Every write is acknowledged only after [`lockstep_engine::Store::write`] returned, that is
 //! after its WAL record is fsynced. Bearer tokens ([`auth`]) guard every RPC; limits
@@ -13,6 +14,7 @@ mod config;
 mod convert;
 pub mod memory;
 mod otlp;
+pub mod remote_write;
 mod run;
 mod stats;
 mod status;

@@ -1,4 +1,5 @@
-//! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats).
+//! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats) and,
+//! with `--http-listen`, Prometheus remote write 1.0 over HTTP.
 //!
 //! Settings come from flags, then environment variables (`LOCKSTEP_*`, listed in each flag's
 //! help), then the TOML file given with `--config`, then defaults. See `docs/ingest-server.md`.
@@ -32,6 +33,10 @@ pub struct Args {
     /// Allow serving without tokens on a non-loopback address.
     #[arg(long, env = "LOCKSTEP_INSECURE")]
     insecure: bool,
+    /// Also serve Prometheus remote write 1.0 (`POST /api/v1/write`, HTTP/1.1) on this address
+    /// (port 0 picks a free port); same tokens, TLS and limits as the gRPC port.
+    #[arg(long, env = "LOCKSTEP_HTTP_LISTEN")]
+    http_listen: Option<SocketAddr>,
     /// TOML config file (keys in docs/ingest-server.md); flags and env override it.
     #[arg(long, env = "LOCKSTEP_CONFIG")]
     config: Option<PathBuf>,
@@ -130,6 +135,7 @@ fn spawn_maintenance(
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
+    http_listen: Option<SocketAddr>,
     token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -199,6 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => FileConfig::default(),
     };
     let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4317)));
+    let http_listen = args.http_listen.or(file.http_listen);
     let token_file = args.token_file.or(file.token_file);
     let insecure = args.insecure || file.insecure.unwrap_or(false);
     let tls_cert = args.tls_cert.or(file.tls_cert);
@@ -241,6 +248,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     check_exposure(listen, tokens.is_some(), insecure)?;
+    if let Some(http) = http_listen {
+        check_exposure(http, tokens.is_some(), insecure)?;
+    }
     let tls = match (&tls_cert, &tls_key) {
         (Some(c), Some(k)) => {
             let pem = TlsPem { cert: read(c, "TLS certificate")?, key: read(k, "TLS key")? };
@@ -253,7 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if tokens.is_none() {
         eprintln!("warning: serving without authentication (no --token-file)");
-    } else if tls.is_none() && !listen.ip().is_loopback() {
+    } else if tls.is_none() && !(listen.ip().is_loopback() && http_listen.is_none_or(|h| h.ip().is_loopback())) {
         eprintln!("warning: bearer tokens travel in cleartext without --tls-cert/--tls-key");
     }
 
@@ -293,15 +303,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
         let local = listener.local_addr()?;
+        let http = match http_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
+            None => None,
+        };
         let shutdown = shutdown_signal()?;
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening on {local}{}", if tls.is_some() { " (tls)" } else { "" })?;
+            if let Some(http) = &http {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                writeln!(out, "prometheus remote write on {scheme}://{}/api/v1/write", http.local_addr()?)?;
+            }
             out.flush()?;
         }
         let server = Server::new(store.clone(), ServeOptions { config, tokens, tls });
-        let report = server.run(listener, shutdown).await?;
+        let report = server.run_with_http(listener, http, shutdown).await?;
         anyhow::Ok(report)
     })?;
     drop(runtime);

@@ -22,6 +22,7 @@ use super::clock::{ClockService, Refitter};
 use super::config::ServerConfig;
 use super::memory;
 use super::otlp::{DeltaState, OtlpService};
+use super::remote_write::{self, RemoteWrite};
 use super::stats::{StatsService, Telemetry};
 use super::status::DecodeErrors;
 use super::write::{Shared, WriteService};
@@ -160,6 +161,17 @@ impl Server {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<ServeReport, ServeError> {
+        self.run_with_http(listener, None, shutdown).await
+    }
+
+    /// [`Server::run`], plus Prometheus remote write 1.0 (`POST /api/v1/write`) over HTTP/1.1
+    /// on `http` when given (TLS and tokens as for gRPC; stopped and drained with it).
+    pub async fn run_with_http(
+        self,
+        listener: tokio::net::TcpListener,
+        http: Option<tokio::net::TcpListener>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<ServeReport, ServeError> {
         let Server { store, options, telemetry } = self;
         let config = options.config.clone();
         let limits = config.limits.clone();
@@ -266,6 +278,21 @@ impl Server {
         };
         let refit_task = tokio::spawn(refitter.clone().run(store.clone(), config.clock_refit_delay));
 
+        let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let http_task = match http {
+            Some(http) => {
+                let acceptor = match &options.tls {
+                    Some(tls) => Some(remote_write::tls_acceptor(&tls.cert, &tls.key).map_err(ServeError::Tls)?),
+                    None => None,
+                };
+                let handler = Arc::new(RemoteWrite { shared: shared.clone(), tokens: tokens.clone() });
+                Some(tokio::spawn(remote_write::serve(http, acceptor, handler, async move {
+                    let _ = http_stop_rx.await;
+                })))
+            }
+            None => None,
+        };
+
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let drain = config.drain_timeout;
@@ -276,6 +303,7 @@ impl Server {
         let signal = async move {
             shutdown.await;
             let _ = stop_tx.send(());
+            let _ = http_stop_tx.send(());
             tracing::info!("shutdown requested: no new connections, draining");
             tokio::time::sleep(drain).await;
         };
@@ -287,6 +315,11 @@ impl Server {
                 Ok(())
             }
         };
+        if let Some(task) = http_task
+            && tokio::time::timeout(drain, task).await.is_err()
+        {
+            tracing::warn!("remote write listener did not drain in time");
+        }
         background.abort();
         refit_task.abort();
         // Wait for writes still running (their acks may be lost, their data is not).

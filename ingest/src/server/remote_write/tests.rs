@@ -1,0 +1,283 @@
+//! A real server with the HTTP listener on 127.0.0.1:0 and hand-made HTTP/1.1 requests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use lockstep_engine::store::ScanRequest;
+use lockstep_engine::{Store, StoreConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+use crate::server::{ServeOptions, Server, TokenSet};
+
+const TOKEN: &str = "write-token-0123456789abcdef";
+const READ_TOKEN: &str = "read-token-0123456789abcdef";
+/// 2026-01-01T00:00:00Z in milliseconds.
+const T_MS: i64 = 1_767_225_600_000;
+
+fn label(name: &str, value: &str) -> PromLabel {
+    PromLabel { name: name.into(), value: value.into() }
+}
+
+fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> PromTimeSeries {
+    PromTimeSeries {
+        labels: labels.iter().map(|(n, v)| label(n, v)).collect(),
+        samples: samples.iter().map(|&(timestamp, value)| PromSample { value, timestamp }).collect(),
+        histograms: Vec::new(),
+    }
+}
+
+fn body(req: &PromWriteRequest) -> Vec<u8> {
+    snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(req)).unwrap()
+}
+
+/// Posts `body` and returns (status code, response body).
+async fn post(addr: &str, token: Option<&str>, content_type: &str, body: &[u8]) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "POST /api/v1/write HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Encoding: snappy\r\n\
+         X-Prometheus-Remote-Write-Version: 0.1.0\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let response = String::from_utf8_lossy(&response).to_string();
+    let code = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let text = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, text)
+}
+
+const V1: &str = "application/x-protobuf";
+
+async fn start(store: Arc<Store>) -> (String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = http.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut options = ServeOptions::default();
+    options.config.drain_timeout = std::time::Duration::from_millis(200);
+    options.tokens = Some(TokenSet::parse(&format!("write {TOKEN}\nread {READ_TOKEN}\n")).unwrap());
+    let server = Server::new(store, options);
+    let task = tokio::spawn(async move {
+        let _ = server
+            .run_with_http(grpc, Some(http), async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (addr, stop, task)
+}
+
+/// Samples of `metric` in the store: (labels as `k=v,...`, time ns, value).
+fn read(store: &Store, metric: &str) -> Vec<(String, i64, f64)> {
+    let rows = store.scan_all(ScanRequest::default()).unwrap();
+    let mut out = Vec::new();
+    for i in 0..rows.len() {
+        let key = store.series_key(rows.series[i]).unwrap().unwrap();
+        if key.metric == metric {
+            let labels = key.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+            out.push((labels, rows.time[i], rows.value[i]));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_write_round_trip_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+    let (addr, stop, task) = start(store.clone()).await;
+
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let req = PromWriteRequest {
+        timeseries: vec![
+            series(
+                &[("__name__", "up"), ("instance", "node-1:9100"), ("job", "node")],
+                &[(T_MS, 1.0), (T_MS + 1000, stale), (T_MS + 2000, 0.0)],
+            ),
+            series(&[("__name__", "gpu_util"), ("host", "gpu-7"), ("instance", "x:1"), ("time", "t")], &[(T_MS, 93.5)]),
+            // Only a stale marker: nothing to write, not an error.
+            series(&[("__name__", "gone"), ("instance", "[::1]:9090")], &[(T_MS, stale)]),
+        ],
+    };
+    let (code, text) = post(&addr, Some(TOKEN), V1, &body(&req)).await;
+    assert_eq!(code, 204, "{text}");
+    // Acknowledged means durable and readable.
+    assert_eq!(
+        read(&store, "up"),
+        vec![
+            ("host=node-1,instance=node-1:9100,job=node".to_string(), T_MS * 1_000_000, 1.0),
+            ("host=node-1,instance=node-1:9100,job=node".to_string(), (T_MS + 2000) * 1_000_000, 0.0),
+        ]
+    );
+    assert_eq!(
+        read(&store, "gpu_util"),
+        vec![("host=gpu-7,instance=x:1,prom_time=t".to_string(), T_MS * 1_000_000, 93.5)]
+    );
+    assert!(read(&store, "gone").is_empty());
+
+    // Auth: no token, a wrong token, a read-only token.
+    assert_eq!(post(&addr, None, V1, &body(&req)).await.0, 401);
+    assert_eq!(post(&addr, Some("wrong-token-0123456789abcdef"), V1, &body(&req)).await.0, 401);
+    assert_eq!(post(&addr, Some(READ_TOKEN), V1, &body(&req)).await.0, 403);
+
+    // Garbage: not snappy; snappy but not protobuf.
+    let (code, text) = post(&addr, Some(TOKEN), V1, b"\xff\xff\xff\xff\xff\xff garbage").await;
+    assert_eq!(code, 400, "{text}");
+    let junk = snap::raw::Encoder::new().compress_vec(b"\x0a\xff\xff\xff\xff\x0f").unwrap();
+    let (code, text) = post(&addr, Some(TOKEN), V1, &junk).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("malformed"), "{text}");
+
+    // Remote write 2.0 is refused with 415.
+    let (code, text) =
+        post(&addr, Some(TOKEN), "application/x-protobuf;proto=io.prometheus.write.v2.Request", &body(&req)).await;
+    assert_eq!(code, 415, "{text}");
+
+    // A series without host or instance: 400 with a reason, the valid series still written.
+    let req = PromWriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "nohost"), ("job", "x")], &[(T_MS, 1.0)]),
+            series(&[("__name__", "withhost"), ("instance", "h2")], &[(T_MS, 2.0)]),
+        ],
+    };
+    let (code, text) = post(&addr, Some(TOKEN), V1, &body(&req)).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("1 samples accepted") && text.contains("no host or instance label"), "{text}");
+    assert_eq!(read(&store, "withhost").len(), 1);
+
+    // Wrong path and method.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(b"GET /api/v1/write HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).await.unwrap();
+    assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+
+    drop(stop);
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = http.local_addr().unwrap().to_string();
+    let mut options = ServeOptions::default();
+    options.config.limits.max_message_bytes = 1000;
+    options.config.limits.max_series_per_request = 2;
+    options.config.drain_timeout = std::time::Duration::from_millis(200);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Server::new(store.clone(), options).run_with_http(grpc, Some(http), async move {
+        let _ = stopped.await;
+    }));
+    // Compressed body over the limit.
+    let (code, _) = post(&addr, None, V1, &vec![0u8; 5000]).await;
+    assert_eq!(code, 413);
+    // Small compressed body claiming a large decompressed size.
+    // (The snappy block header is the varint of the decompressed length: 100 000 here.)
+    let bomb = [0xa0, 0x8d, 0x06, 0x00];
+    assert_eq!(snap::raw::decompress_len(&bomb).unwrap(), 100_000);
+    let (code, text) = post(&addr, None, V1, &bomb).await;
+    assert_eq!(code, 413, "{text}");
+    // More series than max_series_per_request: 400, nothing written.
+    let three = PromWriteRequest {
+        timeseries: (0..3).map(|i| series(&[("__name__", "m"), ("host", &format!("h{i}"))], &[(T_MS, 1.0)])).collect(),
+    };
+    let (code, text) = post(&addr, None, V1, &body(&three)).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("3 series; the limit is 2"), "{text}");
+    assert!(read(&store, "m").is_empty());
+    drop(stop);
+    task.await.unwrap().unwrap();
+}
+
+#[test]
+fn instance_to_host() {
+    assert_eq!(host_of_instance("node-1:9100"), "node-1");
+    assert_eq!(host_of_instance("node-1"), "node-1");
+    assert_eq!(host_of_instance("10.0.0.1:80"), "10.0.0.1");
+    assert_eq!(host_of_instance("[::1]:9090"), "::1");
+    assert_eq!(host_of_instance("fe80::1"), "fe80::1");
+    assert_eq!(host_of_instance("http://x"), "http://x");
+}
+
+#[test]
+fn overload_is_503_with_retry_after_and_server_errors_are_500() {
+    let r = http_status(&crate::server::status::retryable(Code::ResourceExhausted, "server busy", 250), 250);
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers().get(header::RETRY_AFTER).unwrap(), "1");
+    let r = http_status(&Status::unavailable("store closed"), 2500);
+    assert_eq!(
+        (r.status(), r.headers().get(header::RETRY_AFTER).unwrap().to_str().unwrap()),
+        (StatusCode::SERVICE_UNAVAILABLE, "3")
+    );
+    let path = std::path::PathBuf::from("/srv/secret-store/wal/1.wal");
+    let status =
+        crate::server::status::engine_status(&lockstep_engine::Error::io(&path, std::io::Error::other("disk")), 1);
+    let r = http_status(&status, 1);
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    assert_eq!(http_status(&Status::invalid_argument("x"), 1).status(), StatusCode::BAD_REQUEST);
+    assert_eq!(http_status(&Status::out_of_range("x"), 1).status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// Arbitrary bytes, truncations and bit flips of a valid body: an error or a conversion,
+/// never a panic.
+#[test]
+fn hostile_bodies_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let limits = crate::server::Limits::default();
+    let req = PromWriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "up"), ("instance", "[::1]:9090"), ("job", "j")], &[(T_MS, 1.0), (i64::MAX, 2.0)]),
+            series(&[("__name__", "x"), ("host", "h"), ("value", "v")], &[(i64::MIN, f64::NAN), (T_MS, 3.0)]),
+        ],
+    };
+    let valid = prost::Message::encode_to_vec(&req);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut converted = 0;
+    for round in 0..3000 {
+        let raw: Vec<u8> = match round % 3 {
+            0 => (0..next() % 200).map(|_| next() as u8).collect(),
+            1 => valid[..(next() as usize % (valid.len() + 1))].to_vec(),
+            _ => {
+                let mut v = valid.clone();
+                let i = next() as usize % v.len();
+                v[i] ^= 1 << (next() % 8);
+                v
+            }
+        };
+        // Both as snappy-compressed protobuf and as raw bytes claimed to be snappy.
+        for body in [snap::raw::Encoder::new().compress_vec(&raw).unwrap(), raw] {
+            if let Ok(decoded) = decode(&body, 1 << 20)
+                && convert(&store, decoded, &limits).is_ok()
+            {
+                converted += 1;
+            }
+        }
+    }
+    assert!(converted > 0);
+    // The valid request: `up` gets host ::1; the i64::MAX ms timestamp is rejected, the NaN dropped.
+    let c =
+        convert(&store, decode(&snap::raw::Encoder::new().compress_vec(&valid).unwrap(), 1 << 20).unwrap(), &limits)
+            .unwrap();
+    assert_eq!(c.batch.series.len(), 2);
+    assert_eq!(c.batch.series[0].0.labels.get("host").map(String::as_str), Some("::1"));
+    assert_eq!(c.batch.series[1].0.labels.get("prom_value").map(String::as_str), Some("v"));
+    assert_eq!((c.rejected, c.dropped), (1, 1), "{:?}", c.by_reason);
+}
