@@ -222,6 +222,87 @@ fn sql_memory_limit_fails_clearly_and_stdin_query() {
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "n\n3000\n");
 }
 
+/// Scripts: several statements from the argument, `--file` and stdin, run in order; the first
+/// error stops the script and names the statement and its line. The interactive shell (on a
+/// pseudo-terminal from util-linux `script`) runs statements across lines, prints errors and
+/// goes on, and keeps a history.
+#[test]
+fn sql_scripts_and_interactive_shell() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let db = tmp.path().join("db");
+    let dbs = db.to_str().unwrap();
+    ok(&["import", "--data-dir", dbs, bundle.to_str().unwrap()]);
+    let out = ok(&["sql", "--data-dir", dbs, "--format", "csv", "SELECT 1 AS a; SELECT count(*) AS n FROM samples;"]);
+    assert_eq!(out, "a\n1\nn\n3000\n");
+    let file = tmp.path().join("q.sql");
+    std::fs::write(&file, "-- the rows\nSELECT count(*) AS n FROM samples WHERE metric = 'x;y';\n/* done */").unwrap();
+    assert_eq!(ok(&["sql", "--data-dir", dbs, "--format", "csv", "-f", file.to_str().unwrap()]), "n\n0\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["sql", "--data-dir", dbs, "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"SELECT 7 AS a;\n\nSELECT nope FROM samples;\nSELECT 8 AS b;").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "a\n7\n", "the third statement must not run");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: statement 2 (line 3): ") && err.contains("nope"), "{err}");
+
+    // The shell needs a terminal: util-linux `script` gives it one.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the shell: util-linux script is missing");
+        return;
+    }
+    let lockstep = env!("CARGO_BIN_EXE_lockstep");
+    let mut child = Command::new("script")
+        .args(["-qec", &format!("{lockstep} sql --data-dir {dbs}"), "/dev/null"])
+        .env("HOME", tmp.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    // Each line is typed once the shell asks for it (line editors drop typed-ahead input).
+    let prompts = |s: &str| s.matches("lockstep> ").count() + s.matches("       -> ").count();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for (i, line) in ["SELECT 41+1 AS x;", "SELECT count(*)", "AS n FROM samples;", "SELEC bad;", "\\q"].iter().enumerate() {
+        while prompts(&seen.lock().unwrap()) <= i {
+            assert!(std::time::Instant::now() < deadline, "no prompt {}: {}", i + 1, seen.lock().unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.contains("| 42 |"), "{seen}");
+    assert!(seen.contains("| 3000 |"), "a statement over two lines: {seen}");
+    assert!(seen.contains("error: SQL error"), "{seen}");
+    let history = std::fs::read_to_string(tmp.path().join(".lockstep_history")).unwrap();
+    assert!(history.contains("SELECT 41+1 AS x;") && history.contains("SELEC bad;"), "{history}");
+}
+
 /// The child process of [`killed_writer_loses_nothing_acknowledged`]: when started by that test
 /// (this test binary re-executed with `LOCKSTEP_WRITE_LOOP_DIR` set), writes batches of 50
 /// samples through the WAL and prints `acked N` after each durable acknowledgement until
