@@ -1,5 +1,6 @@
 //! End-to-end tests of `lockstep serve`: the real binary on 127.0.0.1:0, a real tonic client
 //! from `lockstep-proto`, queries by `lockstep sql` after the server stopped.
+//! Over 600 lines: the server tests share the start-up, certificate and client helpers.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};

@@ -1,7 +1,7 @@
 //! Native `WriteRequest` → engine rows: series refs, delta-decoded timestamps, limits, and
 //! per-series sample validation with reason codes. Series the store knows become columnar
 //! [`Rows`] by store id; a batch with a new series goes by key ([`WriteBatch`]).
-//! 600 lines: decoding and validation are one pass over the request and share its limits.
+//! Over 600 lines: decoding and validation are one pass over the request and share its limits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
