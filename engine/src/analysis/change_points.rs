@@ -448,6 +448,8 @@ impl ChangeDetector {
                 winsorise(&mut z, MEDIAN_HALF_WIDTH, CLIP_SDS, &mut self.scratch);
                 if let Some(p) = seasonal_period(&z, &mut self.xc, &mut self.scores) {
                     deseasonalise(&mut z, p, &mut self.scratch);
+                    // The cycle hid part of the noise: clip spikes against what is left.
+                    winsorise(&mut z, MEDIAN_HALF_WIDTH, CLIP_SDS, &mut self.scratch);
                 }
                 let rho = lag1_autocorrelation(&z, &mut self.scratch);
                 let rho = if rho.is_finite() { rho.clamp(0.0, MAX_AUTOCORRELATION) } else { MAX_AUTOCORRELATION };
