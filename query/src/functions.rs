@@ -28,6 +28,7 @@ pub mod quantile_cont;
 pub mod rate;
 pub mod throttle_reasons;
 pub mod value_at;
+pub mod whole_series;
 
 /// Registers every Lockstep SQL function on `ctx`, the catalog-aware ones over the built-in
 /// metric catalog.
