@@ -468,7 +468,33 @@ impl ChangeDetector {
         if jump > 1 {
             refine(&cost, &mut cps, min_size, jump);
         }
+        if let Cost::Linear(c) = &cost {
+            place_slope_changes(c, &mut cps, min_size);
+        }
         Some(Segmentation { cost, cps, penalty, vif, scale })
+    }
+}
+
+/// Moves each change of slope (where the two fits meet without a level jump) to the kink of
+/// the best continuous broken line through its two segments. The segment cost lets a sloped
+/// segment start with a small jump, so on its own it can place a ramp's start tens of samples
+/// early or late; the broken line cannot. Neighbours fixed, left to right.
+fn place_slope_changes(c: &LinearCost, cps: &mut [usize], min_size: usize) {
+    let n = c.len();
+    for i in 0..cps.len() {
+        let left = if i == 0 { 0 } else { cps[i - 1] };
+        let right = cps.get(i + 1).copied().unwrap_or(n);
+        let (l, r) = (c.fit(left, cps[i]), c.fit(cps[i], right));
+        if classify_fits(&l, &r, cps[i], n, l.slope != 0.0 || r.slope != 0.0) != ChangeKind::Slope {
+            continue;
+        }
+        let (lo, hi) = (left + min_size, right.saturating_sub(min_size));
+        let best = (lo..=hi)
+            .filter_map(|tau| c.hinge_rss(left, tau, right).map(|rss| (rss, tau)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, tau)) = best {
+            cps[i] = tau;
+        }
     }
 }
 

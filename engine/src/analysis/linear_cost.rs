@@ -168,6 +168,62 @@ impl LinearCost {
     }
 }
 
+impl LinearCost {
+    /// Residual sum of squares of the continuous broken line (a hinge) through `[a, b)` whose
+    /// slope changes at `tau`: `z ≈ c₀ + c₁·t + c₂·max(0, t − τ)`. `None` when degenerate.
+    pub fn hinge_rss(&self, a: usize, tau: usize, b: usize) -> Option<f64> {
+        if !(a < tau && tau < b) || b >= self.pre.len() {
+            return None;
+        }
+        let w = self.stats(a, b);
+        let r = self.stats(tau, b);
+        let n = self.len().max(1) as f64;
+        let tt = tau as f64 / n;
+        // Sums of h = t − τ over [tau, b) and its products.
+        let sh = r.st - r.m * tt;
+        let shh = r.stt - 2.0 * tt * r.st + r.m * tt * tt;
+        let sth = r.stt - tt * r.st;
+        let shz = r.stz - tt * r.sz;
+        let a_mat = [[w.m, w.st, sh], [w.st, w.stt, sth], [sh, sth, shh]];
+        let rhs = [w.sz, w.stz, shz];
+        let coef = solve3(a_mat, rhs)?;
+        let fit = coef[0] * rhs[0] + coef[1] * rhs[1] + coef[2] * rhs[2];
+        Some((w.szz - fit).max(0.0))
+    }
+}
+
+/// Solves a symmetric 3×3 system by Gaussian elimination with partial pivoting.
+fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
+    let scale = m.iter().flatten().fold(0.0f64, |a, x| a.max(x.abs()));
+    if !(scale > 0.0 && scale.is_finite()) {
+        return None;
+    }
+    for col in 0..3 {
+        let piv = (col..3).max_by(|&x, &y| m[x][col].abs().total_cmp(&m[y][col].abs()))?;
+        if m[piv][col].abs() <= 1e-14 * scale {
+            return None;
+        }
+        m.swap(col, piv);
+        v.swap(col, piv);
+        for row in col + 1..3 {
+            let f = m[row][col] / m[col][col];
+            for k in col..3 {
+                m[row][k] -= f * m[col][k];
+            }
+            v[row] -= f * v[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for row in (0..3).rev() {
+        let mut acc = v[row];
+        for k in row + 1..3 {
+            acc -= m[row][k] * x[k];
+        }
+        x[row] = acc / m[row][row];
+    }
+    x.iter().all(|c| c.is_finite()).then_some(x)
+}
+
 impl SegmentCost for LinearCost {
     fn len(&self) -> usize {
         self.pre.len().saturating_sub(1)
@@ -194,6 +250,15 @@ mod tests {
         assert!((f.at(30, 100) - 17.0).abs() < 1e-6, "{f:?}");
         let level = LinearCost::new(&z, None, 1e-6);
         assert!(level.cost(0, 100) > c.cost(0, 100) + 100.0);
+    }
+
+    #[test]
+    fn a_hinge_fits_a_broken_line_exactly_only_at_its_kink() {
+        let z: Vec<f64> = (0..100).map(|i| if i < 40 { 1.0 } else { 1.0 + 0.5 * (i - 40) as f64 }).collect();
+        let c = LinearCost::new(&z, Some(1.0), 1e-9);
+        assert!(c.hinge_rss(0, 40, 100).unwrap() < 1e-9);
+        assert!(c.hinge_rss(0, 30, 100).unwrap() > 1.0);
+        assert!(c.hinge_rss(0, 0, 100).is_none());
     }
 
     #[test]
