@@ -207,8 +207,9 @@ fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
         v.swap(col, piv);
         for row in col + 1..3 {
             let f = m[row][col] / m[col][col];
-            for k in col..3 {
-                m[row][k] -= f * m[col][k];
+            let pivot_row = m[col];
+            for (dst, src) in m[row].iter_mut().zip(pivot_row).skip(col) {
+                *dst -= f * src;
             }
             v[row] -= f * v[col];
         }

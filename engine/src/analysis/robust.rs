@@ -126,6 +126,96 @@ pub fn quantum(z: &[f64], scratch: &mut Vec<f64>) -> Option<f64> {
     scratch.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0).min_by(f64::total_cmp)
 }
 
+/// Shortest season [`seasonal_period`] looks for (samples).
+pub const MIN_PERIOD: usize = 4;
+/// A season needs at least this autocorrelation at its period.
+pub const SEASON_MIN_ACF: f64 = 0.5;
+/// ... and this rise from the lowest autocorrelation at a shorter lag (a real cycle goes
+/// through a trough at half its period; trends, walks and AR noise decay without one).
+pub const SEASON_MIN_SWING: f64 = 0.8;
+
+/// The period of a strong seasonal cycle in `z`, if any: the first local maximum of the
+/// autocorrelation (of `z` less its least-squares line, by FFT) at lags `MIN_PERIOD..=n/3`
+/// that reaches [`SEASON_MIN_ACF`] after a swing of [`SEASON_MIN_SWING`] from the lowest
+/// shorter-lag value, moved to the highest autocorrelation within half a period after it.
+pub fn seasonal_period(z: &[f64], xc: &mut CrossCorrelator, buf: &mut Vec<f64>) -> Option<usize> {
+    let n = z.len();
+    let max_lag = n / 3;
+    if max_lag < MIN_PERIOD + 1 {
+        return None;
+    }
+    // Detrend by least squares.
+    let nf = n as f64;
+    let tm = (nf - 1.0) / 2.0;
+    let zm = z.iter().sum::<f64>() / nf;
+    let (mut stz, mut stt) = (0.0, 0.0);
+    for (i, v) in z.iter().enumerate() {
+        let t = i as f64 - tm;
+        stz += t * (v - zm);
+        stt += t * t;
+    }
+    let slope = if stt > 0.0 { stz / stt } else { 0.0 };
+    let d: Vec<f64> = z.iter().enumerate().map(|(i, v)| v - zm - slope * (i as f64 - tm)).collect();
+    let len = fast_len(n + max_lag + 1);
+    xc.circular(&d, &d, len, buf);
+    let c0 = buf.first().copied().unwrap_or(0.0);
+    if !(c0 > 0.0 && c0.is_finite()) {
+        return None;
+    }
+    let acf = |k: usize| buf[k] / c0 * nf / (nf - k as f64);
+    let mut low = f64::INFINITY;
+    for k in 1..max_lag {
+        let a = acf(k);
+        if k >= MIN_PERIOD && a >= SEASON_MIN_ACF && a - low >= SEASON_MIN_SWING && a >= acf(k - 1) && a >= acf(k + 1) {
+            let end = (k + k / 2).min(max_lag);
+            let best = (k..=end).max_by(|&x, &y| acf(x).total_cmp(&acf(y))).unwrap_or(k);
+            return Some(best);
+        }
+        low = low.min(a);
+    }
+    None
+}
+
+/// Removes a seasonal cycle of period `p` in place: the per-phase median of the residuals
+/// from a centred moving average of width `p`, centred to mean zero, is subtracted. Level
+/// shifts and trends pass through (the moving average follows them, the median ignores the
+/// few cycles they disturb).
+pub fn deseasonalise(z: &mut [f64], p: usize, scratch: &mut Vec<f64>) {
+    let n = z.len();
+    if p < 2 || n < 2 * p {
+        return;
+    }
+    let mut pre = Vec::with_capacity(n + 1);
+    pre.push(0.0);
+    let mut acc = 0.0;
+    for v in z.iter() {
+        acc += v;
+        pre.push(acc);
+    }
+    let h = p / 2;
+    let res: Vec<f64> = (0..n)
+        .map(|i| {
+            let (a, b) = (i.saturating_sub(h), (i + h + 1).min(n));
+            z[i] - (pre[b] - pre[a]) / (b - a) as f64
+        })
+        .collect();
+    let mut phase = Vec::with_capacity(n / p + 1);
+    let mut profile: Vec<f64> = (0..p)
+        .map(|k| {
+            phase.clear();
+            phase.extend(res.iter().skip(k).step_by(p));
+            median(&phase, scratch)
+        })
+        .collect();
+    let mean = profile.iter().sum::<f64>() / p as f64;
+    for v in profile.iter_mut() {
+        *v -= mean;
+    }
+    for (i, v) in z.iter_mut().enumerate() {
+        *v -= profile[i % p];
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -227,95 +317,5 @@ mod tests {
         assert_eq!(lag1_autocorrelation(&[1.0; 20], &mut s), 1.0);
         assert_eq!(quantum(&[2.0, 2.0], &mut s), None);
         assert_eq!(quantum(&[0.0, 0.5, 2.0, 0.5], &mut s), Some(0.5));
-    }
-}
-
-/// Shortest season [`seasonal_period`] looks for (samples).
-pub const MIN_PERIOD: usize = 4;
-/// A season needs at least this autocorrelation at its period.
-pub const SEASON_MIN_ACF: f64 = 0.5;
-/// ... and this rise from the lowest autocorrelation at a shorter lag (a real cycle goes
-/// through a trough at half its period; trends, walks and AR noise decay without one).
-pub const SEASON_MIN_SWING: f64 = 0.8;
-
-/// The period of a strong seasonal cycle in `z`, if any: the first local maximum of the
-/// autocorrelation (of `z` less its least-squares line, by FFT) at lags `MIN_PERIOD..=n/3`
-/// that reaches [`SEASON_MIN_ACF`] after a swing of [`SEASON_MIN_SWING`] from the lowest
-/// shorter-lag value, moved to the highest autocorrelation within half a period after it.
-pub fn seasonal_period(z: &[f64], xc: &mut CrossCorrelator, buf: &mut Vec<f64>) -> Option<usize> {
-    let n = z.len();
-    let max_lag = n / 3;
-    if max_lag < MIN_PERIOD + 1 {
-        return None;
-    }
-    // Detrend by least squares.
-    let nf = n as f64;
-    let tm = (nf - 1.0) / 2.0;
-    let zm = z.iter().sum::<f64>() / nf;
-    let (mut stz, mut stt) = (0.0, 0.0);
-    for (i, v) in z.iter().enumerate() {
-        let t = i as f64 - tm;
-        stz += t * (v - zm);
-        stt += t * t;
-    }
-    let slope = if stt > 0.0 { stz / stt } else { 0.0 };
-    let d: Vec<f64> = z.iter().enumerate().map(|(i, v)| v - zm - slope * (i as f64 - tm)).collect();
-    let len = fast_len(n + max_lag + 1);
-    xc.circular(&d, &d, len, buf);
-    let c0 = buf.first().copied().unwrap_or(0.0);
-    if !(c0 > 0.0 && c0.is_finite()) {
-        return None;
-    }
-    let acf = |k: usize| buf[k] / c0 * nf / (nf - k as f64);
-    let mut low = f64::INFINITY;
-    for k in 1..max_lag {
-        let a = acf(k);
-        if k >= MIN_PERIOD && a >= SEASON_MIN_ACF && a - low >= SEASON_MIN_SWING && a >= acf(k - 1) && a >= acf(k + 1) {
-            let end = (k + k / 2).min(max_lag);
-            let best = (k..=end).max_by(|&x, &y| acf(x).total_cmp(&acf(y))).unwrap_or(k);
-            return Some(best);
-        }
-        low = low.min(a);
-    }
-    None
-}
-
-/// Removes a seasonal cycle of period `p` in place: the per-phase median of the residuals
-/// from a centred moving average of width `p`, centred to mean zero, is subtracted. Level
-/// shifts and trends pass through (the moving average follows them, the median ignores the
-/// few cycles they disturb).
-pub fn deseasonalise(z: &mut [f64], p: usize, scratch: &mut Vec<f64>) {
-    let n = z.len();
-    if p < 2 || n < 2 * p {
-        return;
-    }
-    let mut pre = Vec::with_capacity(n + 1);
-    pre.push(0.0);
-    let mut acc = 0.0;
-    for v in z.iter() {
-        acc += v;
-        pre.push(acc);
-    }
-    let h = p / 2;
-    let res: Vec<f64> = (0..n)
-        .map(|i| {
-            let (a, b) = (i.saturating_sub(h), (i + h + 1).min(n));
-            z[i] - (pre[b] - pre[a]) / (b - a) as f64
-        })
-        .collect();
-    let mut phase = Vec::with_capacity(n / p + 1);
-    let mut profile: Vec<f64> = (0..p)
-        .map(|k| {
-            phase.clear();
-            phase.extend(res.iter().skip(k).step_by(p));
-            median(&phase, scratch)
-        })
-        .collect();
-    let mean = profile.iter().sum::<f64>() / p as f64;
-    for v in profile.iter_mut() {
-        *v -= mean;
-    }
-    for (i, v) in z.iter_mut().enumerate() {
-        *v -= profile[i % p];
     }
 }
