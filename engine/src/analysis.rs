@@ -7,17 +7,23 @@
 //! - [`xcorr`]: cross-correlation by FFT or directly.
 //! - [`lag_corr`]: best lag, coefficient and surrogate significance.
 //! - [`ranks`]: normal scores (rank Gaussianisation).
-//! - [`pelt`]: PELT with a Gaussian mean-and-variance cost.
-//! - [`change_points`]: robust change points and onset.
+//! - [`pelt`]: PELT over a segment cost; the Gaussian mean-and-variance cost.
+//! - [`linear_cost`]: the piecewise-linear Gaussian segment cost.
+//! - [`robust`]: robust scale, winsorisation and lag-1 autocorrelation.
+//! - [`change_points`]: change points (level, slope, spread) and onset.
 
 pub mod change_points;
 pub mod grid;
 pub mod lag_corr;
+pub mod linear_cost;
 pub mod pelt;
 pub mod ranks;
 pub mod rng;
+pub mod robust;
 pub mod xcorr;
 
-pub use change_points::{ChangeConfig, ChangeDetector, ChangePoint, TimedChange};
+pub use change_points::{
+    ChangeConfig, ChangeDetector, ChangeKind, ChangeModel, ChangePoint, TimedChange,
+};
 pub use grid::{Grid, snap_pairs};
 pub use lag_corr::{LagCorr, LagCorrConfig, LagCorrelator, NullModel, XcorrMethod};

@@ -25,6 +25,7 @@ mod point_state;
 pub mod quantile_cont;
 pub mod throttle_reasons;
 pub mod value_at;
+pub mod whole_series;
 
 /// Registers every Lockstep SQL function on `ctx`, the catalog-aware ones over the built-in
 /// metric catalog.

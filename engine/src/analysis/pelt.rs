@@ -1,9 +1,10 @@
-//! PELT (Killick, Fearnhead & Eckley 2012) with a Gaussian mean-and-variance cost, searched
-//! on a candidate grid and then refined to the exact sample.
+//! PELT (Killick, Fearnhead & Eckley 2012) over any [`SegmentCost`], searched on a candidate
+//! grid and then refined to the exact sample.
 //!
-//! The cost of a segment `[a, b)` of length `m` is `m · ln σ̂²` (−2 log-likelihood of a normal
-//! model with the segment's own mean and variance, up to a constant that does not depend on
-//! the segmentation). It is `O(1)` from prefix sums.
+//! [`NormalCost`] is the Gaussian mean-and-variance cost: for a segment `[a, b)` of length `m`
+//! it is `m · ln σ̂²` (−2 log-likelihood of a normal model with the segment's own mean and
+//! variance, up to a constant that does not depend on the segmentation). The piecewise-linear
+//! cost is in [`super::linear_cost`]. Both are `O(1)` per segment from prefix sums.
 //!
 //! Exact PELT is `O(n²)` on series without changes (nothing can be pruned), so candidate
 //! change positions are restricted to multiples of `jump` (a coarse pass of at most about
@@ -12,6 +13,29 @@
 
 /// Smallest segment variance used in the cost (guards `ln 0` on tiny segments).
 pub const VAR_FLOOR: f64 = 1e-8;
+
+/// A segment cost for [`pelt`]: additive over segments and `O(1)` per call. Pruning is exact
+/// when splitting a segment raises its cost by at most [`PeltConfig::prune_margin`].
+pub trait SegmentCost {
+    /// Number of samples.
+    fn len(&self) -> usize;
+    /// Cost of the segment `[a, b)`, `a < b <= len`.
+    fn cost(&self, a: usize, b: usize) -> f64;
+    /// Whether there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl SegmentCost for NormalCost {
+    fn len(&self) -> usize {
+        NormalCost::len(self)
+    }
+    #[inline]
+    fn cost(&self, a: usize, b: usize) -> f64 {
+        NormalCost::cost(self, a, b)
+    }
+}
 
 /// Prefix sums of a series and its squares: the state of the normal segment cost.
 #[derive(Debug, Clone, Default)]
@@ -99,11 +123,14 @@ pub struct PeltConfig {
     pub min_size: usize,
     /// Candidate positions are multiples of this (1 = exact PELT).
     pub jump: usize,
+    /// PELT's pruning constant `K`: how much splitting a segment can raise its cost (0 for
+    /// maximum-likelihood costs; a per-segment model penalty for costs that choose a model).
+    pub prune_margin: f64,
 }
 
 /// Optimal segmentation under `cfg`: the sorted start indices of every segment after the
 /// first (each change point is the first sample of a new segment).
-pub fn pelt(cost: &NormalCost, cfg: &PeltConfig) -> Vec<usize> {
+pub fn pelt<C: SegmentCost>(cost: &C, cfg: &PeltConfig) -> Vec<usize> {
     let n = cost.len();
     let min_size = cfg.min_size.max(1);
     let jump = cfg.jump.max(1);
@@ -113,6 +140,7 @@ pub fn pelt(cost: &NormalCost, cfg: &PeltConfig) -> Vec<usize> {
     let mut pos: Vec<usize> = (0..n).step_by(jump).collect();
     pos.push(n);
     let beta = cfg.penalty;
+    let margin = cfg.prune_margin.max(0.0);
     let mut f = vec![f64::INFINITY; pos.len()];
     let mut prev = vec![0usize; pos.len()];
     f[0] = -beta;
@@ -138,11 +166,11 @@ pub fn pelt(cost: &NormalCost, cfg: &PeltConfig) -> Vec<usize> {
         }
         f[ti] = best;
         prev[ti] = arg;
-        // PELT pruning (K = 0 holds for maximum-likelihood costs): a candidate that cannot
-        // beat the optimum now, even without paying another penalty, never will.
+        // PELT pruning: a candidate that cannot beat the optimum now, even without paying
+        // another penalty and allowing for the margin K, never will.
         let mut keep = 0;
         for i in 0..cands.len() {
-            if fits[i] <= best {
+            if fits[i] - margin <= best {
                 cands[keep] = cands[i];
                 keep += 1;
             }
@@ -164,7 +192,7 @@ pub fn pelt(cost: &NormalCost, cfg: &PeltConfig) -> Vec<usize> {
 
 /// Moves each change point to the exact sample within `±radius` that minimises the cost of
 /// its two adjacent segments (neighbours fixed, left to right).
-pub fn refine(cost: &NormalCost, cps: &mut [usize], min_size: usize, radius: usize) {
+pub fn refine<C: SegmentCost>(cost: &C, cps: &mut [usize], min_size: usize, radius: usize) {
     let n = cost.len();
     for i in 0..cps.len() {
         let left = if i == 0 { 0 } else { cps[i - 1] };
@@ -185,8 +213,8 @@ pub fn refine(cost: &NormalCost, cps: &mut [usize], min_size: usize, radius: usi
 /// Approximate confidence interval for the change at `cp` between neighbours `left` and
 /// `right`: the range of split positions whose two-segment cost is within `threshold` of the
 /// best split (a profile-likelihood interval). Returns `(lo, hi)` sample indices.
-pub fn profile_interval(
-    cost: &NormalCost,
+pub fn profile_interval<C: SegmentCost>(
+    cost: &C,
     left: usize,
     cp: usize,
     right: usize,
@@ -237,7 +265,7 @@ mod tests {
         let z = steps(&[(300, 0.0, 1.0), (200, 3.0, 1.0), (300, 3.0, 5.0)]);
         let cost = NormalCost::new(&z);
         for jump in [1, 7, 20] {
-            let cfg = PeltConfig { penalty: 3.0 * (z.len() as f64).ln(), min_size: 5, jump };
+            let cfg = PeltConfig { penalty: 3.0 * (z.len() as f64).ln(), min_size: 5, jump, prune_margin: 0.0 };
             let mut cps = pelt(&cost, &cfg);
             refine(&cost, &mut cps, 5, jump);
             assert_eq!(cps.len(), 2, "jump {jump}: {cps:?}");
@@ -247,7 +275,7 @@ mod tests {
 
     #[test]
     fn short_or_flat_series_have_no_changes() {
-        let cfg = PeltConfig { penalty: 20.0, min_size: 5, jump: 1 };
+        let cfg = PeltConfig { penalty: 20.0, min_size: 5, jump: 1, prune_margin: 0.0 };
         assert!(pelt(&NormalCost::new(&[1.0; 9]), &cfg).is_empty());
         assert!(pelt(&NormalCost::new(&steps(&[(500, 0.0, 1.0)])), &cfg).is_empty());
         assert!(pelt(&NormalCost::new(&[]), &cfg).is_empty());

@@ -1,29 +1,43 @@
-//! `change_points(time, value)`: every change in a series' level or spread, as
-//! `list<struct{time, before, after}>` ordered by time.
+//! `change_points(time, value [, model [, penalty_scale [, min_segment]]])`: every change in
+//! a series' level, slope or spread, as
+//! `list<struct{time, before, after, kind, kind_before, kind_after, confidence, ci_lo, ci_hi}>`
+//! ordered by time.
 //!
-//! PELT with a Gaussian mean-and-variance cost on the normal scores (rank Gaussianisation) of
-//! the values, penalty `3.5 · ln n`: robust to heavy tails and outliers, no per-series
-//! tuning (numerics in `lockstep_engine::analysis::change_points`). `time` is the first
-//! sample of the new segment (ns); `before`/`after` are the medians of the two adjacent
-//! segments. NULL rows and NaN values are ignored; ±inf are ranked as the extremes. NULL for a
-//! group without rows, an empty list when nothing changes (also for constant series and
-//! fewer than 10 samples). About O(n log n + min(n, 1024)²) time, O(n) memory per group.
+//! Default model `'trend'`: PELT with a Gaussian cost in which each segment has its own level,
+//! spread and (when it pays for it) slope, on median-centred, noise-scaled, winsorised values
+//! with a strong seasonal cycle removed; the penalty `1.5 · ln n` per parameter is multiplied
+//! by the variance inflation of the series' robust lag-1 autocorrelation, so trends, random
+//! walks and autocorrelated noise are not cut into staircases. `'level'` allows no slopes;
+//! `'rank'` is the previous method (normal scores, independent-samples penalty). The method
+//! is in `docs/change-points.md`, the numerics in `lockstep_engine::analysis::change_points`.
+//!
+//! `time` is the first sample of the new segment (ns); `before`/`after` the medians of the two
+//! adjacent segments; `kind` is `level`, `slope` or `spread` and `kind_before`/`kind_after`
+//! the value of that quantity either side (median; slope per second; robust standard
+//! deviation); `confidence` an approximate probability that the change is real; `[ci_lo,
+//! ci_hi]` an approximate 95 % interval on `time`. NULL rows and NaN values are ignored; ±inf
+//! are the extremes. NULL for a group without rows, an empty list when nothing changes (also
+//! for constant series and fewer than `2 · min_segment` samples). About
+//! O(n log n + min(n, 1024)²) time, O(n) memory per group.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, ListArray, StructArray};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, ListArray, StringArray, StructArray};
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields};
-use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
-use lockstep_engine::analysis::change_points::{ChangeConfig, ChangeDetector};
+use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::logical_expr::function::AccumulatorArgs;
+use lockstep_engine::analysis::change_points::{ChangeConfig, ChangeDetector, ChangeModel};
 
-use super::constant_args::{check_arity, coerce_float, coerce_time, reject_distinct};
-use super::point_state::{self, PointGroups, Points};
+use super::constant_args::{
+    check_arity, coerce_float, coerce_int, coerce_time, constant_f64, constant_i64, constant_str,
+};
+use super::whole_series::{SeriesFunction, WholeSeries};
 
 const NAME: &str = "change_points";
+/// Largest accepted `min_segment`.
+const MAX_MIN_SEGMENT: i64 = 1_000_000;
 
 thread_local! {
     /// Detection buffers reused across groups on this thread.
@@ -31,30 +45,24 @@ thread_local! {
 }
 
 /// The `change_points` aggregate.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ChangePoints {
-    signature: Signature,
-}
+pub type ChangePoints = WholeSeries<ChangePointsFn, 1>;
 
-impl ChangePoints {
-    /// Creates the UDAF implementation.
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
+/// `change_points` as a [`SeriesFunction`].
+#[derive(Debug)]
+pub struct ChangePointsFn;
 
-impl Default for ChangePoints {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The fields of one list element: `time`, `before`, `after`.
+/// The fields of one list element.
 pub fn item_fields() -> Fields {
     Fields::from(vec![
         Field::new("time", DataType::Int64, false),
         Field::new("before", DataType::Float64, false),
         Field::new("after", DataType::Float64, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("kind_before", DataType::Float64, false),
+        Field::new("kind_after", DataType::Float64, false),
+        Field::new("confidence", DataType::Float64, false),
+        Field::new("ci_lo", DataType::Int64, false),
+        Field::new("ci_hi", DataType::Int64, false),
     ])
 }
 
@@ -62,96 +70,103 @@ fn item_field() -> FieldRef {
     Arc::new(Field::new_list_field(DataType::Struct(item_fields()), true))
 }
 
-/// Argument coercion shared with `onset`: `(time, value)`.
+/// Argument coercion shared with `onset`: `(time, value [, model [, penalty_scale [, min_segment]]])`.
 pub(crate) fn coerce_series_args(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-    check_arity(function, arg_types, 2, 2, "2 arguments (time, value)")?;
-    Ok(vec![coerce_time(function, "time", &arg_types[0])?, coerce_float(function, "value", &arg_types[1])?])
+    check_arity(
+        function,
+        arg_types,
+        2,
+        5,
+        "2 to 5 arguments (time, value [, model [, penalty_scale [, min_segment]]])",
+    )?;
+    let mut out = vec![coerce_time(function, "time", &arg_types[0])?, coerce_float(function, "value", &arg_types[1])?];
+    if let Some(t) = arg_types.get(2) {
+        out.push(match t {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => DataType::Utf8,
+            other => {
+                return plan_err!(
+                    "{function}: argument model must be a string ('trend', 'level' or 'rank'), got {other}"
+                );
+            }
+        });
+    }
+    if let Some(t) = arg_types.get(3) {
+        out.push(coerce_float(function, "penalty_scale", t)?);
+    }
+    if let Some(t) = arg_types.get(4) {
+        out.push(coerce_int(function, "min_segment", t)?);
+    }
+    Ok(out)
 }
 
-impl AggregateUDFImpl for ChangePoints {
-    fn name(&self) -> &str {
-        NAME
+/// Reads the optional arguments shared with `onset` into a configuration.
+pub(crate) fn series_config(function: &str, args: &AccumulatorArgs) -> Result<ChangeConfig> {
+    let mut cfg = ChangeConfig::default();
+    if let Some(e) = args.exprs.get(2)
+        && let Some(name) = constant_str(e, function, "model")?
+    {
+        match ChangeModel::parse(&name) {
+            Some(m) => cfg.model = m,
+            None => return plan_err!("{function}: model must be 'trend', 'level' or 'rank', got '{name}'"),
+        }
     }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
+    if let Some(e) = args.exprs.get(3)
+        && let Some(scale) = constant_f64(e, function, "penalty_scale")?
+    {
+        if !(scale.is_finite() && scale > 0.0) {
+            return plan_err!("{function}: penalty_scale must be a positive finite number, got {scale}");
+        }
+        cfg.penalty_scale = scale;
     }
+    if let Some(e) = args.exprs.get(4)
+        && let Some(m) = constant_i64(e, function, "min_segment")?
+    {
+        if !(2..=MAX_MIN_SEGMENT).contains(&m) {
+            return plan_err!("{function}: min_segment must be between 2 and {MAX_MIN_SEGMENT} samples, got {m}");
+        }
+        let m = usize::try_from(m).unwrap_or(2);
+        cfg.min_size = m;
+        cfg.sustain = cfg.sustain.max(m);
+    }
+    Ok(cfg)
+}
 
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+impl SeriesFunction<1> for ChangePointsFn {
+    type Options = ChangeConfig;
+    const NAME: &'static str = NAME;
+    const COLUMNS: [&'static str; 1] = ["values"];
+
+    fn coerce_types(arg_types: &[DataType]) -> Result<Vec<DataType>> {
         coerce_series_args(NAME, arg_types)
     }
 
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::List(item_field()))
+    fn return_type() -> DataType {
+        DataType::List(item_field())
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(point_state::state_fields(&args, &["values"]))
+    fn options(args: &AccumulatorArgs) -> Result<ChangeConfig> {
+        series_config(NAME, args)
     }
 
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        reject_distinct(&args, NAME)?;
-        Ok(Box::new(ChangePointsAccumulator { points: Points::default() }))
+    fn evaluate(times: &[i64], cols: [&[f64]; 1], cfg: &ChangeConfig) -> Result<ScalarValue> {
+        if times.is_empty() {
+            return ScalarValue::try_from(DataType::List(item_field()));
+        }
+        let cps = DETECTOR.with(|d| d.borrow_mut().detect_timed(times, cols[0], cfg));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.time))),
+            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.before))),
+            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.after))),
+            Arc::new(StringArray::from_iter_values(cps.iter().map(|c| c.kind.as_str()))),
+            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.kind_before))),
+            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.kind_after))),
+            Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.confidence))),
+            Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.ci_lo))),
+            Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.ci_hi))),
+        ];
+        let items = StructArray::try_new(item_fields(), columns, None)?;
+        let offsets = OffsetBuffer::from_lengths([cps.len()]);
+        let list = ListArray::try_new(item_field(), offsets, Arc::new(items), None)?;
+        Ok(ScalarValue::List(Arc::new(list)))
     }
-
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        !args.is_distinct
-    }
-
-    fn create_groups_accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(PointGroups::<1>::new(NAME, Box::new(evaluate))))
-    }
-}
-
-/// Accumulates `(time, value)` points; evaluates with the engine's detector.
-#[derive(Debug)]
-struct ChangePointsAccumulator {
-    points: Points<1>,
-}
-
-impl Accumulator for ChangePointsAccumulator {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.points.update(values)
-    }
-
-    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.points.retract(values)
-    }
-
-    fn supports_retract_batch(&self) -> bool {
-        true
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.points.merge(states)
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(self.points.state())
-    }
-
-    fn size(&self) -> usize {
-        self.points.size()
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        evaluate(self.points.times(), [self.points.col(0)])
-    }
-}
-
-/// `change_points` of one group's points.
-fn evaluate(times: &[i64], cols: [&[f64]; 1]) -> Result<ScalarValue> {
-    if times.is_empty() {
-        return ScalarValue::try_from(DataType::List(item_field()));
-    }
-    let cps = DETECTOR.with(|d| d.borrow_mut().detect_timed(times, cols[0], &ChangeConfig::default()));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(cps.iter().map(|c| c.time))),
-        Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.before))),
-        Arc::new(Float64Array::from_iter_values(cps.iter().map(|c| c.after))),
-    ];
-    let items = StructArray::try_new(item_fields(), columns, None)?;
-    let offsets = OffsetBuffer::from_lengths([cps.len()]);
-    let list = ListArray::try_new(item_field(), offsets, Arc::new(items), None)?;
-    Ok(ScalarValue::List(Arc::new(list)))
 }

@@ -15,15 +15,14 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
-use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
+use datafusion::logical_expr::function::AccumulatorArgs;
 use lockstep_engine::analysis::grid::snap_pairs;
 use lockstep_engine::analysis::lag_corr::{LagCorrConfig, LagCorrelator};
 
-use super::constant_args::{check_arity, coerce_float, coerce_time, constant_interval_ns, reject_distinct};
-use super::point_state::{self, PointGroups, Points};
+use super::constant_args::{check_arity, coerce_float, coerce_time, constant_interval_ns};
+use super::whole_series::{SeriesFunction, WholeSeries};
 
 const NAME: &str = "lag_corr";
 
@@ -33,23 +32,11 @@ thread_local! {
 }
 
 /// The `lag_corr` aggregate.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct LagCorr {
-    signature: Signature,
-}
+pub type LagCorr = WholeSeries<LagCorrFn, 2>;
 
-impl LagCorr {
-    /// Creates the UDAF implementation.
-    pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
-
-impl Default for LagCorr {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// `lag_corr` as a [`SeriesFunction`] over `(x, y)`; the option is `max_lag` in ns.
+#[derive(Debug)]
+pub struct LagCorrFn;
 
 /// The result fields: `lag_ns`, `coef`, `p_value`, `n`.
 pub fn result_fields() -> Fields {
@@ -61,16 +48,12 @@ pub fn result_fields() -> Fields {
     ])
 }
 
-impl AggregateUDFImpl for LagCorr {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl SeriesFunction<2> for LagCorrFn {
+    type Options = Option<i64>;
+    const NAME: &'static str = NAME;
+    const COLUMNS: [&'static str; 2] = ["x", "y"];
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+    fn coerce_types(arg_types: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(NAME, arg_types, 3, 4, "3 or 4 arguments (time, x, y [, max_lag])")?;
         let mut out = vec![
             coerce_time(NAME, "time", &arg_types[0])?,
@@ -81,76 +64,29 @@ impl AggregateUDFImpl for LagCorr {
             out.push(match t {
                 DataType::Interval(_) => t.clone(),
                 t if t.is_integer() => DataType::Int64,
-                other => return plan_err!("{NAME}: argument max_lag must be an interval or integer nanoseconds, got {other}"),
+                other => {
+                    return plan_err!(
+                        "{NAME}: argument max_lag must be an interval or integer nanoseconds, got {other}"
+                    );
+                }
             });
         }
         Ok(out)
     }
 
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Struct(result_fields()))
+    fn return_type() -> DataType {
+        DataType::Struct(result_fields())
     }
 
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(point_state::state_fields(&args, &["x", "y"]))
+    fn options(args: &AccumulatorArgs) -> Result<Option<i64>> {
+        match args.exprs.get(3) {
+            Some(e) => Ok(Some(constant_interval_ns(e, NAME, "max_lag")?)),
+            None => Ok(None),
+        }
     }
 
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        reject_distinct(&args, NAME)?;
-        let max_lag_ns = match args.exprs.get(3) {
-            Some(e) => Some(constant_interval_ns(e, NAME, "max_lag")?),
-            None => None,
-        };
-        Ok(Box::new(LagCorrAccumulator { points: Points::default(), max_lag_ns }))
-    }
-
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        !args.is_distinct
-    }
-
-    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let max_lag_ns = match args.exprs.get(3) {
-            Some(e) => Some(constant_interval_ns(e, NAME, "max_lag")?),
-            None => None,
-        };
-        Ok(Box::new(PointGroups::<2>::new(NAME, Box::new(move |t, c| evaluate(t, c, max_lag_ns)))))
-    }
-}
-
-/// Accumulates `(time, x, y)` points; evaluates with the engine's lag correlation.
-#[derive(Debug)]
-struct LagCorrAccumulator {
-    points: Points<2>,
-    max_lag_ns: Option<i64>,
-}
-
-impl Accumulator for LagCorrAccumulator {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.points.update(values)
-    }
-
-    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.points.retract(values)
-    }
-
-    fn supports_retract_batch(&self) -> bool {
-        true
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.points.merge(states)
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(self.points.state())
-    }
-
-    fn size(&self) -> usize {
-        self.points.size()
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        evaluate(self.points.times(), [self.points.col(0), self.points.col(1)], self.max_lag_ns)
+    fn evaluate(times: &[i64], cols: [&[f64]; 2], max_lag_ns: &Option<i64>) -> Result<ScalarValue> {
+        evaluate(times, cols, *max_lag_ns)
     }
 }
 
@@ -186,7 +122,12 @@ fn evaluate(times: &[i64], cols: [&[f64]; 2], max_lag_ns: Option<i64>) -> Result
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::functions::point_state::Points;
+    use crate::functions::whole_series::SeriesAccumulator;
     use arrow::array::TimestampNanosecondArray;
+    use datafusion::logical_expr::Accumulator;
+
+    type LagCorrAccumulator = SeriesAccumulator<LagCorrFn, 2>;
 
     fn rows(range: std::ops::Range<i64>) -> Vec<ArrayRef> {
         let t: Vec<i64> = range.clone().map(|i| i * 10).collect();
@@ -200,7 +141,7 @@ mod tests {
     }
 
     fn partial(range: std::ops::Range<i64>) -> Vec<ArrayRef> {
-        let mut acc = LagCorrAccumulator { points: Points::default(), max_lag_ns: Some(100) };
+        let mut acc = LagCorrAccumulator { points: Points::default(), options: Some(100) };
         acc.update_batch(&rows(range)).unwrap();
         acc.state().unwrap().iter().map(|s| s.to_array().unwrap()).collect()
     }
@@ -210,13 +151,13 @@ mod tests {
         let parts = [partial(0..70), partial(70..150), partial(150..300)];
         let mut results = Vec::new();
         for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
-            let mut acc = LagCorrAccumulator { points: Points::default(), max_lag_ns: Some(100) };
+            let mut acc = LagCorrAccumulator { points: Points::default(), options: Some(100) };
             for i in order {
                 acc.merge_batch(&parts[i]).unwrap();
             }
             results.push(acc.evaluate().unwrap());
         }
-        let mut whole = LagCorrAccumulator { points: Points::default(), max_lag_ns: Some(100) };
+        let mut whole = LagCorrAccumulator { points: Points::default(), options: Some(100) };
         whole.update_batch(&rows(0..300)).unwrap();
         let expected = whole.evaluate().unwrap();
         assert!(results.iter().all(|r| *r == expected), "{results:?} vs {expected}");

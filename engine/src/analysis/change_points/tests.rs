@@ -164,3 +164,167 @@ fn confidence_interval_covers_the_truth_most_of_the_time() {
     }
     assert!(covered >= trials * 88 / 100, "covered {covered} of {trials}");
 }
+
+/// AR(1) noise with innovation sd 1.
+fn ar1(seed: u64, n: usize, rho: f64) -> Vec<f64> {
+    let mut g = Gen::new(seed);
+    let mut prev = 0.0;
+    (0..n)
+        .map(|_| {
+            prev = rho * prev + g.normal();
+            prev
+        })
+        .collect()
+}
+
+#[test]
+fn a_pure_ramp_is_exactly_one_change_of_slope() {
+    let mut g = Gen::new(40);
+    let v: Vec<f64> = (0..1_000).map(|i| if i < 300 { 0.0 } else { 0.05 * f64::from(i - 300) } + g.normal()).collect();
+    let cps = change_points(&v, &ChangeConfig::default());
+    assert_eq!(cps.len(), 1, "{cps:?}");
+    let c = cps[0];
+    assert!(c.index.abs_diff(300) <= 30, "{c:?}");
+    assert_eq!(c.kind, ChangeKind::Slope, "{c:?}");
+    assert!(c.kind_before.abs() < 0.01 && (c.kind_after - 0.05).abs() < 0.01, "{c:?}");
+    assert!(c.confidence > 0.99, "{c:?}");
+    // The previous method makes a staircase of the same ramp.
+    assert!(change_points(&v, &ChangeConfig::with_model(ChangeModel::Rank)).len() > 3);
+}
+
+#[test]
+fn a_linear_trend_is_not_a_change() {
+    let mut alarms = 0;
+    for seed in 0..20 {
+        let mut g = Gen::new(50 + seed);
+        let v: Vec<f64> = (0..2_000).map(|i| 0.01 * f64::from(i) + g.normal()).collect();
+        alarms += change_points(&v, &ChangeConfig::default()).len();
+    }
+    assert!(alarms <= 1, "{alarms} false change points on 20 trends");
+}
+
+#[test]
+fn random_walks_are_not_cut_into_many_changes() {
+    let mut total = 0;
+    for seed in 0..20 {
+        let walk: Vec<f64> = ar1(60 + seed, 600, 1.0);
+        total += change_points(&walk, &ChangeConfig::default()).len();
+    }
+    // The previous method finds dozens per walk.
+    let old = change_points(&ar1(60, 600, 1.0), &ChangeConfig::with_model(ChangeModel::Rank)).len();
+    assert!(total <= 40, "{total} changes on 20 random walks (rank model: {old} on one)");
+    assert!(old > 5, "{old}");
+}
+
+#[test]
+fn ar1_noise_with_one_level_shift_gives_that_shift_only() {
+    let (mut hits, mut extra, mut null_alarms) = (0, 0, 0);
+    for seed in 0..20 {
+        let mut v = ar1(70 + seed, 1_000, 0.7);
+        for x in v.iter_mut().skip(500) {
+            *x += 5.0;
+        }
+        let cps = change_points(&v, &ChangeConfig::default());
+        hits += usize::from(cps.iter().any(|c| c.index.abs_diff(500) <= 10 && c.kind == ChangeKind::Level));
+        extra += cps.iter().filter(|c| c.index.abs_diff(500) > 10).count();
+        null_alarms += change_points(&ar1(90 + seed, 1_000, 0.7), &ChangeConfig::default()).len();
+    }
+    assert!(hits >= 19, "{hits}/20 shifts found");
+    assert!(extra <= 2 && null_alarms <= 2, "{extra} extra, {null_alarms} on null AR(1)");
+}
+
+#[test]
+fn a_seasonal_series_without_change_has_none_and_a_shift_in_it_is_found() {
+    let season = |seed: u64, shift: f64| -> Vec<f64> {
+        let mut g = Gen::new(seed);
+        (0..1_200)
+            .map(|i| {
+                let phase = std::f64::consts::TAU * f64::from(i) / 60.0;
+                3.0 * phase.sin() + 0.5 * g.normal() + if i >= 700 { shift } else { 0.0 }
+            })
+            .collect()
+    };
+    let mut alarms = 0;
+    for seed in 0..10 {
+        alarms += change_points(&season(80 + seed, 0.0), &ChangeConfig::default()).len();
+    }
+    assert!(alarms <= 1, "{alarms} false change points on 10 seasonal series");
+    let cps = change_points(&season(99, 8.0), &ChangeConfig::default());
+    assert!(cps.iter().any(|c| c.index.abs_diff(700) <= 15), "{cps:?}");
+}
+
+#[test]
+fn onset_of_a_ramp_is_its_start() {
+    let mut g = Gen::new(41);
+    let v: Vec<f64> = (0..1_000)
+        .map(|i| {
+            let level = if i < 400 {
+                0.0
+            } else if i < 600 {
+                5.0 * f64::from(i - 400) / 200.0
+            } else {
+                5.0
+            };
+            level + g.normal()
+        })
+        .collect();
+    let o = onset(&v, &ChangeConfig::default()).unwrap();
+    // The ramp starts at 400 and is 5 noise sd high after 200 samples: its first samples
+    // are indistinguishable from the flat part; the middle would be 500.
+    assert!((385..=445).contains(&o.index), "{o:?}");
+    assert!(o.ci.0 <= 400 && o.index <= o.ci.1, "{o:?}");
+}
+
+#[test]
+fn kinds_and_values_either_side() {
+    let v = gaussian(42, &[(400, 10.0, 1.0), (400, 14.0, 1.0)]);
+    let c = change_points(&v, &ChangeConfig::default())[0];
+    assert_eq!(c.kind, ChangeKind::Level, "{c:?}");
+    assert!((c.kind_before - 10.0).abs() < 0.3 && (c.kind_after - 14.0).abs() < 0.3, "{c:?}");
+    let v = gaussian(43, &[(400, 10.0, 1.0), (400, 10.0, 4.0)]);
+    let c = change_points(&v, &ChangeConfig::default())[0];
+    assert_eq!(c.kind, ChangeKind::Spread, "{c:?}");
+    assert!((c.kind_before - 1.0).abs() < 0.3 && (c.kind_after - 4.0).abs() < 1.0, "{c:?}");
+    let r = change_points(&v, &ChangeConfig::with_model(ChangeModel::Rank))[0];
+    assert_eq!(r.kind, ChangeKind::Spread, "{r:?}");
+}
+
+#[test]
+fn options_change_sensitivity_and_segment_length() {
+    let v = gaussian(44, &[(300, 0.0, 1.0), (300, 1.0, 1.0), (300, 0.0, 1.0)]);
+    let strict = ChangeConfig { penalty_scale: 10.0, ..ChangeConfig::default() };
+    assert!(change_points(&v, &strict).is_empty());
+    let loose = ChangeConfig { penalty_scale: 0.5, ..ChangeConfig::default() };
+    let found = change_points(&v, &loose);
+    assert!(found.len() >= 2, "{found:?}");
+    let long = ChangeConfig { min_size: 400, ..ChangeConfig::default() };
+    let cps = change_points(&v, &long);
+    assert!(
+        cps.windows(2).all(|w| w[1].index - w[0].index >= 400) && cps.iter().all(|c| c.index >= 400 && c.index <= 500)
+    );
+    assert_eq!(ChangeModel::parse(" Trend "), Some(ChangeModel::Trend));
+    assert_eq!(ChangeModel::parse("level").map(ChangeModel::name), Some("level"));
+    assert_eq!(ChangeModel::parse("ramp"), None);
+}
+
+#[test]
+fn every_model_survives_hostile_values() {
+    let hostile = [
+        vec![f64::INFINITY, f64::NEG_INFINITY, 0.0, 1e308, -1e308, 5e-324, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+        vec![f64::INFINITY; 50],
+        (0..100).map(|i| if i % 2 == 0 { 1e300 } else { -1e300 }).collect(),
+        (0..100).map(|i| f64::from(i) * 1e-300).collect(),
+    ];
+    for model in [ChangeModel::Trend, ChangeModel::Level, ChangeModel::Rank] {
+        let cfg = ChangeConfig::with_model(model);
+        for v in &hostile {
+            for c in change_points(v, &cfg) {
+                assert!(
+                    c.index < v.len() && c.ci.0 <= c.ci.1 && (0.0..=1.0).contains(&c.confidence),
+                    "{model:?} {c:?}"
+                );
+            }
+            let _ = onset(v, &cfg);
+        }
+    }
+}
