@@ -94,7 +94,11 @@ fn main() -> Result<()> {
     );
 
     // ---------------------------------------------------------------- lag_corr
-    let (pairs, len, max_lag) = (env("LOCKSTEP_BENCH_LAG_PAIRS", 1000), env("LOCKSTEP_BENCH_LAG_LEN", 100_000), env("LOCKSTEP_BENCH_LAG_MAX", 500));
+    let (pairs, len, max_lag) = (
+        env("LOCKSTEP_BENCH_LAG_PAIRS", 1000),
+        env("LOCKSTEP_BENCH_LAG_LEN", 100_000),
+        env("LOCKSTEP_BENCH_LAG_MAX", 500),
+    );
     eprintln!("generating {pairs} pairs x {len} points");
     let mut xs = Vec::with_capacity(pairs * len);
     let mut ys = Vec::with_capacity(pairs * len);
@@ -142,15 +146,21 @@ fn main() -> Result<()> {
         let times: Arc<Int64Array> = Arc::new((0..len as i64).map(|i| i * 1_000_000_000).collect());
         let mut batches = Vec::with_capacity(pairs);
         for p in 0..pairs {
-            batches.push(RecordBatch::try_new(schema.clone(), vec![
-                Arc::new(Int32Array::from(vec![p as i32; len])),
-                times.clone(),
-                Arc::new(Float64Array::from(xs[p * len..(p + 1) * len].to_vec())),
-                Arc::new(Float64Array::from(ys[p * len..(p + 1) * len].to_vec())),
-            ])?);
+            batches.push(RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int32Array::from(vec![p as i32; len])),
+                    times.clone(),
+                    Arc::new(Float64Array::from(xs[p * len..(p + 1) * len].to_vec())),
+                    Arc::new(Float64Array::from(ys[p * len..(p + 1) * len].to_vec())),
+                ],
+            )?);
         }
         let ctx = sql_ctx(batches)?;
-        let q = format!("SELECT pair, r['lag_ns'] FROM (SELECT pair, lag_corr(t, x, y, {}) AS r FROM s GROUP BY pair)", max_lag as i64 * 1_000_000_000);
+        let q = format!(
+            "SELECT pair, r['lag_ns'] FROM (SELECT pair, lag_corr(t, x, y, {}) AS r FROM s GROUP BY pair)",
+            max_lag as i64 * 1_000_000_000
+        );
         let t0 = Instant::now();
         let out = rt.block_on(async { ctx.sql(&q).await?.collect().await })?;
         let secs = t0.elapsed().as_secs_f64();
@@ -192,7 +202,8 @@ fn main() -> Result<()> {
 
     // ---------------------------------------------------------------- change_points
     let (series, cp_len) = (env("LOCKSTEP_BENCH_CP_SERIES", 1000), env("LOCKSTEP_BENCH_CP_LEN", 10_000));
-    let (kernel_sample, pelt_sample) = (env("LOCKSTEP_BENCH_KERNEL_SAMPLE", 10).min(series), env("LOCKSTEP_BENCH_PELT_SAMPLE", 1).min(series));
+    let (kernel_sample, pelt_sample) =
+        (env("LOCKSTEP_BENCH_KERNEL_SAMPLE", 10).min(series), env("LOCKSTEP_BENCH_PELT_SAMPLE", 1).min(series));
     eprintln!("generating {series} series x {cp_len} points");
     let mut vs = Vec::with_capacity(series * cp_len);
     let mut cp_truth = Vec::with_capacity(series);
@@ -234,11 +245,14 @@ fn main() -> Result<()> {
         let times: Arc<Int64Array> = Arc::new((0..cp_len as i64).map(|i| i * 1_000_000_000).collect());
         let mut batches = Vec::with_capacity(series);
         for s in 0..series {
-            batches.push(RecordBatch::try_new(schema.clone(), vec![
-                Arc::new(Int32Array::from(vec![s as i32; cp_len])),
-                times.clone(),
-                Arc::new(Float64Array::from(vs[s * cp_len..(s + 1) * cp_len].to_vec())),
-            ])?);
+            batches.push(RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int32Array::from(vec![s as i32; cp_len])),
+                    times.clone(),
+                    Arc::new(Float64Array::from(vs[s * cp_len..(s + 1) * cp_len].to_vec())),
+                ],
+            )?);
         }
         let ctx = sql_ctx(batches)?;
         let q = "SELECT series, array_length(change_points(t, v)) FROM s GROUP BY series";
@@ -246,7 +260,8 @@ fn main() -> Result<()> {
         let out = rt.block_on(async { ctx.sql(q).await?.collect().await })?;
         let secs = t0.elapsed().as_secs_f64();
         for b in &out {
-            let (sc, nc) = (b.column(0).as_primitive::<Int32Type>(), b.column(1).as_primitive::<arrow::datatypes::UInt64Type>());
+            let (sc, nc) =
+                (b.column(0).as_primitive::<Int32Type>(), b.column(1).as_primitive::<arrow::datatypes::UInt64Type>());
             for i in 0..b.num_rows() {
                 let n = if nc.is_null(i) { 0 } else { nc.value(i) as usize };
                 if n != cp_ours[sc.value(i) as usize].len() {
@@ -260,8 +275,20 @@ fn main() -> Result<()> {
     };
 
     eprintln!("ruptures change points ({kernel_sample} kernel, {pelt_sample} pelt series)");
-    let py = python(&["cp".into(), d.clone(), series.to_string(), cp_len.to_string(), kernel_sample.to_string(), pelt_sample.to_string()])?;
-    let mut notes = vec![lag_note, format!("change_points accuracy (one step within 20 samples, or none when none): Lockstep {cp_correct}/{series}")];
+    let py = python(&[
+        "cp".into(),
+        d.clone(),
+        series.to_string(),
+        cp_len.to_string(),
+        kernel_sample.to_string(),
+        pelt_sample.to_string(),
+    ])?;
+    let mut notes = vec![
+        lag_note,
+        format!(
+            "change_points accuracy (one step within 20 samples, or none when none): Lockstep {cp_correct}/{series}"
+        ),
+    ];
     for (name, label) in [("kernel_rbf", "ruptures KernelCPD(rbf), C"), ("pelt_rank", "ruptures Pelt(rank, jump=5)")] {
         let r = &py[name];
         let count = r["series"].as_u64().unwrap_or(0) as usize;
@@ -273,7 +300,10 @@ fn main() -> Result<()> {
         let mut ok = 0;
         let mut ours_ok = 0;
         for s in 0..count {
-            let f: Vec<usize> = r["found"][s].as_array().map(|a| a.iter().filter_map(|v| v.as_u64()).map(|v| v as usize).collect()).unwrap_or_default();
+            let f: Vec<usize> = r["found"][s]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).map(|v| v as usize).collect())
+                .unwrap_or_default();
             ok += usize::from(hit(&f, cp_truth[s]));
             ours_ok += usize::from(hit(&cp_ours[s], cp_truth[s]));
         }
@@ -286,7 +316,8 @@ fn main() -> Result<()> {
             series / count,
             full / cp_engine
         ));
-        notes.push(format!("{label}: correct on {ok}/{count} sampled series (Lockstep on the same: {ours_ok}/{count})"));
+        notes
+            .push(format!("{label}: correct on {ok}/{count} sampled series (Lockstep on the same: {ours_ok}/{count})"));
     }
     println!("\n{table}");
     for n in notes {

@@ -286,7 +286,9 @@ fn sql_scripts_and_interactive_shell() {
     // Each line is typed once the shell asks for it (line editors drop typed-ahead input).
     let prompts = |s: &str| s.matches("lockstep> ").count() + s.matches("       -> ").count();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    for (i, line) in ["SELECT 41+1 AS x;", "SELECT count(*)", "AS n FROM samples;", "SELEC bad;", "\\q"].iter().enumerate() {
+    for (i, line) in
+        ["SELECT 41+1 AS x;", "SELECT count(*)", "AS n FROM samples;", "SELEC bad;", "\\q"].iter().enumerate()
+    {
         while prompts(&seen.lock().unwrap()) <= i {
             assert!(std::time::Instant::now() < deadline, "no prompt {}: {}", i + 1, seen.lock().unwrap());
             std::thread::sleep(std::time::Duration::from_millis(20));

@@ -22,8 +22,6 @@ pub mod rng;
 pub mod robust;
 pub mod xcorr;
 
-pub use change_points::{
-    ChangeConfig, ChangeDetector, ChangeKind, ChangeModel, ChangePoint, TimedChange,
-};
+pub use change_points::{ChangeConfig, ChangeDetector, ChangeKind, ChangeModel, ChangePoint, TimedChange};
 pub use grid::{Grid, snap_pairs};
 pub use lag_corr::{LagCorr, LagCorrConfig, LagCorrelator, NullModel, XcorrMethod};

@@ -27,6 +27,7 @@ mod compare;
 mod context;
 mod load;
 pub mod report;
+mod signal;
 mod stats;
 pub mod table;
 pub mod text;

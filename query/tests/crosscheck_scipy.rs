@@ -222,8 +222,11 @@ fn lag_corr_matches_scipy() {
         assert_eq!(parts[0], c.name);
         let scipy_lag: i64 = parts[1].parse().unwrap();
         let scipy_coef: f64 = parts[2].parse().unwrap();
-        println!("{:<12} lockstep lag {:>4} coef {coef:+.12} p {p:?} | scipy lag {scipy_lag:>4} coef {scipy_coef:+.12}",
-            c.name, lag_ns / 1_000_000_000);
+        println!(
+            "{:<12} lockstep lag {:>4} coef {coef:+.12} p {p:?} | scipy lag {scipy_lag:>4} coef {scipy_coef:+.12}",
+            c.name,
+            lag_ns / 1_000_000_000
+        );
         assert_eq!(*lag_ns, scipy_lag * 1_000_000_000, "{}: lag differs from scipy", c.name);
         assert!((coef - scipy_coef).abs() < 1e-9, "{}: coef {coef} vs scipy {scipy_coef}", c.name);
         if c.sign != 0.0 {
@@ -306,11 +309,18 @@ fn change_points_match_or_beat_ruptures() {
             Field::new("t", DataType::Int64, false),
             Field::new("v", DataType::Float64, false),
         ]));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(times)), Arc::new(Float64Array::from(vals))])
-            .unwrap();
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(times)), Arc::new(Float64Array::from(vals))])
+                .unwrap();
         let (cps, onset) = rt.block_on(async {
             let ctx = context(batch).await;
-            let cps = ctx.sql("SELECT c['time'] FROM (SELECT unnest(change_points(t, v)) AS c FROM t)").await.unwrap().collect().await.unwrap();
+            let cps = ctx
+                .sql("SELECT c['time'] FROM (SELECT unnest(change_points(t, v)) AS c FROM t)")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
             let onset = ctx.sql("SELECT onset(t, v)['time'] FROM t").await.unwrap().collect().await.unwrap();
             (cps, onset)
         });
@@ -326,7 +336,9 @@ fn change_points_match_or_beat_ruptures() {
     }
     let peers = run_peers(dir.path(), &manifest);
     assert_eq!(peers.len(), cases.len(), "{peers:?}");
-    let mut report = String::from("scenario      | truth      | lockstep (hits/false)      | ruptures rank            | ruptures normal\n");
+    let mut report = String::from(
+        "scenario      | truth      | lockstep (hits/false)      | ruptures rank            | ruptures normal\n",
+    );
     for ((c, line), ((found, keep), onset)) in cases.iter().zip(&peers).zip(ours.iter().zip(&onsets)) {
         let mut parts = line.split_whitespace();
         assert_eq!(parts.next(), Some(c.name));
@@ -334,23 +346,37 @@ fn change_points_match_or_beat_ruptures() {
         for p in parts {
             let (model, list) = p.split_once(':').unwrap();
             // ruptures reports positions among the samples it saw; map back to indices.
-            let idx: Vec<usize> = list.split(',').filter(|s| !s.is_empty()).map(|s| keep[s.parse::<usize>().unwrap()]).collect();
+            let idx: Vec<usize> =
+                list.split(',').filter(|s| !s.is_empty()).map(|s| keep[s.parse::<usize>().unwrap()]).collect();
             theirs.push((model.to_string(), idx));
         }
         let ramp = c.name == "ramp";
         let mine = score(found, &c.truth, TOL, ramp);
         let rank = score(&theirs[0].1, &c.truth, TOL, ramp);
         let normal = score(&theirs[1].1, &c.truth, TOL, ramp);
-        writeln!(report, "{:<13} | {:<10} | {:<26} | {:<24} | {}",
-            c.name, format!("{:?}", c.truth), format!("{found:?} {mine:?}"),
-            format!("{:?} {rank:?}", theirs[0].1), format!("{:?} {normal:?}", theirs[1].1)).unwrap();
+        // Padding applies to the whole Debug text only through an inner `format!`.
+        #[allow(clippy::format_in_format_args)]
+        writeln!(
+            report,
+            "{:<13} | {:<10} | {:<26} | {:<24} | {}",
+            c.name,
+            format!("{:?}", c.truth),
+            format!("{found:?} {mine:?}"),
+            format!("{:?} {rank:?}", theirs[0].1),
+            format!("{:?} {normal:?}", theirs[1].1)
+        )
+        .unwrap();
         let want = if ramp { 1 } else { c.truth.len() };
         // Lockstep finds every true change with no false alarm, in every scenario.
         assert_eq!(mine, (want, 0), "{}: lockstep {found:?}", c.name);
         if c.heavy {
             // Heavy tails: Lockstep beats or matches both ruptures configurations.
             for (model, s) in [("rank", rank), ("normal", normal)] {
-                assert!(mine.0 >= s.0 && mine.1 <= s.1, "{}: lockstep {mine:?} worse than ruptures {model} {s:?}", c.name);
+                assert!(
+                    mine.0 >= s.0 && mine.1 <= s.1,
+                    "{}: lockstep {mine:?} worse than ruptures {model} {s:?}",
+                    c.name
+                );
             }
         } else if c.name == "variance" {
             // Only the mean-and-variance cost can see a pure variance change.

@@ -47,9 +47,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let script = match (&args.query, &args.file) {
         (Some(q), _) if q != "-" => Some(q.clone()),
-        (_, Some(file)) => {
-            Some(std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?)
-        }
+        (_, Some(file)) => Some(std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?),
         (None, None) if std::io::stdin().is_terminal() => None,
         _ => {
             let mut text = String::new();
@@ -102,10 +100,7 @@ fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
         // A missing history file is the first session.
         let _ = editor.load_history(path);
     }
-    eprintln!(
-        "Lockstep SQL on {} (read-only). End statements with ';'; \\q quits.",
-        args.store.data_dir.display()
-    );
+    eprintln!("Lockstep SQL on {} (read-only). End statements with ';'; \\q quits.", args.store.data_dir.display());
     let mut pending = String::new();
     loop {
         let prompt = if pending.is_empty() { "lockstep> " } else { "       -> " };
@@ -136,10 +131,10 @@ fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("reading a line"),
         }
     }
-    if let Some(path) = &history {
-        if let Err(e) = editor.save_history(path) {
-            eprintln!("warning: history not saved to {}: {e}", path.display());
-        }
+    if let Some(path) = &history
+        && let Err(e) = editor.save_history(path)
+    {
+        eprintln!("warning: history not saved to {}: {e}", path.display());
     }
     Ok(())
 }
@@ -179,9 +174,5 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
     } else {
         drop(printer);
     }
-    if out.closed() {
-        Ok(Printed::ReaderGone)
-    } else {
-        result.map(|()| Printed::All)
-    }
+    if out.closed() { Ok(Printed::ReaderGone) } else { result.map(|()| Printed::All) }
 }

@@ -32,11 +32,7 @@ pub type SnappedPairs = (Grid, Vec<f64>, Vec<f64>);
 /// between consecutive timestamps that are within ±50 % of their median. `None` when fewer
 /// than two distinct timestamps exist.
 pub fn infer_step(sorted_times: &[i64]) -> Option<i64> {
-    let mut diffs: Vec<i64> = sorted_times
-        .windows(2)
-        .map(|w| w[1].saturating_sub(w[0]))
-        .filter(|d| *d > 0)
-        .collect();
+    let mut diffs: Vec<i64> = sorted_times.windows(2).map(|w| w[1].saturating_sub(w[0])).filter(|d| *d > 0).collect();
     if diffs.is_empty() {
         return None;
     }
@@ -70,9 +66,7 @@ pub fn snap_pairs(times: &[i64], x: &[f64], y: &[f64]) -> Result<Option<SnappedP
     // and no sort is needed. Otherwise filter, and sort by (time, x, y) so that rows sharing
     // a slot are summed in an order independent of how partial states were merged.
     let owned: (Vec<i64>, Vec<f64>, Vec<f64>);
-    let (ts, xs, ys) = if times.windows(2).all(|w| w[0] < w[1])
-        && x.iter().chain(y).all(|v| v.is_finite())
-    {
+    let (ts, xs, ys) = if times.windows(2).all(|w| w[0] < w[1]) && x.iter().chain(y).all(|v| v.is_finite()) {
         (times, x, y)
     } else {
         let mut rows: Vec<(i64, f64, f64)> = times

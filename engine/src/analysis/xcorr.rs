@@ -144,11 +144,7 @@ pub fn lags_direct(x: &[f64], y: &[f64], max_lag: usize, out: &mut Vec<f64>) {
         if shift >= n {
             continue;
         }
-        *slot = if k >= 0 {
-            dot(&x[..n - shift], &y[shift..n])
-        } else {
-            dot(&x[shift..n], &y[..n - shift])
-        };
+        *slot = if k >= 0 { dot(&x[..n - shift], &y[shift..n]) } else { dot(&x[shift..n], &y[..n - shift]) };
     }
 }
 

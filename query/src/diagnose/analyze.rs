@@ -2,10 +2,10 @@
 //! the baseline) with its clock uncertainty.
 
 use super::context::SeriesMeta;
-use super::load::{Signal, Timeline};
+use super::signal::{Signal, Timeline};
 use super::stats::{mad, mean, median};
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// The baseline ends this long before the slowdown (root causes lead it by up to about a minute).
 const BASELINE_LEAD_NS: i64 = 120 * SEC;
 /// Shortest baseline.
@@ -33,7 +33,8 @@ pub(crate) struct Windows {
 impl Windows {
     /// Windows for a slowdown at `slowdown` inside `[from, to)`.
     pub fn around(from: i64, to: i64, slowdown: i64) -> Windows {
-        let base_end = slowdown.saturating_sub(BASELINE_LEAD_NS).max(from.saturating_add(MIN_BASELINE_NS)).min(slowdown);
+        let base_end =
+            slowdown.saturating_sub(BASELINE_LEAD_NS).max(from.saturating_add(MIN_BASELINE_NS)).min(slowdown);
         Windows { from, base_end, slowdown, to }
     }
 }
@@ -132,6 +133,7 @@ fn departure(s: &Signal, start: usize, m0: f64, s0: f64, m1: f64) -> Option<(usi
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -140,7 +142,13 @@ mod tests {
         let mut s = Signal::default();
         for i in 0..100i64 {
             s.t.push(i * SEC);
-            let v = if i == 30 { 50.0 } else if i >= 60 { 10.0 + (i % 3) as f64 } else { (i % 3) as f64 };
+            let v = if i == 30 {
+                50.0
+            } else if i >= 60 {
+                10.0 + (i % 3) as f64
+            } else {
+                (i % 3) as f64
+            };
             s.v.push(v);
         }
         let (i, early) = departure(&s, 40, 1.0, 1.48, 11.0).unwrap();

@@ -10,7 +10,8 @@ use roaring::RoaringBitmap;
 use serde::Serialize;
 
 use super::context::{JobContext, SeriesMeta};
-use super::load::{Timeline, derive};
+use super::load::derive;
+use super::signal::Timeline;
 use super::stats::{mean, quantile};
 use super::{ClockMode, DiagnoseError, DiagnoseOptions};
 

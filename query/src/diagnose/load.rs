@@ -3,27 +3,29 @@
 
 use std::collections::HashSet;
 
+use lockstep_engine::Rows;
 use lockstep_engine::Store;
 use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
-use lockstep_engine::clock::{ClockModel, ClockSet};
-use lockstep_engine::Rows;
+use lockstep_engine::clock::ClockSet;
+use lockstep_engine::metrics::names;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
 
 use super::analyze::{Features, Windows, features};
 use super::context::{JobContext, SeriesMeta};
+pub(crate) use super::signal::{Signal, Timeline};
 use super::stats::median_in_place;
-use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown, UNCERTAINTY_UNKNOWN};
+use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown};
 
 /// The step-time metric.
-pub(crate) const STEP_METRIC: &str = "train_step_duration_seconds";
+pub(crate) const STEP_METRIC: &str = names::STEP_TIME;
 /// Local-time padding of the scan around the window (covers clock offsets).
 const SCAN_PAD_NS: i64 = 600_000_000_000;
 /// A slowdown must raise the median step time by at least this factor.
 pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
 /// Most grid slots in a window (the grid step grows beyond that).
 const MAX_SLOTS: i64 = 4000;
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 /// A slower segment lasting this long is sustained even with few steps in it.
 const SUSTAIN_NS: i64 = 20 * SEC;
 
@@ -60,15 +62,6 @@ impl Grid {
     }
 }
 
-/// A series on the chosen timeline.
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    /// Times (reference ns, or raw in raw mode), ascending.
-    pub t: Vec<i64>,
-    /// Values (rates for counters).
-    pub v: Vec<f64>,
-}
-
 /// Result for one series.
 #[derive(Debug)]
 pub(crate) struct SeriesOut {
@@ -97,45 +90,6 @@ pub(crate) struct Loaded {
     pub step_points: Vec<(i64, f64)>,
 }
 
-/// The timeline: clock models (corrected) or none (raw).
-#[derive(Clone, Copy)]
-pub(crate) struct Timeline<'a> {
-    clocks: Option<&'a ClockSet>,
-}
-
-impl Timeline<'static> {
-    /// Raw timestamps, taken as exact.
-    pub fn raw() -> Self {
-        Timeline { clocks: None }
-    }
-}
-
-impl<'a> Timeline<'a> {
-    /// Corrected time from `clocks`.
-    pub fn corrected(clocks: &'a ClockSet) -> Self {
-        Timeline { clocks: Some(clocks) }
-    }
-}
-
-impl<'a> Timeline<'a> {
-    /// The model of a host (None in raw mode or without a model).
-    fn model(&self, host: &str) -> Option<&'a ClockModel> {
-        self.clocks.and_then(|c| c.model(host))
-    }
-
-    /// Uncertainty (ns) of a corrected time of `host` (0 in raw mode).
-    pub fn uncertainty(&self, host: &str, t: i64) -> i64 {
-        match self.clocks {
-            None => 0,
-            Some(c) => match c.model(host) {
-                None => UNCERTAINTY_UNKNOWN,
-                // θ is tiny next to the model's segments: the local time of t is t + θ(t).
-                Some(m) => m.uncertainty_at(t.saturating_add(m.offset_at(t))),
-            },
-        }
-    }
-}
-
 /// Loads the job's data and computes the per-series features (see the module docs).
 pub(crate) fn load(
     store: &Store,
@@ -148,16 +102,12 @@ pub(crate) fn load(
         None => Timeline::raw(),
     };
     let grid = Grid::new(ctx.from, ctx.to);
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        opts.threads
-    };
+    let threads =
+        if opts.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { opts.threads };
     let range = Some((ctx.from.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
 
     // 1. Step time: the slowdown and the analysis windows.
-    let step_idx: Vec<usize> =
-        (0..ctx.series.len()).filter(|&i| ctx.series[i].metric() == STEP_METRIC).collect();
+    let step_idx: Vec<usize> = (0..ctx.series.len()).filter(|&i| ctx.series[i].metric() == STEP_METRIC).collect();
     let parts = scan(store, range, step_idx.iter().map(|&i| ctx.series[i].id))?;
     let step_grids: Vec<Vec<f32>> = step_idx
         .iter()
@@ -241,7 +191,7 @@ pub(crate) fn derive(meta: &SeriesMeta, parts: &[Rows], timeline: Timeline<'_>, 
     let model = timeline.model(&meta.host);
     let info = meta.info.as_ref();
     let counter = meta.is_counter();
-    let throttle = matches!(meta.metric(), "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" | "DCGM_FI_DEV_CLOCKS_EVENT_REASONS");
+    let throttle = matches!(meta.metric(), names::THROTTLE_REASONS | names::CLOCKS_EVENT_REASONS);
     let mut out = Signal::default();
     let mut prev: Option<(i64, f64)> = None;
     for rows in parts {
@@ -386,4 +336,3 @@ fn trimmed_mean(values: &[f64]) -> f64 {
     let mid = &v[cut..v.len() - cut];
     mid.iter().sum::<f64>() / mid.len() as f64
 }
-

@@ -10,7 +10,8 @@ use lockstep_engine::metrics::{Direction, EntityKind, MetricClass, names};
 
 use super::analyze::{Features, Onset, Windows, features};
 use super::context::{JobContext, SeriesMeta};
-use super::load::{Loaded, STEP_METRIC, Signal, across_median};
+use super::load::{Loaded, STEP_METRIC, across_median};
+use super::signal::Signal;
 use super::stats::{mad, median};
 use super::text::{fmt_change, sql_aggregate, sql_series};
 use super::{ChainLink, Decomposition, DiagnoseOptions, Diagnosis, Lane, Suspect, UNCERTAINTY_UNKNOWN};
@@ -19,7 +20,7 @@ mod causes;
 
 use causes::{network, storage_or_loading, straggler};
 
-const SEC: i64 = 1_000_000_000;
+use lockstep_engine::model::SEC;
 const WAIT_METRIC: &str = names::DATALOADER_WAIT;
 const EXEC_METRIC: &str = names::COLLECTIVE_EXEC_TIME;
 /// A series counts as changed beyond this robust |z| ...

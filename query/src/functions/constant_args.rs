@@ -14,11 +14,7 @@ use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 /// Evaluates `expr` as a constant, failing with a plan error if it refers to a column.
-pub(crate) fn constant(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<ScalarValue> {
+pub(crate) fn constant(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<ScalarValue> {
     let batch = RecordBatch::new_empty(Arc::new(Schema::empty()));
     match expr.evaluate(&batch) {
         Ok(ColumnarValue::Scalar(value)) => Ok(value),
@@ -27,11 +23,7 @@ pub(crate) fn constant(
 }
 
 /// Reads a constant float argument; `None` when it is NULL.
-pub(crate) fn constant_f64(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<Option<f64>> {
+pub(crate) fn constant_f64(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<Option<f64>> {
     let value = constant(expr, function, argument)?;
     if value.is_null() {
         return Ok(None);
@@ -52,11 +44,7 @@ pub(crate) fn constant_quantile(expr: &Arc<dyn PhysicalExpr>, function: &str) ->
 }
 
 /// Reads a constant integer argument; `None` when it is NULL.
-pub(crate) fn constant_i64(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<Option<i64>> {
+pub(crate) fn constant_i64(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<Option<i64>> {
     let value = constant(expr, function, argument)?;
     if value.is_null() {
         return Ok(None);
@@ -68,11 +56,7 @@ pub(crate) fn constant_i64(
 }
 
 /// Reads a constant string argument; `None` when it is NULL.
-pub(crate) fn constant_str(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<Option<String>> {
+pub(crate) fn constant_str(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<Option<String>> {
     match constant(expr, function, argument)? {
         ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v),
         other if other.is_null() => Ok(None),
@@ -81,11 +65,7 @@ pub(crate) fn constant_str(
 }
 
 /// Reads a constant timestamp (any unit) as nanoseconds since the epoch.
-pub(crate) fn constant_timestamp_ns(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<i64> {
+pub(crate) fn constant_timestamp_ns(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<i64> {
     let value = constant(expr, function, argument)?;
     let nanos = match &value {
         ScalarValue::TimestampNanosecond(v, _) => *v,
@@ -102,24 +82,18 @@ pub(crate) fn constant_timestamp_ns(
 
 /// Reads a constant fixed-length interval (days, hours, .. nanoseconds) as nanoseconds.
 /// Month intervals have no fixed length and are rejected; so are zero and negative ones.
-pub(crate) fn constant_interval_ns(
-    expr: &Arc<dyn PhysicalExpr>,
-    function: &str,
-    argument: &str,
-) -> Result<i64> {
+pub(crate) fn constant_interval_ns(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<i64> {
     const DAY_NS: i64 = 86_400_000_000_000;
     let value = constant(expr, function, argument)?;
     let nanos = match &value {
-        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => i64::from(v.days)
-            .checked_mul(DAY_NS)
-            .and_then(|d| d.checked_add(v.nanoseconds)),
-        ScalarValue::IntervalDayTime(Some(v)) => i64::from(v.days)
-            .checked_mul(DAY_NS)
-            .and_then(|d| d.checked_add(i64::from(v.milliseconds) * 1_000_000)),
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            i64::from(v.days).checked_mul(DAY_NS).and_then(|d| d.checked_add(v.nanoseconds))
+        }
+        ScalarValue::IntervalDayTime(Some(v)) => {
+            i64::from(v.days).checked_mul(DAY_NS).and_then(|d| d.checked_add(i64::from(v.milliseconds) * 1_000_000))
+        }
         ScalarValue::IntervalYearMonth(_) | ScalarValue::IntervalMonthDayNano(Some(_)) => {
-            return plan_err!(
-                "{function}: argument {argument} must be a fixed-length interval (no months)"
-            );
+            return plan_err!("{function}: argument {argument} must be a fixed-length interval (no months)");
         }
         ScalarValue::Int64(v) => *v,
         other if other.is_null() => {
@@ -136,13 +110,7 @@ pub(crate) fn constant_interval_ns(
 }
 
 /// Checks the number of arguments for a user-defined signature.
-pub(crate) fn check_arity(
-    function: &str,
-    args: &[DataType],
-    min: usize,
-    max: usize,
-    usage: &str,
-) -> Result<()> {
+pub(crate) fn check_arity(function: &str, args: &[DataType], min: usize, max: usize, usage: &str) -> Result<()> {
     if args.len() < min || args.len() > max {
         return plan_err!(
             "{function} expects {usage}, got {} argument{}",
