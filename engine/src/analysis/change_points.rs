@@ -590,19 +590,7 @@ fn is_constant(values: &[f64]) -> bool {
 
 /// Median (mean of the two middle values for even lengths); `NaN` for an empty slice.
 fn median(values: &[f64], scratch: &mut Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    scratch.clear();
-    scratch.extend_from_slice(values);
-    let mid = scratch.len() / 2;
-    let (lower, m, _) = scratch.select_nth_unstable_by(mid, f64::total_cmp);
-    let hi = *m;
-    if values.len() % 2 == 1 {
-        return hi;
-    }
-    let lo = lower.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if lo == hi { hi } else { lo / 2.0 + hi / 2.0 }
+    if values.is_empty() { f64::NAN } else { super::robust::median(values, scratch) }
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub fn median(values: &[f64], scratch: &mut Vec<f64>) -> f64 {
         return hi;
     }
     let lo = lower.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    lo / 2.0 + hi / 2.0
+    if lo == hi { hi } else { lo / 2.0 + hi / 2.0 }
 }
 
 /// A robust standard deviation: the root mean square of the smallest [`TRIM_KEEP`] of the
