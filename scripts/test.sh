@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --- setup (idempotent; skipped when everything is present) ---------------------------------
-PY_PACKAGES="duckdb pyarrow pandas numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc"
-if ! python3 -c "import duckdb, pyarrow, pandas, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc" 2>/dev/null; then
+PY_PACKAGES="duckdb pyarrow pandas numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http"
+if ! python3 -c "import duckdb, pyarrow, pandas, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, opentelemetry.exporter.otlp.proto.http" 2>/dev/null; then
   echo "== installing Python packages: $PY_PACKAGES"
   python3 -m pip install --quiet --disable-pip-version-check $PY_PACKAGES
 fi

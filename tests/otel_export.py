@@ -1,8 +1,10 @@
-"""Exports a gauge, a counter and a histogram with the OpenTelemetry Python SDK over OTLP/gRPC.
+"""Exports a gauge, a counter and a histogram with the OpenTelemetry Python SDK over OTLP/gRPC
+or OTLP/HTTP (protobuf).
 
 Used by tests/cli/serve.rs::serve_accepts_otlp_from_python_sdk against a real `lockstep serve`.
 
     python3 tests/otel_export.py --endpoint http://127.0.0.1:4317 --token TOKEN
+    python3 tests/otel_export.py --protocol http --endpoint http://127.0.0.1:9091/v1/metrics --token TOKEN
 
 Resource: host.name=otel-host, service.name=otel-test. Exits non-zero unless every export
 returned SUCCESS.
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExportResult, PeriodicExportingMetricReader
@@ -21,29 +22,45 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 
 
-class RecordingExporter(OTLPMetricExporter):
-    """Remembers the result of every export."""
+RESULTS: list = []
 
-    results: list = []
 
-    def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs):
-        result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-        RecordingExporter.results.append(result)
-        return result
+def recording(exporter_class):
+    """A subclass of `exporter_class` that remembers the result of every export."""
+
+    class Recording(exporter_class):
+        def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs):
+            result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            RESULTS.append(result)
+            return result
+
+    return Recording
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--token", required=True)
+    ap.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
     args = ap.parse_args()
 
-    exporter = RecordingExporter(
-        endpoint=args.endpoint,
-        insecure=args.endpoint.startswith("http://"),
-        headers=(("authorization", f"Bearer {args.token}"),),
-        timeout=10,
-    )
+    if args.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        exporter = recording(OTLPMetricExporter)(
+            endpoint=args.endpoint,
+            insecure=args.endpoint.startswith("http://"),
+            headers=(("authorization", f"Bearer {args.token}"),),
+            timeout=10,
+        )
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        exporter = recording(OTLPMetricExporter)(
+            endpoint=args.endpoint,
+            headers={"authorization": f"Bearer {args.token}"},
+            timeout=10,
+        )
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     provider = MeterProvider(
         resource=Resource.create({"host.name": "otel-host", "service.name": "otel-test"}),
@@ -66,7 +83,7 @@ def main() -> int:
 
     provider.force_flush()
     provider.shutdown()
-    results = RecordingExporter.results
+    results = RESULTS
     print(f"exports: {[r.name for r in results]}")
     if not results or any(r != MetricExportResult.SUCCESS for r in results):
         return 1

@@ -22,6 +22,7 @@
 
 #[cfg(test)]
 mod compat;
+mod documents;
 mod flush;
 mod import;
 pub mod lock;
@@ -218,6 +219,8 @@ pub struct Store {
     flush_error: Mutex<Option<String>>,
     /// When a write last tried to heal the store (flush after failures, WAL reopen).
     last_heal: Mutex<Option<std::time::Instant>>,
+    /// Serialises document writes, so that versions are numbered without gaps or repeats.
+    documents_lock: Mutex<()>,
     metrics: StoreMetrics,
     /// Clock-sync input and fitted clock models; scans read snapshots of it.
     clocks: Mutex<ClockRegistry>,
@@ -620,37 +623,6 @@ impl Store {
             return true;
         }
         self.flush().is_ok()
-    }
-
-    /// Reads one of the store's documents (`topology.json`, `jobs.json`, `metrics.toml`)
-    /// through the store's storage; `Ok(None)` when the store has none. One rule for every
-    /// reader: missing is `None`, unreadable or not UTF-8 is an error naming the file.
-    pub fn read_document(&self, name: &str) -> Result<Option<String>> {
-        let path = self.document_path(name)?;
-        if !self.storage.exists(&path) {
-            return Ok(None);
-        }
-        let bytes = self.storage.read(&path).map_err(|e| Error::io(&path, e))?;
-        String::from_utf8(bytes.to_vec())
-            .map(Some)
-            .map_err(|_| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8")))
-    }
-
-    /// Replaces one of the store's documents atomically (writers only; see
-    /// [`Store::read_document`]).
-    pub fn write_document(&self, name: &str, text: &str) -> Result<()> {
-        if self.is_read_only() {
-            return Err(self.read_only_error());
-        }
-        let path = self.document_path(name)?;
-        crate::storage::write_atomic(self.storage.as_ref(), &path, text.as_bytes()).map_err(|e| Error::io(&path, e))
-    }
-
-    fn document_path(&self, name: &str) -> Result<PathBuf> {
-        if !DOCUMENTS.contains(&name) {
-            return Err(Error::Internal { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
-        }
-        Ok(self.dir.join(name))
     }
 
     /// Runs `f` with exclusive access to the clock registry: add sync exchanges, direct

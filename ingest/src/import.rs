@@ -106,6 +106,8 @@ pub struct ImportReport {
     pub clock_barriers: u64,
     /// The clock-model version in effect after the import (0 = no clock data at all).
     pub clock_version: u64,
+    /// The documents stored (`topology.json`, `jobs.json`, `metrics.toml`) with their new versions.
+    pub documents: Vec<(&'static str, u64)>,
 }
 
 /// Progress callback: called with (rows read so far, total rows if known).
@@ -126,8 +128,8 @@ pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
 /// (a catalog extension, see `docs/metrics.md`) and its clock
 /// files (all validated first, so a bad one imports nothing), its samples, then the clock
 /// input (sync exchanges, direct offsets, barriers from `collective_end`), refitting the clock
-/// models. A bundle may hold only clock files: they then refine the correction of samples
-/// imported earlier.
+/// models. A bundle may hold only clock files (they then refine the correction of samples
+/// imported earlier) or only documents (the topology and jobs of data written by collectors).
 pub fn import_bundle(
     store: &Store,
     bundle: &Path,
@@ -140,12 +142,15 @@ pub fn import_bundle(
     let mut report = match file {
         Ok(file) => import_file(store, &file, options, progress)?,
         // Clock sync that arrives later (a sync-only bundle) improves the correction of data
-        // already imported.
-        Err(ImportError::NoSamples { .. }) if !clock_input.is_empty() => ImportReport::default(),
+        // already imported; a bundle of only `topology.json`/`jobs.json` describes the
+        // cluster and its jobs for data that arrives (or arrived) another way.
+        Err(ImportError::NoSamples { .. }) if !clock_input.is_empty() || !metadata.is_empty() => {
+            ImportReport::default()
+        }
         Err(e) => return Err(e),
     };
     for (name, text) in metadata {
-        store.write_document(name, &text)?;
+        report.documents.push((name, store.write_document(name, &text)?));
     }
     let barriers = clock::collective_barriers(store)?;
     report.clock_exchanges = clock_input.exchanges.len() as u64;

@@ -1,7 +1,8 @@
-//! The gRPC ingestion server behind `lockstep serve`: native columnar writes
+//! The ingestion server behind `lockstep serve`: native columnar writes
 //! (`lockstep.ingest.v1.Write`), clock synchronisation (`ClockSync`), OpenTelemetry OTLP
-//! `MetricsService/Export` and a read-role `Stats` service, all on one port; optionally
-//! Prometheus remote write 1.0 over HTTP/1.1 on a second port ([`remote_write`]).
+//! `MetricsService/Export` and a read-role `Stats` service, all on one gRPC port; optionally
+//! an HTTP/1.1 port ([`http`]) with Prometheus remote write 1.0 ([`remote_write`]), OTLP over
+//! HTTP ([`otlp_http`]) and the job and topology documents ([`documents`]).
 //!
 //! Every write is acknowledged only after [`lockstep_engine::Store::write`] returned, that is
 //! after its WAL record is fsynced. Bearer tokens ([`auth`]) guard every RPC; limits
@@ -12,8 +13,11 @@ pub mod auth;
 mod clock;
 mod config;
 mod convert;
+pub mod documents;
+pub mod http;
 pub mod memory;
 mod otlp;
+pub mod otlp_http;
 pub mod remote_write;
 mod run;
 mod stats;

@@ -76,9 +76,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         None => "empty".into(),
     };
-    println!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
-    println!("time span: {span}");
-    println!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
+    if report.file.as_os_str().is_empty() {
+        println!("no samples file in {}", bundle.display());
+    } else {
+        println!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
+        println!("time span: {span}");
+        println!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
+    }
+    for (name, version) in &report.documents {
+        println!("stored {name} (version {version})");
+    }
     if report.clock_exchanges + report.clock_offsets + report.clock_barriers > 0 {
         println!(
             "clock sync: {} exchanges, {} direct offsets, {} collective barriers; clock models version {}",

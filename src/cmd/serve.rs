@@ -314,7 +314,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             writeln!(out, "listening on {local}{}", if tls.is_some() { " (tls)" } else { "" })?;
             if let Some(http) = &http {
                 let scheme = if tls.is_some() { "https" } else { "http" };
-                writeln!(out, "prometheus remote write on {scheme}://{}/api/v1/write", http.local_addr()?)?;
+                let addr = http.local_addr()?;
+                writeln!(out, "prometheus remote write on {scheme}://{addr}/api/v1/write")?;
+                writeln!(out, "otlp/http on {scheme}://{addr}/v1/metrics")?;
+                writeln!(out, "jobs and topology on {scheme}://{addr}/api/v1/jobs and /api/v1/topology")?;
             }
             out.flush()?;
         }

@@ -26,6 +26,8 @@ const READ_TOKEN: &str = "read-token-0123456789abcdef";
 struct ServerProc {
     child: Child,
     addr: String,
+    /// The base URL of the HTTP listener (`http://127.0.0.1:port`) with `--http-listen`.
+    http: Option<String>,
     stderr: Option<std::process::ChildStderr>,
 }
 
@@ -43,7 +45,19 @@ impl ServerProc {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        let mut http = None;
+        if extra.contains(&"--http-listen") {
+            // Three lines name the HTTP routes: remote write, OTLP/HTTP, jobs and topology.
+            for _ in 0..3 {
+                let mut l = String::new();
+                stdout.read_line(&mut l).unwrap();
+                if let Some(url) = l.trim().strip_prefix("otlp/http on ") {
+                    http = url.strip_suffix("/v1/metrics").map(str::to_string);
+                }
+            }
+        }
         let Some(rest) = line.strip_prefix("listening on ") else {
             let mut err = String::new();
             child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -51,7 +65,7 @@ impl ServerProc {
             return Err(err);
         };
         let addr = rest.split_whitespace().next().unwrap().to_string();
-        Ok(ServerProc { stderr: child.stderr.take(), child, addr })
+        Ok(ServerProc { stderr: child.stderr.take(), child, addr, http })
     }
 
     fn url(&self) -> String {
@@ -566,23 +580,38 @@ fn serve_with_a_bad_tls_key_fails_before_listening() {
     assert!(errors[0].contains("TLS") && errors[0].contains("private key"), "{stderr}");
 }
 
-/// The OpenTelemetry Python SDK (OTLP/gRPC exporter) exports a gauge, a counter and a
-/// histogram to `lockstep serve`; the values are queryable by SQL.
+/// The OpenTelemetry Python SDK exports a gauge, a counter and a histogram to `lockstep serve`
+/// over OTLP/gRPC; the values are queryable by SQL.
 #[test]
 fn serve_accepts_otlp_from_python_sdk() {
+    otlp_from_python_sdk("grpc");
+}
+
+/// The same over OTLP/HTTP (protobuf) to `POST /v1/metrics` on the HTTP listener.
+#[test]
+fn serve_accepts_otlp_http_from_python_sdk() {
+    otlp_from_python_sdk("http");
+}
+
+fn otlp_from_python_sdk(protocol: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let tokens = token_file(tmp.path());
-    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap()]);
+    let server = ServerProc::start(&db, &["--token-file", tokens.to_str().unwrap(), "--http-listen", "127.0.0.1:0"]);
+    let endpoint = match protocol {
+        "grpc" => server.url(),
+        _ => format!("{}/v1/metrics", server.http.clone().unwrap()),
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otel_export.py");
     let out = Command::new("python3")
         .arg(&script)
-        .args(["--endpoint", &server.url(), "--token", WRITE_TOKEN])
+        .args(["--protocol", protocol, "--endpoint", &endpoint, "--token", WRITE_TOKEN])
         .output()
         .expect("python3");
     assert!(
         out.status.success(),
-        "otel_export.py failed (needs `pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc`, see scripts/test.sh): {}{}",
+        "otel_export.py failed (needs `pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc \
+         opentelemetry-exporter-otlp-proto-http`, see scripts/test.sh): {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -137,6 +137,7 @@ impl Store {
             maintenance_lock: Mutex::new(()),
             flush_error: Mutex::new(None),
             last_heal: Mutex::new(None),
+            documents_lock: Mutex::new(()),
             metrics: StoreMetrics::default(),
         }
     }

@@ -64,6 +64,28 @@ fn bad_rows_fail_the_file_or_are_skipped() {
     assert!(reasons.contains("row 6: has 3 fields, the header has 4"), "{reasons}");
 }
 
+/// A bundle of only `topology.json` and `jobs.json` (the cluster and its jobs, for data that
+/// collectors write) imports; a second one replaces them as new versions.
+#[test]
+fn a_bundle_of_only_topology_and_jobs_imports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(&tmp.path().join("db"));
+    let bundle = tmp.path().join("b");
+    std::fs::create_dir(&bundle).unwrap();
+    write(&bundle, "topology.json", r#"{"nodes": [{"name": "n1", "gpus": 8}]}"#);
+    write(&bundle, "jobs.json", r#"[{"job": "j", "nodes": ["n1"], "start": "2026-01-01T00:00:00Z"}]"#);
+    let report = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(report.samples, 0);
+    assert_eq!(parse_jobs(&s.read_document("jobs.json").unwrap().unwrap()).unwrap()[0].start, T);
+    write(&bundle, "jobs.json", r#"[{"job": "j", "nodes": ["n2"], "start": 0}]"#);
+    let e = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("unknown node n2"), "{e}");
+    write(&bundle, "jobs.json", r#"[{"job": "k", "nodes": ["n1"], "start": 0}]"#);
+    import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(s.document_versions("jobs.json").unwrap(), vec![1, 2]);
+    assert_eq!(s.document_versions("topology.json").unwrap(), vec![1, 2]);
+}
+
 #[test]
 fn wrong_files_get_specific_errors() {
     let tmp = tempfile::tempdir().unwrap();

@@ -499,14 +499,18 @@ fn point_count(m: &opentelemetry_proto::tonic::metrics::v1::Metric) -> usize {
     }
 }
 
-/// The OTLP `MetricsService`.
+/// The OTLP `MetricsService` (gRPC, and behind `POST /v1/metrics` on the HTTP listener).
+#[derive(Clone)]
 pub(crate) struct OtlpService {
     pub(crate) shared: Arc<Shared>,
     pub(crate) deltas: Arc<Mutex<DeltaState>>,
 }
 
 impl OtlpService {
-    async fn export_inner(&self, req: ExportMetricsServiceRequest) -> Result<ExportMetricsServiceResponse, Status> {
+    pub(crate) async fn export_inner(
+        &self,
+        req: ExportMetricsServiceRequest,
+    ) -> Result<ExportMetricsServiceResponse, Status> {
         let shared = &self.shared;
         let _slot = shared.admit_now(0)?;
         let limits = &shared.limits;

@@ -20,9 +20,10 @@ use tonic::{Request, Status};
 use super::auth::{Role, TokenSet};
 use super::clock::{ClockService, Refitter};
 use super::config::ServerConfig;
+use super::documents::Documents;
+use super::http::{self as http_api, HttpApi};
 use super::memory;
 use super::otlp::{DeltaState, OtlpService};
-use super::remote_write::{self, RemoteWrite};
 use super::stats::{StatsService, Telemetry};
 use super::status::DecodeErrors;
 use super::write::{Shared, WriteService};
@@ -197,11 +198,8 @@ impl Server {
             retry_after_ms: limits.retry_after_ms,
         })
         .max_decoding_message_size(max);
-        let otlp = MetricsServiceServer::new(OtlpService {
-            shared: shared.clone(),
-            deltas: Arc::new(Mutex::new(DeltaState::default())),
-        })
-        .max_decoding_message_size(max);
+        let otlp_service = OtlpService { shared: shared.clone(), deltas: Arc::new(Mutex::new(DeltaState::default())) };
+        let otlp = MetricsServiceServer::new(otlp_service.clone()).max_decoding_message_size(max);
         let stats = StatsServer::new(StatsService { store: store.clone(), telemetry: telemetry.clone() });
 
         let mut builder = tonic::transport::Server::builder()
@@ -282,11 +280,16 @@ impl Server {
         let http_task = match http {
             Some(http) => {
                 let acceptor = match &options.tls {
-                    Some(tls) => Some(remote_write::tls_acceptor(&tls.cert, &tls.key).map_err(ServeError::Tls)?),
+                    Some(tls) => Some(http_api::tls_acceptor(&tls.cert, &tls.key).map_err(ServeError::Tls)?),
                     None => None,
                 };
-                let handler = Arc::new(RemoteWrite { shared: shared.clone(), tokens: tokens.clone() });
-                Some(tokio::spawn(remote_write::serve(http, acceptor, handler, async move {
+                let handler = Arc::new(HttpApi {
+                    shared: shared.clone(),
+                    tokens: tokens.clone(),
+                    otlp: otlp_service.clone(),
+                    documents: Documents::default(),
+                });
+                Some(tokio::spawn(http_api::serve(http, acceptor, handler, async move {
                     let _ = http_stop_rx.await;
                 })))
             }

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use lockstep_engine::store::ScanRequest;
 use lockstep_engine::{Store, StoreConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
-use crate::server::{ServeOptions, Server, TokenSet};
+use crate::server::http::http_status;
+use crate::server::http::testing::{self, READ_TOKEN, TOKEN, start, start_with};
+use hyper::StatusCode;
+use tonic::Code;
 
-const TOKEN: &str = "write-token-0123456789abcdef";
-const READ_TOKEN: &str = "read-token-0123456789abcdef";
 /// 2026-01-01T00:00:00Z in milliseconds.
 const T_MS: i64 = 1_767_225_600_000;
 
@@ -31,48 +31,22 @@ fn body(req: &PromWriteRequest) -> Vec<u8> {
     snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(req)).unwrap()
 }
 
-/// Posts `body` and returns (status code, response body).
+/// Posts `body` to the remote-write path and returns (status code, response body).
 async fn post(addr: &str, token: Option<&str>, content_type: &str, body: &[u8]) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "POST /api/v1/write HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Encoding: snappy\r\n\
-         X-Prometheus-Remote-Write-Version: 0.1.0\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", content_type),
+        ("Content-Encoding", "snappy"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a));
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.unwrap();
-    let response = String::from_utf8_lossy(&response).to_string();
-    let code = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let text = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (code, text)
+    let answer = testing::post(addr, WRITE_PATH, &headers, body).await;
+    (answer.code, String::from_utf8_lossy(&answer.body).to_string())
 }
 
 const V1: &str = "application/x-protobuf";
-
-async fn start(store: Arc<Store>) -> (String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap().to_string();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut options = ServeOptions::default();
-    options.config.drain_timeout = std::time::Duration::from_millis(200);
-    options.tokens = Some(TokenSet::parse(&format!("write {TOKEN}\nread {READ_TOKEN}\n")).unwrap());
-    let server = Server::new(store, options);
-    let task = tokio::spawn(async move {
-        let _ = server
-            .run_with_http(grpc, Some(http), async move {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    (addr, stop, task)
-}
 
 /// Samples of `metric` in the store: (labels as `k=v,...`, time ns, value).
 fn read(store: &Store, metric: &str) -> Vec<(String, i64, f64)> {
@@ -153,11 +127,10 @@ async fn remote_write_round_trip_and_errors() {
     assert_eq!(read(&store, "withhost").len(), 1);
 
     // Wrong path and method.
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(b"GET /api/v1/write HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
-    let mut r = String::new();
-    s.read_to_string(&mut r).await.unwrap();
-    assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+    let answer = testing::request(&addr, "GET", WRITE_PATH, &[], b"").await;
+    assert_eq!(answer.code, 405);
+    assert!(answer.head.contains("allow: post"), "{}", answer.head);
+    assert_eq!(testing::request(&addr, "POST", "/api/v2/write", &[], b"").await.code, 404);
 
     drop(stop);
     task.await.unwrap();
@@ -167,17 +140,12 @@ async fn remote_write_round_trip_and_errors() {
 async fn oversized_bodies_are_413() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), StoreConfig::default()).unwrap());
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap().to_string();
-    let mut options = ServeOptions::default();
-    options.config.limits.max_message_bytes = 1000;
-    options.config.limits.max_series_per_request = 2;
-    options.config.drain_timeout = std::time::Duration::from_millis(200);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(Server::new(store.clone(), options).run_with_http(grpc, Some(http), async move {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, task) = start_with(store.clone(), |options| {
+        options.tokens = None;
+        options.config.limits.max_message_bytes = 1000;
+        options.config.limits.max_series_per_request = 2;
+    })
+    .await;
     // Compressed body over the limit.
     let (code, _) = post(&addr, None, V1, &vec![0u8; 5000]).await;
     assert_eq!(code, 413);
@@ -196,7 +164,7 @@ async fn oversized_bodies_are_413() {
     assert!(text.contains("3 series; the limit is 2"), "{text}");
     assert!(read(&store, "m").is_empty());
     drop(stop);
-    task.await.unwrap().unwrap();
+    task.await.unwrap();
 }
 
 #[test]

@@ -1,0 +1,141 @@
+//! OTLP/HTTP through a real server on 127.0.0.1:0 with hand-made HTTP/1.1 requests: both
+//! encodings, gzip, the answer's encoding, and the status codes exporters act on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use lockstep_engine::store::ScanRequest;
+use lockstep_engine::{Store, StoreConfig};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
+
+use crate::server::http::testing::{TOKEN, post, start_with};
+/// 2026-01-01T00:00:00Z in ns.
+const T_NS: u64 = 1_767_225_600_000_000_000;
+
+/// An OTLP JSON export: one gauge with two points on host `n1`, one point without a value
+/// (rejected), in the exact shape the OTLP/HTTP JSON encoding specifies (camelCase, ns
+/// times as strings).
+fn json_export() -> String {
+    format!(
+        r#"{{"resourceMetrics":[{{"resource":{{"attributes":[{{"key":"host.name","value":{{"stringValue":"n1"}}}}]}},
+        "scopeMetrics":[{{"metrics":[{{"name":"DCGM_FI_DEV_POWER_USAGE","gauge":{{"dataPoints":[
+          {{"timeUnixNano":"{t0}","asDouble":301.5,"attributes":[{{"key":"gpu","value":{{"stringValue":"0"}}}}]}},
+          {{"timeUnixNano":"{t1}","asInt":"305","attributes":[{{"key":"gpu","value":{{"stringValue":"0"}}}}]}}
+        ]}}}}]}}]}}]}}"#,
+        t0 = T_NS,
+        t1 = T_NS + 1_000_000_000
+    )
+}
+
+fn power(store: &Store) -> Vec<(i64, f64)> {
+    let rows = store.scan_all(ScanRequest::default()).unwrap();
+    let mut out: Vec<(i64, f64)> = (0..rows.len())
+        .filter(|&i| store.series_key(rows.series[i]).unwrap().is_some_and(|k| k.metric == "DCGM_FI_DEV_POWER_USAGE"))
+        .map(|i| (rows.time[i], rows.value[i]))
+        .collect();
+    out.sort_by_key(|p| p.0);
+    out
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_http_json_and_protobuf_with_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+    let (addr, stop, task) = start_with(store.clone(), |o| o.config.limits.max_message_bytes = 64 * 1024).await;
+    let auth = format!("Bearer {TOKEN}");
+
+    // JSON, answered in JSON.
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/json"), ("Authorization", &auth)],
+        json_export().as_bytes(),
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert!(a.head.contains("content-type: application/json"), "{}", a.head);
+    let answer: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    assert!(answer.get("partialSuccess").is_none_or(|p| p.get("rejectedDataPoints").is_none()), "{answer}");
+    assert_eq!(power(&store), vec![(T_NS as i64, 301.5), (T_NS as i64 + 1_000_000_000, 305.0)]);
+
+    // The same request as gzip-compressed protobuf, one second later; answered in protobuf.
+    let mut request: opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest =
+        serde_json::from_str(&json_export().replace(&T_NS.to_string(), &(T_NS + 2_000_000_000).to_string())).unwrap();
+    // A point without a value is rejected as a partial success, not a failure.
+    let points = match &mut request.resource_metrics[0].scope_metrics[0].metrics[0].data {
+        Some(opentelemetry_proto::tonic::metrics::v1::metric::Data::Gauge(g)) => &mut g.data_points,
+        other => panic!("{other:?}"),
+    };
+    points[1].value = None;
+    let body = gzip(&prost::Message::encode_to_vec(&request));
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "gzip"), ("Authorization", &auth)],
+        &body,
+    )
+    .await;
+    assert_eq!(a.code, 200);
+    assert!(a.head.contains("content-type: application/x-protobuf"), "{}", a.head);
+    let answer: ExportMetricsServiceResponse = prost::Message::decode(a.body.as_slice()).unwrap();
+    assert_eq!(answer.partial_success.map(|p| p.rejected_data_points), Some(1));
+    assert_eq!(power(&store).len(), 3);
+
+    // Errors: a retry would not help → 4xx with a google.rpc.Status body in the request's encoding.
+    let a = post(&addr, "/v1/metrics", &[("Content-Type", "application/json")], json_export().as_bytes()).await;
+    assert_eq!(a.code, 401);
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/json"), ("Authorization", &auth)],
+        b"{\"resourceMetrics\": 7}",
+    )
+    .await;
+    assert_eq!(a.code, 400);
+    let status: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(status["code"], 3, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("OTLP JSON"), "{status}");
+    let a = post(&addr, "/v1/metrics", &[("Content-Type", "text/plain"), ("Authorization", &auth)], b"x").await;
+    assert_eq!(a.code, 415);
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "br"), ("Authorization", &auth)],
+        b"x",
+    )
+    .await;
+    assert_eq!(a.code, 415);
+    // Larger than the limit, before and after decompression (a gzip bomb).
+    let big = vec![b' '; 70 * 1024];
+    let a = post(&addr, "/v1/metrics", &[("Content-Type", "application/json"), ("Authorization", &auth)], &big).await;
+    assert_eq!(a.code, 413);
+    let bomb = gzip(&big);
+    assert!(bomb.len() < 1024);
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Authorization", &auth)],
+        &bomb,
+    )
+    .await;
+    assert_eq!(a.code, 413, "{}", String::from_utf8_lossy(&a.body));
+    let a = post(
+        &addr,
+        "/v1/metrics",
+        &[("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Authorization", &auth)],
+        b"not gzip",
+    )
+    .await;
+    assert_eq!(a.code, 400);
+    assert_eq!(power(&store).len(), 3, "nothing from the failed requests was written");
+
+    let _ = stop.send(());
+    task.await.unwrap();
+}
