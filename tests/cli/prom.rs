@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use super::{lockstep, ok};
 
 /// Debian's node_exporter (`apt install prometheus-node-exporter`); the CI installs it.
-const NODE_EXPORTER: &str = "prometheus-node-exporter";
+pub(super) const NODE_EXPORTER: &str = "prometheus-node-exporter";
 
-struct Exporter(Child);
+pub(super) struct Exporter(pub(super) Child);
 
 impl Drop for Exporter {
     fn drop(&mut self) {
@@ -23,7 +23,7 @@ impl Drop for Exporter {
 }
 
 /// One `GET /metrics` over HTTP/1.0 (no chunking, no compression): the body.
-fn scrape(port: u16) -> Option<String> {
+pub(super) fn scrape(port: u16) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut response = String::new();

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use super::lockstep;
 
-const PROMETHEUS: &str = "prometheus";
+pub(super) const PROMETHEUS: &str = "prometheus";
 const TOKEN: &str = "prom-write-token-0123456789";
 
 /// A child process killed (and reaped) on drop.
-struct Killed(Child, Option<BufReader<ChildStdout>>);
+pub(super) struct Killed(pub(super) Child, pub(super) Option<BufReader<ChildStdout>>);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -22,12 +22,12 @@ impl Drop for Killed {
     }
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Rows of `lockstep sql --format json`, or none while the query fails (no data yet).
-fn sql_rows(db: &Path, query: &str) -> Vec<serde_json::Value> {
+pub(super) fn sql_rows(db: &Path, query: &str) -> Vec<serde_json::Value> {
     let out = lockstep(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "json", query]);
     if !out.status.success() {
         return Vec::new();
