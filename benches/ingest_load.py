@@ -142,6 +142,26 @@ def run_lockstep(binary: Path, work: Path, args, name: str, server_extra: list[s
     return res
 
 
+def run_lockstep_remote_write(binary: Path, work: Path, bodies: list[list[bytes]], total: int) -> dict:
+    """`lockstep serve --http-listen` taking the same Prometheus remote-write bodies as VM, one
+    HTTP/1.1 connection per client; each 204 follows the WAL fsync of its samples. The stored
+    count is checked afterwards."""
+    data = work / "lockstep-remote-write"
+    port = free_port()
+    proc, _ = start_server(binary, data, ["--http-listen", f"127.0.0.1:{port}"])
+    rss = RssSampler(proc.pid)
+    rss.start()
+    try:
+        secs, lat = post_all(port, bodies, "/api/v1/write", REMOTE_WRITE_HEADERS, force_flush=False)
+    finally:
+        rss.stop.set()
+        stop_server(proc)
+    row = vm_row(total, secs, lat, rss.peak)
+    row["stored"] = stored_count(binary, data)
+    shutil.rmtree(data)
+    return row
+
+
 def start_vm(vm: str, work: Path, name: str) -> tuple[subprocess.Popen, int, Path]:
     port = free_port()
     path = work / f"vm-data-{name}"
@@ -169,8 +189,8 @@ def stop_vm(proc: subprocess.Popen, path: Path) -> None:
 
 
 def post_all(port: int, bodies_per_client: list[list[bytes]], url: str,
-             headers: dict[str, str] | None = None) -> tuple[float, list[float]]:
-    """One HTTP connection per client posting its bodies in order; then a force flush."""
+             headers: dict[str, str] | None = None, force_flush: bool = True) -> tuple[float, list[float]]:
+    """One HTTP connection per client posting its bodies in order; then a force flush (VM)."""
     errors: list[str] = []
     lat: list[float] = []
 
@@ -192,11 +212,12 @@ def post_all(port: int, bodies_per_client: list[list[bytes]], url: str,
         w.start()
     for w in workers:
         w.join()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/internal/force_flush", timeout=600) as r:
-        r.read()
+    if force_flush:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/internal/force_flush", timeout=600) as r:
+            r.read()
     secs = time.perf_counter() - start
     if errors:
-        raise SystemExit(f"victoria-metrics import failed: {errors[:3]}")
+        raise SystemExit(f"import into port {port} failed: {errors[:3]}")
     return secs, sorted(lat)
 
 
@@ -330,6 +351,8 @@ def main() -> None:
     ap.add_argument("--vm-native", action=argparse.BooleanOptionalAction, default=True,
                     help="also time VictoriaMetrics' native import of the same samples (reference row)")
     ap.add_argument("--repeat", type=int, default=3, help="Lockstep/VictoriaMetrics throughput pairs (median ratio)")
+    ap.add_argument("--remote-write-only", action="store_true",
+                    help="only the remote-write pairs: lockstep serve /api/v1/write vs VictoriaMetrics /api/v1/write")
     ap.add_argument("--no-overload", action="store_true")
     ap.add_argument("--overload-clients", type=int, default=32)
     ap.add_argument("--overload-memory-mb", default="512,256",
@@ -341,7 +364,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lockstep-ingest-load-") as tmp:
         work = Path(tmp)
         # Alternating pairs: the machine is shared, so each ratio compares neighbours in time.
-        for k in range(args.repeat):
+        if args.remote_write_only:
+            bodies = vm_bodies(args.binary, work, args)["remote-write"]
+            jsonl = vm_bodies(args.binary, work, args)["json"]
+            total = sum(b.count(b"\n") for c in jsonl for b in c) * args.points
+            for k in range(args.repeat):
+                tag = f" #{k + 1}" if args.repeat > 1 else ""
+                r = run_lockstep_remote_write(args.binary, work, bodies, total)
+                rows.append((f"lockstep serve /api/v1/write (Prometheus remote write, fsynced acks){tag}", r))
+                v = timed_import(args.victoria_metrics, work, "remote-write", bodies, "/api/v1/write", total,
+                                 REMOTE_WRITE_HEADERS)
+                v["rw_ratio"] = r["samples_per_s"] / v["samples_per_s"]
+                rows.append((f"victoria-metrics /api/v1/write (Prometheus remote write), acks not fsynced{tag}", v))
+        for k in range(0 if args.remote_write_only else args.repeat):
             tag = f" #{k + 1}" if args.repeat > 1 else ""
             r = run_lockstep(args.binary, work, args, "throughput", [],
                              ["--clients", str(args.clients), "--window", str(args.window), "--points", str(args.points)])
@@ -360,7 +395,7 @@ def main() -> None:
                             vm[k]["native_ratio"] = r["samples_per_s"] / vm[k]["samples_per_s"]
                         mark = " *" if vm[k].get("fastest") else ""
                         rows.append((f"victoria-metrics {labels[k]}, acks not fsynced{tag}{mark}", vm[k]))
-        if not args.no_overload:
+        if not args.no_overload and not args.remote_write_only:
             overload_config = work / "overload.toml"
             overload_config.write_text("[limits]\nadmission_wait_ms = 100\n")
             for mb in [int(x) for x in str(args.overload_memory_mb).split(",") if x.strip()]:
@@ -389,6 +424,11 @@ def main() -> None:
         print(f"\nLockstep / VictoriaMetrics (fastest of JSON lines and remote write in each pair, marked *): "
               f"{', '.join(f'{x:.2f}x' for x in ratios)}; "
               f"median {median:.2f}x (target >= 2x: {'MET' if median >= 2 else 'MISSED'})")
+    rw = sorted(r["rw_ratio"] for _, r in rows if "rw_ratio" in r)
+    if rw:
+        median = rw[len(rw) // 2]
+        print(f"\nLockstep / VictoriaMetrics, both over Prometheus remote write, per pair: "
+              f"{', '.join(f'{x:.2f}x' for x in rw)}; median {median:.2f}x (target >= 2x: {'MET' if median >= 2 else 'MISSED'})")
     native = sorted(r["native_ratio"] for _, r in rows if "native_ratio" in r)
     if native:
         print(f"Lockstep / VictoriaMetrics native re-import (reference, not the target's path): "

@@ -243,7 +243,11 @@ fn exp_bound(index: i64, scale: i32) -> f64 {
     ((index as f64) * (-(scale as f64)).exp2()).exp2()
 }
 
-fn exp_histogram(name: &str, l: &Labels, p: &ExponentialHistogramDataPoint) -> Result<Vec<(SeriesKey, f64)>, String> {
+pub(crate) fn exp_histogram(
+    name: &str,
+    l: &Labels,
+    p: &ExponentialHistogramDataPoint,
+) -> Result<Vec<(SeriesKey, f64)>, String> {
     if !(-10..=20).contains(&p.scale) {
         return Err(format!("exponential histogram {name}: scale {} outside [-10, 20]", p.scale));
     }
@@ -301,7 +305,7 @@ fn exp_histogram(name: &str, l: &Labels, p: &ExponentialHistogramDataPoint) -> R
 
 /// Refuses a data point whose samples name one series twice (duplicate quantiles, bucket
 /// bounds that print alike): only one of the values could be kept.
-fn distinct_series(samples: Vec<(SeriesKey, f64)>) -> Result<Vec<(SeriesKey, f64)>, (&'static str, String)> {
+pub(crate) fn distinct_series(samples: Vec<(SeriesKey, f64)>) -> Result<Vec<(SeriesKey, f64)>, (&'static str, String)> {
     if samples.len() > 1 {
         let mut seen = std::collections::HashSet::with_capacity(samples.len());
         if let Some((k, _)) = samples.iter().find(|(k, _)| !seen.insert(k)) {

@@ -6,11 +6,14 @@
 //!   the gRPC services, and the same durable write path: 204 only after the WAL fsync;
 //! * `__name__` → metric; other labels → labels (reserved keys get a `prom_` prefix);
 //!   `host` kept when present, else derived from `instance` without its port;
-//! * stale markers (NaN `0x7ff0000000000002`) and other non-finite values are dropped,
-//!   native histograms are ignored; remote write 2.0 is refused with 415.
+//! * stale markers (NaN `0x7ff0000000000002`) and other non-finite values are dropped;
+//! * native histograms become `_bucket{le}`/`_count`/`_sum` series, and remote write 2.0
+//!   (`proto=io.prometheus.write.v2.Request`) is accepted too ([`native`]).
+
+use std::collections::HashMap;
 
 use hyper::body::{Bytes, Incoming};
-use hyper::header;
+use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use lockstep_engine::model::RESERVED_LABELS;
 use lockstep_engine::{Labels, SeriesKey, SeriesSamples, Store, WriteBatch};
@@ -20,6 +23,10 @@ use super::auth::Role;
 use super::config::Limits;
 use super::convert::reason_code;
 use super::http::{Body, Encodings, HttpApi, http_status, method_not_allowed, read_body};
+use super::otlp::{distinct_series, exp_histogram};
+use native::PromHistogram;
+
+mod native;
 
 /// The path Prometheus posts to.
 pub const WRITE_PATH: &str = "/api/v1/write";
@@ -46,9 +53,9 @@ pub struct PromTimeSeries {
     /// Float samples.
     #[prost(message, repeated, tag = "2")]
     pub samples: Vec<PromSample>,
-    /// Native histograms, kept undecoded: they are counted and dropped (tag 3, exemplars, is skipped).
-    #[prost(bytes = "vec", repeated, tag = "4")]
-    pub histograms: Vec<Vec<u8>>,
+    /// Native histogram samples (tag 3, exemplars, is skipped).
+    #[prost(message, repeated, tag = "4")]
+    pub histograms: Vec<PromHistogram>,
 }
 
 /// `prometheus.Label`.
@@ -77,8 +84,10 @@ pub struct PromSample {
 #[derive(Debug, Default)]
 pub(crate) struct Converted {
     pub(crate) batch: WriteBatch,
-    /// Samples dropped on purpose (stale markers, non-finite values, native histograms).
+    /// Samples dropped on purpose (stale markers, non-finite values).
     pub(crate) dropped: u64,
+    /// Native histogram samples converted.
+    pub(crate) histograms: u64,
     pub(crate) rejected: u64,
     pub(crate) by_reason: Vec<(&'static str, u64)>,
     messages: Vec<String>,
@@ -130,7 +139,7 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> 
             req.timeseries.len()
         )));
     }
-    let total: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let total: usize = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();
     if total > max_samples {
         return Err(Status::invalid_argument(format!(
             "request has {total} samples; the limit is {max_samples} per request (lower max_samples_per_send)"
@@ -138,9 +147,10 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> 
     }
     let now = store.now_ns();
     let mut out = Converted::default();
+    // Histogram series, built from several histogram samples each.
+    let mut histogram_series: HashMap<SeriesKey, SeriesSamples> = HashMap::new();
     for ts in req.timeseries {
-        out.dropped += ts.histograms.len() as u64;
-        let n = ts.samples.len() as u64;
+        let n = (ts.samples.len() + ts.histograms.len()) as u64;
         if n == 0 {
             continue;
         }
@@ -182,6 +192,13 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> 
                 }
             }
         }
+        for h in &ts.histograms {
+            native_histogram(store, &metric, &labels, h, now, &mut out, &mut histogram_series);
+        }
+        if ts.samples.is_empty() {
+            continue;
+        }
+        let n = ts.samples.len() as u64;
         let key = SeriesKey { metric, labels };
         if let Err(e) = key.validate() {
             out.reject("invalid_series", n, || e.to_string());
@@ -210,7 +227,47 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> 
             out.batch.series.push((key, samples));
         }
     }
+    out.batch.series.extend(histogram_series);
     Ok(out)
+}
+
+/// Adds one native histogram sample's series values (see [`native`]) to `series`.
+fn native_histogram(
+    store: &Store,
+    metric: &str,
+    labels: &Labels,
+    h: &PromHistogram,
+    now: i64,
+    out: &mut Converted,
+    series: &mut HashMap<SeriesKey, SeriesSamples>,
+) {
+    let Some(t) = h.timestamp.checked_mul(1_000_000).filter(|&t| store.sample_ok(t, 0.0, now)) else {
+        let reason =
+            h.timestamp.checked_mul(1_000_000).map_or("time_out_of_range", |t| reason_code(store, t, 0.0, now));
+        out.reject(reason, 1, || format!("{metric}: histogram timestamp {} ms is not accepted", h.timestamp));
+        return;
+    };
+    let values = native::to_exponential(h)
+        .and_then(|p| exp_histogram(metric, labels, &p))
+        .map_err(|e| e.to_string())
+        .and_then(|v| distinct_series(v).map_err(|(_, e)| e));
+    let values = match values {
+        Ok(v) => v,
+        Err(e) => {
+            out.reject("invalid_histogram", 1, || format!("{metric}: native histogram: {e}"));
+            return;
+        }
+    };
+    if let Some(Err(e)) = values.iter().map(|(k, _)| k.validate()).find(Result::is_err) {
+        out.reject("invalid_series", 1, || e.to_string());
+        return;
+    }
+    out.histograms += 1;
+    for (key, value) in values {
+        let s = series.entry(key).or_default();
+        s.timestamps.push(t);
+        s.values.push(value);
+    }
 }
 
 /// Handles `POST /api/v1/write`; never fails (errors are responses).
@@ -221,22 +278,33 @@ pub(crate) async fn handle(api: &HttpApi, request: Request<Incoming>) -> Respons
     let telemetry = api.shared.telemetry.clone();
     let result = write(api, request).await;
     match telemetry.finish(result) {
-        Ok(()) => {
+        Ok(written) => {
             let mut r = Response::new(Body::new(Bytes::new()));
             *r.status_mut() = StatusCode::NO_CONTENT;
+            // Remote write 2.0 senders check what was written (1.0 ones ignore the headers).
+            let h = r.headers_mut();
+            h.insert("x-prometheus-remote-write-samples-written", HeaderValue::from(written.samples));
+            h.insert("x-prometheus-remote-write-histograms-written", HeaderValue::from(written.histograms));
+            h.insert("x-prometheus-remote-write-exemplars-written", HeaderValue::from(0u64));
             r
         }
         Err(status) => http_status(&status, api.shared.limits.retry_after_ms),
     }
 }
 
-async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<(), Status> {
+/// What one request wrote.
+struct Written {
+    samples: u64,
+    histograms: u64,
+}
+
+async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Status> {
     let (parts, body) = request.into_parts();
     api.authorize(&parts.headers, Role::Write, "Prometheus remote write")?;
-    check_content_type(&parts.headers)?;
+    let version = check_content_type(&parts.headers)?;
     let max = api.shared.limits.max_message_bytes;
     let compressed = read_body(&parts.headers, body, max, Encodings::Snappy).await?;
-    let req = decode(&compressed, max)?;
+    let req = decode(&compressed, max, version)?;
     let shared = &api.shared;
     let samples: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
     let _slot = shared.admit_now(samples as u64)?;
@@ -261,12 +329,21 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<(), Status> 
             converted.error_message()
         )));
     }
-    Ok(())
+    Ok(Written { samples: outcome.accepted as u64, histograms: converted.histograms })
+}
+
+/// The two remote-write messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// `prometheus.WriteRequest` (remote write 1.0).
+    V1,
+    /// `io.prometheus.write.v2.Request` (remote write 2.0).
+    V2,
 }
 
 /// Decompresses (snappy block format, at most `max` bytes: the declared length is checked
-/// before allocating) and decodes a request body.
-pub(crate) fn decode(compressed: &[u8], max: usize) -> Result<PromWriteRequest, Status> {
+/// before allocating) and decodes a request body; a 2.0 request is resolved into the 1.0 shape.
+pub(crate) fn decode(compressed: &[u8], max: usize, version: Version) -> Result<PromWriteRequest, Status> {
     let length = snap::raw::decompress_len(compressed)
         .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
     if length > max {
@@ -277,34 +354,43 @@ pub(crate) fn decode(compressed: &[u8], max: usize) -> Result<PromWriteRequest, 
     let raw = snap::raw::Decoder::new()
         .decompress_vec(compressed)
         .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
-    prost::Message::decode(raw.as_slice())
-        .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}")))
+    match version {
+        Version::V1 => prost::Message::decode(raw.as_slice())
+            .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}"))),
+        Version::V2 => native::from_v2(
+            prost::Message::decode(raw.as_slice())
+                .map_err(|e| Status::invalid_argument(format!("malformed io.prometheus.write.v2.Request: {e}")))?,
+        ),
+    }
 }
 
-/// Accepts remote write 1.0 (`application/x-protobuf`, optionally with
-/// `proto=prometheus.WriteRequest`, or no content type) with snappy encoding; anything else is
-/// `UNIMPLEMENTED` (answered 415).
-fn check_content_type(headers: &hyper::HeaderMap) -> Result<(), Status> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+/// Accepts `application/x-protobuf` with `proto=prometheus.WriteRequest` (or none: 1.0) or
+/// `proto=io.prometheus.write.v2.Request` (2.0); anything else is `UNIMPLEMENTED` (answered 415,
+/// on which a 2.0 sender may fall back to 1.0).
+fn check_content_type(headers: &hyper::HeaderMap) -> Result<Version, Status> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(Version::V1) };
     let value = value.to_str().unwrap_or("").to_ascii_lowercase();
     let mut parts = value.split(';').map(str::trim);
     let media = parts.next().unwrap_or("");
     if media != "application/x-protobuf" {
         return Err(Status::unimplemented(format!(
-            "Content-Type {media:?} is not supported; remote write 1.0 sends application/x-protobuf"
+            "Content-Type {media:?} is not supported; remote write sends application/x-protobuf"
         )));
     }
+    let mut version = Version::V1;
     for p in parts {
-        if let Some(proto) = p.strip_prefix("proto=")
-            && proto != "prometheus.writerequest"
-        {
-            return Err(Status::unimplemented(format!(
-                "{proto:?} is not supported: only remote write 1.0 (prometheus.WriteRequest); set \
-                 protobuf_message: prometheus.WriteRequest in remote_write"
-            )));
+        match p.strip_prefix("proto=") {
+            Some("prometheus.writerequest") => version = Version::V1,
+            Some("io.prometheus.write.v2.request") => version = Version::V2,
+            Some(proto) => {
+                return Err(Status::unimplemented(format!(
+                    "{proto:?} is not supported: prometheus.WriteRequest (1.0) or io.prometheus.write.v2.Request (2.0)"
+                )));
+            }
+            None => {}
         }
     }
-    Ok(())
+    Ok(version)
 }
 
 #[cfg(test)]

@@ -109,9 +109,9 @@ async fn remote_write_round_trip_and_errors() {
     assert_eq!(code, 400, "{text}");
     assert!(text.contains("malformed"), "{text}");
 
-    // Remote write 2.0 is refused with 415.
+    // An unknown message is refused with 415 (a sender may fall back to another).
     let (code, text) =
-        post(&addr, Some(TOKEN), "application/x-protobuf;proto=io.prometheus.write.v2.Request", &body(&req)).await;
+        post(&addr, Some(TOKEN), "application/x-protobuf;proto=io.prometheus.write.v3.Request", &body(&req)).await;
     assert_eq!(code, 415, "{text}");
 
     // A series without host or instance: 400 with a reason, the valid series still written.
@@ -232,20 +232,127 @@ fn hostile_bodies_never_panic() {
         };
         // Both as snappy-compressed protobuf and as raw bytes claimed to be snappy.
         for body in [snap::raw::Encoder::new().compress_vec(&raw).unwrap(), raw] {
-            if let Ok(decoded) = decode(&body, 1 << 20)
-                && convert(&store, decoded, &limits).is_ok()
-            {
-                converted += 1;
+            for version in [Version::V1, Version::V2] {
+                if let Ok(decoded) = decode(&body, 1 << 20, version)
+                    && convert(&store, decoded, &limits).is_ok()
+                {
+                    converted += 1;
+                }
             }
         }
     }
     assert!(converted > 0);
     // The valid request: `up` gets host ::1; the i64::MAX ms timestamp is rejected, the NaN dropped.
-    let c =
-        convert(&store, decode(&snap::raw::Encoder::new().compress_vec(&valid).unwrap(), 1 << 20).unwrap(), &limits)
-            .unwrap();
+    let c = convert(
+        &store,
+        decode(&snap::raw::Encoder::new().compress_vec(&valid).unwrap(), 1 << 20, Version::V1).unwrap(),
+        &limits,
+    )
+    .unwrap();
     assert_eq!(c.batch.series.len(), 2);
     assert_eq!(c.batch.series[0].0.labels.get("host").map(String::as_str), Some("::1"));
     assert_eq!(c.batch.series[1].0.labels.get("prom_value").map(String::as_str), Some("v"));
     assert_eq!((c.rejected, c.dropped), (1, 1), "{:?}", c.by_reason);
+}
+
+/// Remote write 2.0 (symbol table) with a float series and native histograms (integer with a
+/// gap between spans, float, and one with non-whole counts): the series are the documented
+/// `_bucket{le}`/`_count`/`_sum`, the response names what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_write_2_and_native_histograms() {
+    use native::{BucketSpan, PromHistogram, V2Request, V2TimeSeries};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+    let (addr, stop, task) = start(store.clone()).await;
+    let symbols: Vec<String> =
+        ["", "__name__", "up", "instance", "n1:9100", "job", "node", "lat_seconds", "lat_float", "lat_bad"]
+            .map(String::from)
+            .to_vec();
+    let integer = PromHistogram {
+        count_int: Some(7),
+        sum: 20.0,
+        schema: 0,
+        zero_threshold: 0.001,
+        zero_count_int: Some(1),
+        // Indexes 0, 1 and 3 (bounds 1, 2, 8), counts 2, 3, 1 delta-coded.
+        positive_spans: vec![BucketSpan { offset: 0, length: 2 }, BucketSpan { offset: 1, length: 1 }],
+        positive_deltas: vec![2, 1, -2],
+        timestamp: T_MS,
+        ..Default::default()
+    };
+    let float = PromHistogram {
+        count_float: Some(3.0),
+        sum: 1.5,
+        schema: 0,
+        positive_spans: vec![BucketSpan { offset: -1, length: 2 }],
+        positive_counts: vec![1.0, 2.0],
+        timestamp: T_MS,
+        ..Default::default()
+    };
+    let bad = PromHistogram { count_float: Some(1.5), positive_counts: vec![1.5], ..float.clone() };
+    let series = |name: u32, samples: Vec<PromSample>, histograms: Vec<PromHistogram>| V2TimeSeries {
+        labels_refs: vec![1, name, 3, 4, 5, 6],
+        samples,
+        histograms,
+    };
+    let req = V2Request {
+        symbols,
+        timeseries: vec![
+            series(2, vec![PromSample { value: 1.0, timestamp: T_MS }], vec![]),
+            series(7, vec![], vec![integer]),
+            series(8, vec![], vec![float]),
+        ],
+    };
+    let v2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+    let compressed = snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(&req)).unwrap();
+    let answer = testing::post(
+        &addr,
+        WRITE_PATH,
+        &[("Content-Type", v2), ("Content-Encoding", "snappy"), ("Authorization", &format!("Bearer {TOKEN}"))],
+        &compressed,
+    )
+    .await;
+    assert_eq!(answer.code, 204, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(answer.head.contains("x-prometheus-remote-write-histograms-written: 2"), "{}", answer.head);
+    assert_eq!(read(&store, "up").len(), 1);
+    let le = |metric: &str| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = read(&store, metric)
+            .into_iter()
+            .map(|(labels, _, value)| {
+                let le = labels.split(',').find_map(|kv| kv.strip_prefix("le=")).unwrap_or("").to_string();
+                (le, value)
+            })
+            .collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        v
+    };
+    let expect = |pairs: &[(&str, f64)]| pairs.iter().map(|(l, v)| (l.to_string(), *v)).collect::<Vec<_>>();
+    assert_eq!(
+        le("lat_seconds_bucket"),
+        expect(&[("0.001", 1.0), ("1", 3.0), ("2", 6.0), ("4", 6.0), ("+Inf", 7.0), ("8", 7.0)])
+    );
+    assert_eq!(read(&store, "lat_seconds_count")[0].2, 7.0);
+    assert_eq!(read(&store, "lat_seconds_sum")[0].2, 20.0);
+    assert_eq!(read(&store, "lat_seconds_sum")[0].0, "host=n1,instance=n1:9100,job=node");
+    assert_eq!(le("lat_float_bucket"), expect(&[("0", 0.0), ("0.5", 1.0), ("+Inf", 3.0), ("1", 3.0)]));
+
+    // Non-whole float counts and a reference outside the symbol table: 400 with the reason.
+    let req = V2Request {
+        symbols: req.symbols.clone(),
+        timeseries: vec![
+            series(9, vec![], vec![bad]),
+            series(2, vec![PromSample { value: 2.0, timestamp: T_MS + 1 }], vec![]),
+        ],
+    };
+    let compressed = snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(&req)).unwrap();
+    let (code, text) = post(&addr, Some(TOKEN), v2, &compressed).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("1 samples accepted") && text.contains("not a whole"), "{text}");
+    let req = V2Request { symbols: vec![String::new()], timeseries: vec![series(2, vec![], vec![])] };
+    let compressed = snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(&req)).unwrap();
+    let (code, text) = post(&addr, Some(TOKEN), v2, &compressed).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("symbol reference 1 outside the table of 1 symbols"), "{text}");
+    drop(stop);
+    task.await.unwrap();
 }
