@@ -165,6 +165,7 @@ struct FileLimits {
     retry_after_ms: Option<u64>,
     max_rejections: Option<usize>,
     max_delta_series: Option<usize>,
+    max_http_connections: Option<usize>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -227,6 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     l.retry_after_ms = fl.retry_after_ms.unwrap_or(l.retry_after_ms);
     l.max_rejections = fl.max_rejections.unwrap_or(l.max_rejections);
     l.max_delta_series = fl.max_delta_series.unwrap_or(l.max_delta_series);
+    l.max_http_connections = fl.max_http_connections.unwrap_or(l.max_http_connections).max(1);
     if let Some(s) = args.telemetry_interval_secs.or(file.telemetry.interval_secs) {
         config.telemetry_interval = Duration::from_secs(s.max(1));
     }

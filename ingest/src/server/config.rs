@@ -27,6 +27,8 @@ pub struct Limits {
     pub max_rejections: usize,
     /// Most series the OTLP delta-to-cumulative accumulator tracks.
     pub max_delta_series: usize,
+    /// Open connections on the HTTP listener at most; one beyond it is closed at once.
+    pub max_http_connections: usize,
 }
 
 impl Default for Limits {
@@ -43,6 +45,7 @@ impl Default for Limits {
             retry_after_ms: 250,
             max_rejections: 100,
             max_delta_series: 1_000_000,
+            max_http_connections: 4096,
         }
     }
 }

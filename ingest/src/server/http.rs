@@ -234,6 +234,10 @@ pub(crate) async fn serve(
     stop: impl std::future::Future<Output = ()>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Each connection holds a task and buffers; Prometheus opens one per shard (`max_shards`
+    // defaults to 50), so the default limit is far above honest use.
+    let max_connections = handler.shared.limits.max_http_connections;
+    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
     tokio::pin!(stop);
     loop {
         let (stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
@@ -246,6 +250,11 @@ pub(crate) async fn serve(
                     continue;
                 }
             },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, limit = max_connections, "http: too many open connections; closing this one");
+            drop(stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
@@ -260,6 +269,7 @@ pub(crate) async fn serve(
                 let conn = builder.serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
+                    let _permit = permit;
                     if let Err(e) = conn.await {
                         tracing::debug!(%peer, error = %e, "http connection");
                     }
@@ -269,6 +279,7 @@ pub(crate) async fn serve(
                 let acceptor = acceptor.clone();
                 let watcher = graceful.watcher();
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let stream = match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {

@@ -139,3 +139,42 @@ async fn otlp_http_json_and_protobuf_with_gzip() {
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// A connection beyond `max_http_connections` is closed at once; the open ones keep working
+/// and a slot frees when one closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+    let (addr, stop, task) = start_with(store.clone(), |o| o.config.limits.max_http_connections = 2).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    // Let the server accept both.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _ = third.write_all(b"GET /v1/metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), third.read_to_end(&mut buf)).await;
+    assert!(
+        matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+        "the third connection was served: {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    // A held connection is served.
+    let mut first = held.remove(0);
+    first.write_all(b"GET /v1/metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    first.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    drop(first);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Its slot is free again.
+    let a = post(&addr, "/v1/metrics", &[("Content-Type", "text/plain")], b"x").await;
+    assert_eq!(a.code, 415);
+    drop(held);
+    let _ = stop.send(());
+    task.await.unwrap();
+}
