@@ -3,6 +3,7 @@
 
 Usage:
     python3 benches/import_vs_peers.py                 # smoke run (~360 k samples)
+    python3 benches/import_vs_peers.py --bundle DIR    # an existing bundle, e.g. real data by path
     python3 benches/import_vs_peers.py --full          # 3,000 series x 3,600 s = 10.8 M samples
     python3 benches/import_vs_peers.py --samples N     # about N samples
 
@@ -342,10 +343,17 @@ def http_get(port: int, path: str, timeout: float = 600) -> str:
 
 
 def run_vm(binary: str, d: Data, ds: Dataset, n: int, work: Path, threads: int) -> Result:
-    bodies = vm_bodies(d, ds)
+    end_s = int(times_ns(d, ds).max() // 1_000_000_000) + 1
+    label = "victoria-metrics" + (" (ms-rounded: lossy)" if ds.ns else "")
+    return run_vm_bodies(binary, vm_bodies(d, ds), end_s, ds.name, label, n, work, threads)
+
+
+def run_vm_bodies(binary: str, bodies: list[bytes], end_s: int, name: str, label: str, n: int, work: Path,
+                  threads: int) -> Result:
+    """Imports JSON-lines `bodies` into a fresh VictoriaMetrics; checks the count at `end_s`."""
     port = free_port()
-    path = work / f"vm-{ds.name}"
-    log = open(work / f"vm-{ds.name}.log", "w")
+    path = work / f"vm-{name}"
+    log = open(work / f"vm-{name}.log", "w")
     proc = subprocess.Popen(
         [binary, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={path}", "-retentionPeriod=100y", "-loggerLevel=INFO"],
         stdout=log, stderr=subprocess.STDOUT,
@@ -382,7 +390,6 @@ def run_vm(binary: str, d: Data, ds: Dataset, n: int, work: Path, threads: int) 
         if errors:
             raise SystemExit(f"victoria-metrics import failed: {errors[:3]}")
         # Check the sample count, then merge every partition fully.
-        end_s = int(times_ns(d, ds).max() // 1_000_000_000) + 1
         q = urllib.parse.quote('sum(count_over_time({__name__!=""}[100d]))')
         got = json.loads(http_get(port, f"/api/v1/query?query={q}&time={end_s}"))["data"]["result"]
         got = int(float(got[0]["value"][1])) if got else 0
@@ -392,7 +399,7 @@ def run_vm(binary: str, d: Data, ds: Dataset, n: int, work: Path, threads: int) 
             http_get(port, f"/internal/force_merge?partition_prefix={part}")
         deadline = time.time() + 600
         while time.time() < deadline:
-            text = (work / f"vm-{ds.name}.log").read_text()
+            text = (work / f"vm-{name}.log").read_text()
             if text.count("has been successfully finished") >= 1:
                 break
             time.sleep(0.2)
@@ -406,8 +413,58 @@ def run_vm(binary: str, d: Data, ds: Dataset, n: int, work: Path, threads: int) 
              "cache": tree_bytes(path / "cache") if (path / "cache").exists() else 0, "total": tree_bytes(path)}
     size = extra["data"] + extra["indexdb"]
     shutil.rmtree(path)
-    label = "victoria-metrics" + (" (ms-rounded: lossy)" if ds.ns else "")
-    return Result(ds.name, label, n, secs, size, extra)
+    return Result(name, label, n, secs, size, extra)
+
+
+def bundle_vm_bodies(samples: Path, chunk_series: int = 100) -> tuple[list[bytes], int, int, bool]:
+    """A long-format `samples.parquet` as VM JSON-lines bodies, one line per series (labels:
+    every column but time and value); returns (bodies, samples, end second, whether any
+    timestamp has sub-millisecond digits that VM would floor)."""
+    t = pq.read_table(samples)
+    labels = [c for c in t.column_names if c not in ("time", "value")]
+    df = t.to_pandas()
+    if pa.types.is_timestamp(t.schema.field("time").type):
+        df["time"] = df["time"].astype("int64")
+    lossy = bool((df["time"] % 1_000_000 != 0).any())
+    df["ms"] = df["time"] // 1_000_000
+    lines = []
+    for key, g in df.sort_values("time").groupby(labels, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        m = {("__name__" if c == "metric" else c): str(v) for c, v in zip(labels, key) if isinstance(v, str) and v}
+        lines.append('{"metric":' + json.dumps(m) + ',"values":' + json.dumps(g["value"].tolist())
+                     + ',"timestamps":' + json.dumps(g["ms"].tolist()) + "}\n")
+    bodies = ["".join(lines[i : i + chunk_series]).encode() for i in range(0, len(lines), chunk_series)]
+    return bodies, len(df), int(df["time"].max() // 1_000_000_000) + 1, lossy
+
+
+def run_bundle(args, work: Path) -> None:
+    """`--bundle DIR`: the same comparison on an existing bundle (e.g. real data by path)."""
+    samples = args.bundle / "samples.parquet"
+    if not samples.exists():
+        raise SystemExit(f"{samples} not found (a bundle directory with samples.parquet)")
+    n = pq.ParquetFile(samples).metadata.num_rows
+    name = args.bundle.resolve().name
+    ds = Dataset(name, np.arange(0), False, bundle=args.bundle)
+    results = run_lockstep(args.lockstep, ds, n, work)
+    if not args.no_vm:
+        bodies, rows, end_s, lossy = bundle_vm_bodies(samples)
+        assert rows == n
+        label = "victoria-metrics" + (" (ms-rounded: lossy)" if lossy else "")
+        results.append(run_vm_bodies(args.victoria_metrics, bodies, end_s, name, label, n, work, args.vm_connections))
+    print(f"\nbundle {args.bundle} ({n:,} samples; {tree_bytes(samples) / n:.2f} B/sample as zstd Parquet); "
+          f"machine: {os.cpu_count()} CPUs\n")
+    print("| system | samples/s | bytes/sample | Lockstep/VM bytes |")
+    print("|---|---:|---:|---:|")
+    vm = next((r for r in results if r.system.startswith("victoria")), None)
+    for r in results:
+        ratio = f"{r.bps / vm.bps:.2f}x" if vm and r is not vm else ""
+        print(f"| {r.system} | {r.rate:,.0f} | {r.bps:.3f} | {ratio} |")
+    lock = results[0].extra
+    cols = ", ".join(f"{k} {v / n:.3f}" for k, v in sorted(lock["columns"].items(), key=lambda kv: -kv[1]))
+    print(f"\nLockstep B/sample by column: {cols}; series.json {lock['series_json'] / n:.3f}")
+    if vm:
+        print(f"VictoriaMetrics B/sample: data {vm.extra['data'] / n:.3f} + indexdb {vm.extra['indexdb'] / n:.3f} "
+              f"(counted {vm.extra['counted']:,} samples)")
 
 
 # --- main -----------------------------------------------------------------------------------------
@@ -422,7 +479,16 @@ def main() -> None:
     ap.add_argument("--vm-connections", type=int, default=2)
     ap.add_argument("--work-dir", type=Path, default=None, help="where bundles and stores go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the bundles")
+    ap.add_argument("--bundle", type=Path, default=None,
+                    help="compare on an existing bundle directory instead (e.g. ../shared/data/roce-leaf-counters)")
     args = ap.parse_args()
+    if args.bundle is not None:
+        work = Path(tempfile.mkdtemp(prefix="lockstep-import-bench-", dir=args.work_dir))
+        try:
+            run_bundle(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
 
     if args.full:
         n_series, seconds = FULL_SERIES, FULL_SECONDS
