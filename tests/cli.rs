@@ -8,6 +8,8 @@ mod clock;
 mod diagnose;
 #[path = "cli/docs.rs"]
 mod docs;
+#[path = "cli/pg.rs"]
+mod pg;
 #[path = "cli/prom.rs"]
 mod prom;
 #[path = "cli/remote_write.rs"]
