@@ -3,6 +3,7 @@
 
 mod cmd;
 mod output;
+mod pg;
 
 use clap::{Parser, Subcommand};
 
@@ -28,7 +29,7 @@ enum Command {
     /// The main job: simulate a 256-GPU job with a fault, import it, show the evidence.
     Demo(cmd::demo::Args),
     /// Run the gRPC ingestion server (native writes, clock sync, OTLP) until SIGTERM.
-    Serve(cmd::serve::Args),
+    Serve(Box<cmd::serve::Args>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,7 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Diagnose(args) => cmd::diagnose::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => cmd::serve::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
-//! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats) and,
-//! with `--http-listen`, Prometheus remote write 1.0 over HTTP.
+//! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats);
+//! with `--http-listen`, Prometheus remote write 1.0 over HTTP; with `--pg-listen`, read-only
+//! SQL over the PostgreSQL wire protocol (see [`crate::pg`]).
 //!
 //! Settings come from flags, then environment variables (`LOCKSTEP_*`, listed in each flag's
 //! help), then the TOML file given with `--config`, then defaults. See `docs/ingest-server.md`.
@@ -37,6 +38,17 @@ pub struct Args {
     /// (port 0 picks a free port); same tokens, TLS and limits as the gRPC port.
     #[arg(long, env = "LOCKSTEP_HTTP_LISTEN")]
     http_listen: Option<SocketAddr>,
+    /// Also serve read-only SQL over the PostgreSQL wire protocol (psql, Grafana, drivers) on
+    /// this address (port 0 picks a free port); same tokens (as the password) and TLS.
+    #[arg(long, env = "LOCKSTEP_PG_LISTEN")]
+    pg_listen: Option<SocketAddr>,
+    /// Memory limit of each SQL statement of the network listeners, MiB (0 = unbounded;
+    /// default: a quarter of the machine's memory, at least 256 MiB).
+    #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
+    query_memory_limit_mb: Option<u64>,
+    /// Time limit of each SQL statement of the network listeners, seconds (default 300).
+    #[arg(long, env = "LOCKSTEP_QUERY_TIMEOUT_SECS")]
+    query_timeout_secs: Option<u64>,
     /// TOML config file (keys in docs/ingest-server.md); flags and env override it.
     #[arg(long, env = "LOCKSTEP_CONFIG")]
     config: Option<PathBuf>,
@@ -136,6 +148,7 @@ fn spawn_maintenance(
 struct FileConfig {
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
+    pg_listen: Option<SocketAddr>,
     token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -149,6 +162,15 @@ struct FileConfig {
     clock: FileClock,
     #[serde(default)]
     store: FileStore,
+    #[serde(default)]
+    query: FileQuery,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileQuery {
+    memory_limit_mb: Option<u64>,
+    timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -207,6 +229,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4317)));
     let http_listen = args.http_listen.or(file.http_listen);
+    let pg_listen = args.pg_listen.or(file.pg_listen);
     let token_file = args.token_file.or(file.token_file);
     let insecure = args.insecure || file.insecure.unwrap_or(false);
     let tls_cert = args.tls_cert.or(file.tls_cert);
@@ -250,8 +273,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     check_exposure(listen, tokens.is_some(), insecure)?;
-    if let Some(http) = http_listen {
-        check_exposure(http, tokens.is_some(), insecure)?;
+    for addr in [http_listen, pg_listen].into_iter().flatten() {
+        check_exposure(addr, tokens.is_some(), insecure)?;
     }
     let tls = match (&tls_cert, &tls_key) {
         (Some(c), Some(k)) => {
@@ -265,7 +288,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if tokens.is_none() {
         eprintln!("warning: serving without authentication (no --token-file)");
-    } else if tls.is_none() && !(listen.ip().is_loopback() && http_listen.is_none_or(|h| h.ip().is_loopback())) {
+    } else if tls.is_none()
+        && ![Some(listen), http_listen, pg_listen].into_iter().flatten().all(|a| a.ip().is_loopback())
+    {
         eprintln!("warning: bearer tokens travel in cleartext without --tls-cert/--tls-key");
     }
 
@@ -301,6 +326,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()
         .context("starting background maintenance")?;
 
+    let pg = pg_listen.map(|_| crate::pg::PgOptions {
+        tokens: tokens.clone(),
+        tls: tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
+        limits: args
+            .query_memory_limit_mb
+            .or(file.query.memory_limit_mb)
+            .map_or_else(lockstep_query::QueryLimits::default, lockstep_query::QueryLimits::memory_mb),
+        timeout: Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1)),
+    });
+
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
@@ -309,7 +344,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
             None => None,
         };
-        let shutdown = shutdown_signal()?;
+        let pg_listener = match pg_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
+            None => None,
+        };
+        let shutdown = futures::FutureExt::shared(shutdown_signal()?);
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -321,7 +360,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 writeln!(out, "otlp/http on {scheme}://{addr}/v1/metrics")?;
                 writeln!(out, "jobs and topology on {scheme}://{addr}/api/v1/jobs and /api/v1/topology")?;
             }
+            if let Some(pg) = &pg_listener {
+                writeln!(out, "postgresql on {}{}", pg.local_addr()?, if tls.is_some() { " (tls)" } else { "" })?;
+            }
             out.flush()?;
+        }
+        if let (Some(pg_listener), Some(pg)) = (pg_listener, pg) {
+            let (store, stop) = (store.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::pg::serve(pg_listener, store, pg, stop).await {
+                    tracing::error!(error = %e, "the PostgreSQL listener stopped");
+                }
+            });
         }
         let server = Server::new(store.clone(), ServeOptions { config, tokens, tls });
         let report = server.run_with_http(listener, http, shutdown).await?;

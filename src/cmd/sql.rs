@@ -1,6 +1,7 @@
 //! `lockstep sql`: run read-only SQL — one statement or a script of several, from the command
 //! line, a file or standard input, or typed in an interactive shell with history — under a
-//! memory limit per statement, streaming each result.
+//! memory limit per statement, streaming each result. With `--server URL` the statements run
+//! on a running `lockstep serve --pg-listen` instead of a store directory.
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -41,6 +42,36 @@ pub struct Args {
     /// Default: a quarter of the machine's memory, at least 256 MiB.
     #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
     memory_limit_mb: Option<u64>,
+    /// Query a running server instead of --data-dir: the PostgreSQL listener of `lockstep
+    /// serve --pg-listen`, as `postgres://[user[:token]@]host:port` (the server's limits
+    /// apply, not --memory-limit-mb; the newest clock models).
+    #[arg(long, env = "LOCKSTEP_SERVER", value_name = "URL", conflicts_with = "clock_version")]
+    server: Option<String>,
+}
+
+/// Where statements run.
+enum Backend {
+    /// A read-only snapshot of the store directory.
+    Store(Arc<Store>),
+    /// A running server.
+    Server(crate::pg::client::Remote),
+}
+
+impl Backend {
+    fn open(args: &Args, runtime: &Runtime) -> anyhow::Result<Backend> {
+        Ok(match &args.server {
+            Some(url) => Backend::Server(runtime.block_on(crate::pg::client::Remote::connect(url))?),
+            None => Backend::Store(Arc::new(args.store.open_read_only()?)),
+        })
+    }
+
+    /// Runs one statement and prints its result as it arrives.
+    fn run(&self, args: &Args, runtime: &Runtime, sql: &str) -> anyhow::Result<Printed> {
+        match self {
+            Backend::Store(store) => runtime.block_on(run_statement(args, store.clone(), sql)),
+            Backend::Server(remote) => runtime.block_on(run_remote(args, remote, sql)),
+        }
+    }
 }
 
 /// Runs the statements (or the shell) and prints each result as it arrives.
@@ -67,13 +98,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn run_script(args: &Args, runtime: &Runtime, text: &str) -> anyhow::Result<()> {
     let statements = split_statements(text);
     anyhow::ensure!(!statements.is_empty(), "no SQL statement given");
-    let store = Arc::new(args.store.open_read_only()?);
+    let backend = Backend::open(args, runtime)?;
     let several = statements.len() > 1;
     for (n, statement) in statements.iter().enumerate() {
         if several && n > 0 && args.format == Format::Table {
             println!();
         }
-        match runtime.block_on(run_statement(args, store.clone(), &statement.sql)) {
+        match backend.run(args, runtime, &statement.sql) {
             Ok(Printed::All) => {}
             // The reader went away (`| head`): stop quietly.
             Ok(Printed::ReaderGone) => return Ok(()),
@@ -92,15 +123,23 @@ fn run_script(args: &Args, runtime: &Runtime, text: &str) -> anyhow::Result<()> 
 /// leave; Ctrl-C drops the statement being typed.
 fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
     use rustyline::error::ReadlineError;
-    // Fail early (not at the first statement) when the store is not there.
-    drop(args.store.open_read_only()?);
+    // Fail early (not at the first statement) when the store or server is not there. A
+    // server connection is kept; a store is opened anew for each statement.
+    let server = match Backend::open(args, runtime)? {
+        Backend::Server(remote) => Some(Backend::Server(remote)),
+        Backend::Store(_) => None,
+    };
     let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
     let history = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".lockstep_history"));
     if let Some(path) = &history {
         // A missing history file is the first session.
         let _ = editor.load_history(path);
     }
-    eprintln!("Lockstep SQL on {} (read-only). End statements with ';'; \\q quits.", args.store.data_dir.display());
+    let on = match &args.server {
+        Some(url) => url.split_once('@').map_or(url.as_str(), |(_, host)| host).to_string(),
+        None => args.store.data_dir.display().to_string(),
+    };
+    eprintln!("Lockstep SQL on {on} (read-only). End statements with ';'; \\q quits.");
     let mut pending = String::new();
     loop {
         let prompt = if pending.is_empty() { "lockstep> " } else { "       -> " };
@@ -116,10 +155,13 @@ fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
                 }
                 let _ = editor.add_history_entry(pending.trim_end());
                 for statement in split_statements(&pending) {
-                    let result = args
-                        .store
-                        .open_read_only()
-                        .and_then(|store| runtime.block_on(run_statement(args, Arc::new(store), &statement.sql)));
+                    let result = match &server {
+                        Some(backend) => backend.run(args, runtime, &statement.sql),
+                        None => args
+                            .store
+                            .open_read_only()
+                            .and_then(|store| runtime.block_on(run_statement(args, Arc::new(store), &statement.sql))),
+                    };
                     if let Err(e) = result {
                         eprintln!("error: {}", crate::error_text(&e));
                     }
@@ -174,5 +216,29 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
     } else {
         drop(printer);
     }
+    if out.closed() { Ok(Printed::ReaderGone) } else { result.map(|()| Printed::All) }
+}
+
+/// Runs one statement on a server and prints its rows as they arrive.
+async fn run_remote(args: &Args, remote: &crate::pg::client::Remote, sql: &str) -> anyhow::Result<Printed> {
+    let mut out = PipeWriter::new(std::io::stdout().lock());
+    let mut printer = Printer::new(args.format, &mut out);
+    let mut failed = None;
+    let result = remote
+        .run(sql, |batch| match printer.write(batch) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                failed = Some(e);
+                Ok(false)
+            }
+        })
+        .await;
+    let result = match (result, failed) {
+        (Err(e), _) | (Ok(()), Some(e)) => {
+            drop(printer);
+            Err(e)
+        }
+        (Ok(()), None) => printer.finish(),
+    };
     if out.closed() { Ok(Printed::ReaderGone) } else { result.map(|()| Printed::All) }
 }

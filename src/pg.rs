@@ -1,0 +1,283 @@
+//! `lockstep serve --pg-listen`: Lockstep's SQL over the PostgreSQL wire protocol (psql,
+//! Grafana's PostgreSQL data source, psycopg, JDBC, any Postgres driver), built on `pgwire`.
+//!
+//! Every statement runs in a fresh Lockstep session ([`QueryEngine`]) over the server's own
+//! store, so it sees every acknowledged write (the write buffer included) and the newest
+//! clock models, topology and jobs. The session is read-only (DDL, DML and `COPY` are
+//! refused with SQLSTATE 25006), has its own memory pool of `--query-memory-limit-mb`
+//! (SQLSTATE 53200 past it) and a time limit of `--query-timeout-secs` (57014); a cancel
+//! request (psql's Ctrl-C) stops the running statement (57014), planning and streaming alike.
+//! `BEGIN`/`COMMIT`/`ROLLBACK` and `SET`/`RESET`/`DISCARD` are accepted and do nothing
+//! (drivers send them); every statement sees the store as it is when it starts.
+//!
+//! Authentication follows the gRPC port: without a tokens file (loopback, or `--insecure`)
+//! any user name connects without a password; with one, the password must be a token with
+//! the `read` role (the user name is not checked). TLS uses the server's certificate.
+//! Timestamps without a time zone (`samples.time`) are sent as `timestamptz` in UTC.
+
+pub mod client;
+mod query;
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{Sink, SinkExt};
+use lockstep_engine::Store;
+use lockstep_ingest::server::{Role, TokenSet};
+use lockstep_query::QueryLimits;
+use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
+use pgwire::api::cancel::CancelHandler;
+use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers, PidSecretKeyGenerator};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::startup::Authentication;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::tokio_rustls::TlsAcceptor;
+
+/// Settings of the PostgreSQL listener.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Accepted tokens (the password); `None` accepts any user without a password.
+    pub tokens: Option<TokenSet>,
+    /// PEM certificate chain and key for TLS (`sslmode=require`); plaintext when `None`.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// Memory limit of each statement.
+    pub limits: QueryLimits,
+    /// Time limit of each statement (planning and streaming its rows).
+    pub timeout: Duration,
+}
+
+/// What every connection shares.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<Store>,
+    limits: QueryLimits,
+    timeout: Duration,
+}
+
+/// The cancel flag of one connection: a cancel request bumps `epoch`; a statement that
+/// started at another epoch stops.
+#[derive(Debug, Default)]
+struct CancelFlag {
+    epoch: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl CancelFlag {
+    fn cancel(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves once a cancel request arrives after `started` was read from `epoch`.
+    async fn cancelled(&self, started: u64) {
+        loop {
+            let notified = self.notify.notified();
+            if self.epoch.load(Ordering::SeqCst) != started {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Connections by backend pid: their secret key and cancel flag.
+type Registry = Mutex<HashMap<i32, (Vec<u8>, Arc<CancelFlag>)>>;
+
+/// Removes a connection from the registry when its session ends.
+struct Registered {
+    pid: i32,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.registry.lock() {
+            map.remove(&self.pid);
+        }
+    }
+}
+
+/// The pgwire handlers: startup (authentication), simple and extended queries, cancel.
+struct Handlers {
+    shared: Arc<Shared>,
+    parser: Arc<query::Parser>,
+    tokens: Option<TokenSet>,
+    parameters: DefaultServerParameterProvider,
+    pids: pgwire::api::RandomPidSecretKeyGenerator,
+    registry: Arc<Registry>,
+}
+
+impl Handlers {
+    fn new(store: Arc<Store>, options: &PgOptions) -> Self {
+        let shared = Arc::new(Shared { store, limits: options.limits.clone(), timeout: options.timeout });
+        let mut parameters = DefaultServerParameterProvider::default();
+        parameters.server_version = format!("16.6 (Lockstep {})", env!("CARGO_PKG_VERSION"));
+        parameters.default_transaction_read_only = true;
+        parameters.is_superuser = false;
+        parameters.time_zone = "UTC".into();
+        Handlers {
+            parser: Arc::new(query::Parser { shared: shared.clone() }),
+            shared,
+            tokens: options.tokens.clone(),
+            parameters,
+            pids: pgwire::api::RandomPidSecretKeyGenerator::default(),
+            registry: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Whether `password` is a token with the read role.
+    fn password_ok(tokens: &TokenSet, password: &str) -> bool {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        match format!("Bearer {password}").parse() {
+            Ok(value) => {
+                metadata.insert("authorization", value);
+                tokens.authorize(&metadata, Role::Read, "PostgreSQL").is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Completes the start-up: backend key (for cancel requests), parameters, ReadyForQuery.
+    async fn accept<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (pid, key) = self.pids.generate(client);
+        client.set_pid_and_secret_key(pid, key.clone());
+        let flag = Arc::new(CancelFlag::default());
+        if let Ok(mut map) = self.registry.lock() {
+            map.insert(pid, (key.to_bytes().to_vec(), flag.clone()));
+        }
+        client.session_extensions().insert(flag);
+        client.session_extensions().insert(Registered { pid, registry: self.registry.clone() });
+        pgwire::api::auth::finish_authentication(client, &self.parameters).await
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Handlers {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                pgwire::api::auth::protocol_negotiation(client, startup).await?;
+                pgwire::api::auth::save_startup_parameters_to_metadata(client, startup);
+                if self.tokens.is_none() {
+                    return self.accept(client).await;
+                }
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client.send(PgWireBackendMessage::Authentication(Authentication::CleartextPassword)).await?;
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(password) => {
+                let password = password.into_password()?;
+                let user = client.metadata().get(pgwire::api::METADATA_USER).cloned().unwrap_or_default();
+                match &self.tokens {
+                    Some(tokens) if Self::password_ok(tokens, &password.password) => {
+                        return self.accept(client).await;
+                    }
+                    _ => {
+                        tracing::info!(user = %user, peer = %client.socket_addr(), "PostgreSQL login refused");
+                        return Err(PgWireError::InvalidPassword(user));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CancelHandler for Handlers {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let flag = self.registry.lock().ok().and_then(|map| {
+            map.get(&request.pid)
+                .filter(|(key, _)| key.as_slice() == request.secret_key.to_bytes().as_ref())
+                .map(|(_, flag)| flag.clone())
+        });
+        if let Some(flag) = flag {
+            flag.cancel();
+        }
+    }
+}
+
+/// `PgWireServerHandlers` over the shared [`Handlers`].
+struct Factory(Arc<Handlers>);
+
+impl PgWireServerHandlers for Factory {
+    fn simple_query_handler(&self) -> Arc<impl pgwire::api::query::SimpleQueryHandler> {
+        self.0.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
+        self.0.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.0.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.0.clone()
+    }
+}
+
+/// The TLS acceptor for the PostgreSQL listener (ALPN `postgresql`, ring provider).
+fn tls_acceptor(cert: &[u8], key: &[u8]) -> anyhow::Result<TlsAcceptor> {
+    use pgwire::tokio::tokio_rustls::rustls::{self, crypto::ring, pki_types};
+    use pki_types::pem::PemObject;
+    let chain = pki_types::CertificateDer::pem_slice_iter(cert).collect::<Result<Vec<_>, _>>()?;
+    let key = pki_types::PrivateKeyDer::from_pem_slice(key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves the PostgreSQL protocol on `listener` until `stop` resolves; connections still open
+/// then end with the runtime.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Arc<Store>,
+    options: PgOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(tls_acceptor(cert, key)?),
+        None => None,
+    };
+    let factory = Arc::new(Factory(Arc::new(Handlers::new(store, &options))));
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    let (factory, tls) = (factory.clone(), tls.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = pgwire::tokio::process_socket(socket, tls, factory).await {
+                            tracing::debug!(%peer, error = %e, "PostgreSQL connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a PostgreSQL connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}

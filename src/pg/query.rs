@@ -1,0 +1,433 @@
+//! Statements of the PostgreSQL listener: classification (queries, and the transaction and
+//! session statements drivers send), planning in a fresh Lockstep session, parameters, the
+//! Arrow → Postgres encoding (timestamps as `timestamptz`) and the statement limits.
+
+use std::fmt::Debug;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::common::ScalarValue;
+use futures::{Sink, Stream, StreamExt};
+use lockstep_query::{ClockVersion, QueryEngine, QueryError};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::DataRow;
+
+use super::{CancelFlag, Handlers, Shared};
+
+/// The time zone timestamps without one are sent in.
+const UTC: &str = "+00:00";
+
+/// What a statement is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    /// SQL for the Lockstep session.
+    Query,
+    /// `BEGIN` / `START TRANSACTION`.
+    Begin,
+    /// `COMMIT`, `END`, `ROLLBACK` or `ABORT` (the tag).
+    End(&'static str),
+    /// A session statement accepted without effect (the tag).
+    Ignored(&'static str),
+}
+
+fn classify(sql: &str) -> Kind {
+    let word = sql.trim_start().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("").to_ascii_lowercase();
+    match word.as_str() {
+        "begin" | "start" => Kind::Begin,
+        "commit" | "end" => Kind::End("COMMIT"),
+        "rollback" | "abort" => Kind::End("ROLLBACK"),
+        "set" => Kind::Ignored("SET"),
+        "reset" => Kind::Ignored("RESET"),
+        "discard" => Kind::Ignored("DISCARD ALL"),
+        "deallocate" => Kind::Ignored("DEALLOCATE"),
+        "listen" | "unlisten" => Kind::Ignored("LISTEN"),
+        _ => Kind::Query,
+    }
+}
+
+/// A parsed statement: its SQL, kind, and for queries the result schema (as sent: timestamps
+/// with a zone) and parameter types found by planning it.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    sql: String,
+    kind: Kind,
+    schema: Option<SchemaRef>,
+    parameters: Vec<Option<DataType>>,
+}
+
+/// Plans statements at `Parse` so that `Describe` can answer with the result's columns.
+#[derive(Debug)]
+pub struct Parser {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Shared {
+    fn engine(&self) -> Result<QueryEngine, QueryError> {
+        QueryEngine::with_limits(self.store.clone(), ClockVersion::Newest, self.limits.clone())
+    }
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Statement;
+
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let kind = classify(sql);
+        let (mut schema, mut parameters) = (None, Vec::new());
+        if kind == Kind::Query {
+            let engine = self.shared.engine().map_err(|e| user_error(&e))?;
+            let frame = engine.sql(sql).await.map_err(|e| user_error(&e))?;
+            let types = frame.logical_plan().get_parameter_types().map_err(|e| user_error(&e.into()))?;
+            parameters = (1..=types.len()).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
+            schema = Some(Arc::new(wire_schema(frame.schema().as_arrow())));
+        }
+        Ok(Some(Statement { sql: sql.to_string(), kind, schema, parameters }))
+    }
+
+    fn get_parameter_types(&self, statement: &Statement) -> PgWireResult<Vec<Type>> {
+        Ok(statement.parameters.iter().map(|t| t.as_ref().map_or(Type::UNKNOWN, pg_type)).collect())
+    }
+
+    fn get_result_schema(&self, statement: &Statement, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        match &statement.schema {
+            Some(schema) => {
+                arrow_pg::datatypes::arrow_schema_to_pg_fields(schema, format.unwrap_or(&Format::UnifiedText), None)
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The Postgres type of a parameter that DataFusion inferred.
+fn pg_type(data_type: &DataType) -> Type {
+    arrow_pg::datatypes::into_pg_type(&wire_type(data_type)).unwrap_or(Type::UNKNOWN)
+}
+
+/// The type a column is sent as: timestamps without a zone get UTC.
+fn wire_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Timestamp(unit, None) => DataType::Timestamp(*unit, Some(UTC.into())),
+        other => other.clone(),
+    }
+}
+
+fn wire_schema(schema: &Schema) -> Schema {
+    let fields: Vec<Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone().with_data_type(wire_type(f.data_type()))).collect();
+    Schema::new(fields)
+}
+
+/// `batch` with its timestamps in UTC (the values are unchanged: they already are UTC).
+fn wire_batch(batch: RecordBatch, schema: &SchemaRef) -> PgWireResult<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(column.clone())
+            } else {
+                arrow::compute::cast(column, field.data_type()).map_err(|e| internal(e.to_string()))
+            }
+        })
+        .collect::<PgWireResult<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| internal(e.to_string()))
+}
+
+fn error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), code.into(), message)))
+}
+
+fn internal(message: String) -> PgWireError {
+    error("XX000", message)
+}
+
+/// A query error with its SQLSTATE.
+fn user_error(e: &QueryError) -> PgWireError {
+    match e {
+        QueryError::ReadOnly { reason } => {
+            error("25006", format!("Lockstep's SQL listener is read-only (queries only): {reason}"))
+        }
+        QueryError::MemoryLimit { message } => error(
+            "53200",
+            format!("{message}; the server's per-statement limit is set by `lockstep serve --query-memory-limit-mb`"),
+        ),
+        QueryError::DataFusion(d) if matches!(d.find_root(), datafusion::error::DataFusionError::SQL(..)) => {
+            error("42601", e.to_string())
+        }
+        other => match other.kind() {
+            lockstep_engine::ErrorKind::InvalidArgument => error("42000", other.to_string()),
+            _ => internal(other.to_string()),
+        },
+    }
+}
+
+/// Why a statement stopped early.
+fn interrupted(timeout: std::time::Duration, cancelled: bool) -> PgWireError {
+    if cancelled {
+        error("57014", "canceling statement due to user request".into())
+    } else {
+        error(
+            "57014",
+            format!(
+                "canceling statement due to statement timeout ({} s; `lockstep serve --query-timeout-secs`)",
+                timeout.as_secs()
+            ),
+        )
+    }
+}
+
+/// A future that resolves with the error once the statement is cancelled or out of time.
+type Interrupt = Pin<Box<dyn std::future::Future<Output = PgWireError> + Send>>;
+
+fn interrupt(flag: Option<Arc<CancelFlag>>, timeout: std::time::Duration) -> Interrupt {
+    let started = flag.as_ref().map(|f| f.epoch.load(std::sync::atomic::Ordering::SeqCst));
+    Box::pin(async move {
+        let cancel = async {
+            match (&flag, started) {
+                (Some(flag), Some(started)) => flag.cancelled(started).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = cancel => interrupted(timeout, true),
+            () = tokio::time::sleep(timeout) => interrupted(timeout, false),
+        }
+    })
+}
+
+/// Rows that end with the interrupt's error when it fires first.
+struct Guarded {
+    rows: Pin<Box<dyn Stream<Item = PgWireResult<DataRow>> + Send>>,
+    stop: Option<Interrupt>,
+}
+
+impl Stream for Guarded {
+    type Item = PgWireResult<DataRow>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(stop) = self.stop.as_mut() else { return Poll::Ready(None) };
+        if let Poll::Ready(e) = stop.as_mut().poll(cx) {
+            self.stop = None;
+            return Poll::Ready(Some(Err(e)));
+        }
+        match self.rows.as_mut().poll_next(cx) {
+            Poll::Ready(None) => {
+                self.stop = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.stop = None;
+                Poll::Ready(Some(Err(e)))
+            }
+            other => other,
+        }
+    }
+}
+
+impl Handlers {
+    /// Runs one statement: plans it in a fresh session (binding `parameters`), and returns
+    /// its rows as a stream under the statement's memory pool, time limit and cancel flag.
+    async fn run<C: ClientInfo>(
+        &self,
+        client: &C,
+        statement: &Statement,
+        parameters: Vec<ScalarValue>,
+        format: &Format,
+    ) -> PgWireResult<Response> {
+        match &statement.kind {
+            Kind::Begin => return Ok(Response::TransactionStart(Tag::new("BEGIN"))),
+            Kind::End(tag) => return Ok(Response::TransactionEnd(Tag::new(tag))),
+            Kind::Ignored(tag) => return Ok(Response::Execution(Tag::new(tag))),
+            Kind::Query => {}
+        }
+        let flag = client.session_extensions().get::<Arc<CancelFlag>>().map(|f| f.as_ref().clone());
+        let mut stop = interrupt(flag, self.shared.timeout);
+        let shared = self.shared.clone();
+        let sql = statement.sql.clone();
+        let plan = async move {
+            let engine = shared.engine()?;
+            let mut frame = engine.sql(&sql).await?;
+            if !parameters.is_empty() {
+                frame = frame.with_param_values(parameters)?;
+            }
+            let schema = Arc::new(wire_schema(frame.schema().as_arrow()));
+            let batches = frame.execute_stream().await.map_err(QueryError::from)?;
+            Ok::<_, QueryError>((schema, batches))
+        };
+        let (schema, batches) = tokio::select! {
+            planned = plan => planned.map_err(|e| user_error(&e))?,
+            e = &mut stop => return Err(e),
+        };
+        let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&schema, format, None)?);
+        let encode = fields.clone();
+        let rows = batches
+            .map(move |batch| {
+                let rows: Vec<PgWireResult<DataRow>> =
+                    match batch.map_err(|e| user_error(&e.into())).and_then(|b| wire_batch(b, &schema)) {
+                        Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch).collect(),
+                        Err(e) => vec![Err(e)],
+                    };
+                futures::stream::iter(rows)
+            })
+            .flatten();
+        let guarded = Guarded { rows: Box::pin(rows), stop: Some(stop) };
+        Ok(Response::Query(QueryResponse::new(fields, guarded)))
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Handlers {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut responses = Vec::new();
+        for part in lockstep_query::script::split_statements(query) {
+            let statement =
+                Statement { kind: classify(&part.sql), sql: part.sql, schema: None, parameters: Vec::new() };
+            match self.run(client, &statement, Vec::new(), &Format::UnifiedText).await {
+                Ok(response) => responses.push(response),
+                Err(PgWireError::UserError(info)) => {
+                    // Later statements of the string do not run, as in PostgreSQL.
+                    responses.push(Response::Error(info));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if responses.is_empty() {
+            responses.push(Response::EmptyQuery);
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Handlers {
+    type Statement = Statement;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(&self, client: &mut C, portal: &Portal<Statement>, _max_rows: usize) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement = &portal.statement.statement;
+        let parameters = (0..portal.parameter_len())
+            .map(|i| {
+                let declared = portal.statement.parameter_types.get(i).cloned().flatten();
+                let inferred = statement.parameters.get(i).cloned().flatten();
+                parameter(portal, i, declared, inferred)
+            })
+            .collect::<PgWireResult<Vec<_>>>()?;
+        self.run(client, statement, parameters, &portal.result_column_format).await
+    }
+}
+
+/// Parameter `i` of `portal` as a value of the type DataFusion inferred for it (else of the
+/// type the client declared, else text).
+fn parameter(
+    portal: &Portal<Statement>,
+    i: usize,
+    declared: Option<Type>,
+    inferred: Option<DataType>,
+) -> PgWireResult<ScalarValue> {
+    let bad = |what: String| error("22P02", format!("parameter ${}: {what}", i + 1));
+    let ty = declared.unwrap_or_else(|| inferred.as_ref().map_or(Type::TEXT, pg_type));
+    let value = if portal.parameter_format.is_binary(i) {
+        let Some(bytes) = portal.parameters.get(i).cloned().flatten() else {
+            return Ok(ScalarValue::Null);
+        };
+        let int = |n: usize| -> PgWireResult<i64> {
+            let b: &[u8] = bytes.as_ref();
+            match n {
+                2 => b.try_into().map(|a| i64::from(i16::from_be_bytes(a))),
+                4 => b.try_into().map(|a| i64::from(i32::from_be_bytes(a))),
+                _ => b.try_into().map(i64::from_be_bytes),
+            }
+            .map_err(|_| bad(format!("{} bytes for type {}", b.len(), ty.name())))
+        };
+        match ty {
+            Type::BOOL => ScalarValue::Boolean(bytes.first().map(|b| *b != 0)),
+            Type::INT2 => ScalarValue::Int64(Some(int(2)?)),
+            Type::INT4 => ScalarValue::Int64(Some(int(4)?)),
+            Type::INT8 => ScalarValue::Int64(Some(int(8)?)),
+            Type::FLOAT4 => ScalarValue::Float64(Some(f64::from(f32::from_bits(int(4)? as u32)))),
+            Type::FLOAT8 => ScalarValue::Float64(Some(f64::from_bits(int(8)? as u64))),
+            // Microseconds since 2000-01-01.
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+                ScalarValue::TimestampMicrosecond(Some(int(8)? + 946_684_800_000_000), Some(UTC.into()))
+            }
+            _ => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?)),
+        }
+    } else {
+        match portal.parameters.get(i).cloned().flatten() {
+            Some(bytes) => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?)),
+            None => ScalarValue::Null,
+        }
+    };
+    match inferred {
+        Some(target) if value.data_type() != target && !value.is_null() => {
+            value.cast_to(&target).map_err(|e| bad(format!("not a {target}: {e}")))
+        }
+        Some(target) if value.is_null() => ScalarValue::try_from(&target).map_err(|e| bad(e.to_string())),
+        _ => Ok(value),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_are_classified() {
+        assert_eq!(classify("  BEGIN"), Kind::Begin);
+        assert_eq!(classify("start transaction read only"), Kind::Begin);
+        assert_eq!(classify("commit;"), Kind::End("COMMIT"));
+        assert_eq!(classify("ROLLBACK"), Kind::End("ROLLBACK"));
+        assert_eq!(classify("SET extra_float_digits = 3"), Kind::Ignored("SET"));
+        assert_eq!(classify("SELECT 1"), Kind::Query);
+        assert_eq!(classify("settings"), Kind::Query);
+        assert_eq!(classify("with x as (select 1) select * from x"), Kind::Query);
+    }
+
+    #[test]
+    fn timestamps_without_zone_are_sent_in_utc() {
+        let schema = Schema::new(vec![
+            Field::new("time", DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None), false),
+            Field::new("value", DataType::Float64, false),
+        ]);
+        let wire = wire_schema(&schema);
+        assert_eq!(
+            wire.field(0).data_type(),
+            &DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, Some(UTC.into()))
+        );
+        assert_eq!(pg_type(wire.field(0).data_type()), Type::TIMESTAMPTZ);
+        assert_eq!(wire.field(1).data_type(), &DataType::Float64);
+    }
+}

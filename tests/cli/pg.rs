@@ -1,0 +1,424 @@
+//! SQL over the PostgreSQL wire protocol of `lockstep serve --pg-listen`, with real clients:
+//! `psql` (Debian `postgresql-client`) and `psycopg` (PyPI). The store holds a simulated job
+//! (imported) plus samples written into the running server over gRPC; the values that come
+//! back equal `lockstep sql`'s, timestamps are `timestamptz`, the Grafana dashboard's queries
+//! run, and authentication, read-only refusal, the memory and time limits and cancellation
+//! behave as documented in docs/network-sql.md.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use lockstep_proto::ingest::v1::write_client::WriteClient;
+use lockstep_proto::ingest::v1::{SeriesDefinition, SeriesSamples, WriteRequest};
+
+use super::{lockstep, ok};
+
+const READ_TOKEN: &str = "pg-read-token-0123456789";
+const WRITE_TOKEN: &str = "pg-write-token-0123456789";
+/// The simulated job's window (`lockstep simulate` starts at 2026-03-02 09:00 UTC).
+const FROM: &str = "2026-03-02T08:59:00Z";
+const TO: &str = "2026-03-02T09:05:00Z";
+
+/// A running `lockstep serve`; killed on drop.
+struct Serve {
+    child: Child,
+    grpc: String,
+    pg: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    /// Starts `serve --pg-listen` on `db` with `extra` flags; `Err(stderr)` when it refuses.
+    fn start(db: &Path, pg_listen: &str, extra: &[&str]) -> Result<Serve, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--pg-listen", pg_listen])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (mut grpc, mut pg) = (String::new(), String::new());
+        stdout.read_line(&mut grpc).unwrap();
+        if !grpc.starts_with("listening on ") {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            let _ = child.wait();
+            return Err(err);
+        }
+        stdout.read_line(&mut pg).unwrap();
+        let pg = pg.strip_prefix("postgresql on ").unwrap_or_else(|| panic!("no pg address: {pg:?}"));
+        let word = |s: &str| s.split_whitespace().next().unwrap().to_string();
+        Ok(Serve { grpc: word(grpc.trim_start_matches("listening on ")), pg: word(pg), child })
+    }
+
+    fn port(&self) -> &str {
+        self.pg.rsplit(':').next().unwrap()
+    }
+
+    fn url(&self, password: Option<&str>) -> String {
+        match password {
+            Some(p) => format!("postgresql://grafana:{p}@127.0.0.1:{}/lockstep", self.port()),
+            None => format!("postgresql://anyone@127.0.0.1:{}/lockstep", self.port()),
+        }
+    }
+}
+
+/// Whether a client is installed; panics when missing but required (`LOCKSTEP_REQUIRE_*`).
+fn have(what: &str, probe: &mut Command, require: &str) -> bool {
+    if probe.output().is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(std::env::var_os(require).is_none(), "{what} is required ({require}) but missing");
+    eprintln!("skipped: {what} is not installed");
+    false
+}
+
+fn have_psql() -> bool {
+    have("psql", Command::new("psql").arg("--version"), "LOCKSTEP_REQUIRE_PSQL")
+}
+
+fn have_psycopg() -> bool {
+    have("psycopg", Command::new("python3").args(["-c", "import psycopg"]), "LOCKSTEP_REQUIRE_PSYCOPG")
+}
+
+/// A store holding a small simulated job (4 nodes, 3 minutes).
+fn simulated_store(dir: &Path) -> PathBuf {
+    let bundle = dir.join("bundle");
+    ok(&[
+        "simulate",
+        "--out",
+        bundle.to_str().unwrap(),
+        "--nodes",
+        "4",
+        "--minutes",
+        "3",
+        "--scenario",
+        "storage-latency",
+    ]);
+    let db = dir.join("db");
+    ok(&["import", "--data-dir", db.to_str().unwrap(), bundle.to_str().unwrap()]);
+    db
+}
+
+/// Writes `pg_probe{host="live"}` = 1..=5 at 09:01:00..04 into the running server over gRPC.
+fn write_live_samples(server: &Serve, token: Option<&str>) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let channel =
+            tonic::transport::Channel::from_shared(format!("http://{}", server.grpc)).unwrap().connect().await.unwrap();
+        let t0: i64 = 1_772_442_060_000_000_000; // 2026-03-02T09:01:00Z
+        let mut deltas = vec![t0];
+        deltas.extend([1_000_000_000; 4]);
+        let request = WriteRequest {
+            definitions: vec![SeriesDefinition {
+                r#ref: 1,
+                metric: "pg_probe".into(),
+                labels: HashMap::from([("host".to_string(), "live".to_string())]),
+            }],
+            series: vec![SeriesSamples { r#ref: 1, timestamp_deltas: deltas, values: vec![1.0, 2.0, 3.0, 4.0, 5.0] }],
+            ..Default::default()
+        };
+        let mut request = tonic::Request::new(request);
+        if let Some(t) = token {
+            request.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        let response = WriteClient::new(channel).write(request).await.unwrap().into_inner();
+        assert_eq!(response.accepted, 5, "{response:?}");
+    });
+}
+
+/// `psql` with `args` (connection string first); the password from `PGPASSWORD` if given.
+fn psql(url: &str, password: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new("psql");
+    command.arg(url).args(["--no-psqlrc", "-v", "ON_ERROR_STOP=1"]).args(args).env_remove("PGPASSWORD");
+    if let Some(p) = password {
+        command.env("PGPASSWORD", p);
+    }
+    command.output().unwrap()
+}
+
+/// The cells of a CSV text (no quoting in these results).
+fn csv_cells(text: &str) -> Vec<Vec<String>> {
+    text.lines().map(|l| l.split(',').map(str::to_string).collect()).collect()
+}
+
+/// Cells equal as numbers when both are numbers, as timestamps (to the microsecond) when both
+/// are timestamps, else as text.
+fn same_cell(a: &str, b: &str) -> bool {
+    if let (Ok(x), Ok(y)) = (a.parse::<f64>(), b.parse::<f64>()) {
+        return x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+    }
+    let timestamp = |s: &str| {
+        let s = s.replace('T', " ");
+        let s = s.trim_end_matches("+00:00").trim_end_matches("+00").trim_end_matches('Z');
+        let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+        format!("{whole}.{:0<6.6}", fraction)
+    };
+    a == b || (a.len() >= 19 && b.len() >= 19 && timestamp(a) == timestamp(b))
+}
+
+fn assert_same_table(psql_csv: &str, lockstep_csv: &str) {
+    let (a, b) = (csv_cells(psql_csv), csv_cells(lockstep_csv));
+    assert_eq!(a.len(), b.len(), "psql:\n{psql_csv}\nlockstep sql:\n{lockstep_csv}");
+    assert!(a.len() > 1, "no rows: {psql_csv}");
+    for (ra, rb) in a.iter().zip(&b) {
+        assert_eq!(ra.len(), rb.len(), "{ra:?} vs {rb:?}");
+        for (ca, cb) in ra.iter().zip(rb) {
+            assert!(same_cell(ca, cb), "{ca:?} != {cb:?}\npsql:\n{psql_csv}\nlockstep sql:\n{lockstep_csv}");
+        }
+    }
+}
+
+/// The dashboard's panel queries with Grafana's `$__timeFilter(time)` expanded as Grafana
+/// does (`time BETWEEN '…' AND '…'`).
+fn dashboard_queries() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/grafana/job-timeline.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let sql = target["rawSql"].as_str().unwrap();
+            let sql = sql.replace("$__timeFilter(time)", &format!("time BETWEEN '{FROM}' AND '{TO}'"));
+            assert!(!sql.contains('$'), "a Grafana macro the test does not expand: {sql}");
+            queries.push((panel["title"].as_str().unwrap().to_string(), sql));
+        }
+    }
+    queries
+}
+
+/// psycopg: runs the statements of a JSON list, each in its own cursor; prints one JSON line
+/// per statement with the column names and type OIDs, the rows, or the error and SQLSTATE.
+const PSYCOPG_RUN: &str = r#"
+import json, sys, datetime, psycopg
+conn = psycopg.connect(sys.argv[1])
+for sql in json.loads(sys.argv[2]):
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            rows = cur.fetchall()
+            def cell(v):
+                if isinstance(v, datetime.datetime):
+                    return {"ts": v.isoformat(), "tz": v.utcoffset().total_seconds() if v.tzinfo else None}
+                return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
+            print(json.dumps({"columns": [[d.name, d.type_code] for d in cur.description],
+                              "rows": [[cell(v) for v in r] for r in rows]}))
+    except psycopg.Error as e:
+        conn.rollback()
+        print(json.dumps({"error": str(e).strip(), "sqlstate": e.sqlstate}))
+conn.close()
+"#;
+
+fn psycopg(url: &str, statements: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new("python3")
+        .args(["-c", PSYCOPG_RUN, url, &serde_json::to_string(statements).unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "psycopg failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+const TIMESTAMPTZ_OID: i64 = 1184;
+
+/// psql and psycopg on loopback without tokens (any user, no password) read what `lockstep
+/// sql` reads, including samples written into the running server a moment before; timestamps
+/// are `timestamptz`; the Grafana dashboard's queries run; `lockstep sql --server` prints what
+/// `lockstep sql --data-dir` prints; DDL and DML are refused.
+#[test]
+fn psql_and_psycopg_read_what_lockstep_sql_reads() {
+    let (psql_ok, psycopg_ok) = (have_psql(), have_psycopg());
+    let tmp = tempfile::tempdir().unwrap();
+    let db = simulated_store(tmp.path());
+    let server = Serve::start(&db, "127.0.0.1:0", &[]).unwrap();
+    write_live_samples(&server, None);
+    let db = db.to_str().unwrap();
+
+    let queries = [
+        "SELECT metric, count(*) AS n, min(value) AS lo, max(value) AS hi, sum(value) AS total \
+         FROM samples GROUP BY metric ORDER BY metric",
+        "SELECT time, host, value FROM samples WHERE metric = 'pg_probe' ORDER BY time",
+        "SELECT date_bin(INTERVAL '30 seconds', time) AS time, avg(value) AS step_s FROM samples \
+         WHERE metric = 'train_step_duration_seconds' GROUP BY 1 ORDER BY 1",
+    ];
+    for query in queries {
+        let local = ok(&["sql", "--data-dir", db, "--format", "csv", query]);
+        let remote = ok(&["sql", "--server", &server.url(None), "--format", "csv", query]);
+        assert_same_table(&remote, &local);
+        if psql_ok {
+            let out = psql(&server.url(None), None, &["--csv", "-c", query]);
+            assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+            assert_same_table(&String::from_utf8(out.stdout).unwrap(), &local);
+        }
+    }
+    // The live samples are there: written after the import, acknowledged, not yet flushed.
+    let probe = ok(&["sql", "--server", &server.url(None), "--format", "csv", queries[1]]);
+    assert_eq!(probe.lines().count(), 6, "{probe}");
+    assert!(probe.lines().nth(1).unwrap().starts_with("2026-03-02T09:01:00,live,1"), "{probe}");
+
+    // Errors are printed once; DDL, DML and COPY are refused as read-only.
+    let out = lockstep(&["sql", "--server", &server.url(None), "SELEC 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.lines().count() == 1 && err.matches("SELEC").count() == 1, "{err}");
+    for statement in
+        ["CREATE TABLE t (x INT)", "INSERT INTO samples SELECT * FROM samples LIMIT 1", "COPY samples TO '/tmp/x.csv'"]
+    {
+        let out = lockstep(&["sql", "--server", &server.url(None), statement]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("read-only"), "{statement}: {err}");
+        if psql_ok {
+            let out = psql(&server.url(None), None, &["-c", statement]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && err.contains("read-only"), "{statement}: {err}");
+        }
+    }
+
+    if psycopg_ok {
+        let mut statements = vec![
+            "SELECT time, value FROM samples WHERE metric = 'pg_probe' ORDER BY time".to_string(),
+            "CREATE TABLE t (x INT)".to_string(),
+        ];
+        let dashboard = dashboard_queries();
+        statements.extend(dashboard.iter().map(|(_, sql)| sql.clone()));
+        let refs: Vec<&str> = statements.iter().map(String::as_str).collect();
+        let results = psycopg(&server.url(None), &refs);
+        assert_eq!(results[0]["columns"][0], serde_json::json!(["time", TIMESTAMPTZ_OID]), "{}", results[0]);
+        assert_eq!(results[0]["rows"][0][0], serde_json::json!({"ts": "2026-03-02T09:01:00+00:00", "tz": 0.0}));
+        assert_eq!(results[0]["rows"][4][1], 5.0);
+        assert_eq!(results[1]["sqlstate"], "25006", "{}", results[1]);
+        for ((title, sql), result) in dashboard.iter().zip(&results[2..]) {
+            let columns = result["columns"].as_array().unwrap_or_else(|| panic!("{title}: {result}\n{sql}"));
+            assert_eq!(columns[0], serde_json::json!(["time", TIMESTAMPTZ_OID]), "{title}: {result}");
+            assert!(!result["rows"].as_array().unwrap().is_empty(), "{title} returned no rows:\n{sql}");
+            // The same values as `lockstep sql` for the same query.
+            let local = ok(&["sql", "--data-dir", db, "--format", "json", sql]);
+            let local: Vec<serde_json::Value> = local.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(local.len(), result["rows"].as_array().unwrap().len(), "{title}");
+            let name = columns.last().unwrap()[0].as_str().unwrap();
+            let last = |row: &serde_json::Value| row.as_array().unwrap().last().unwrap().as_f64();
+            for (l, r) in local.iter().zip(result["rows"].as_array().unwrap()) {
+                let (a, b) = (l[name].as_f64(), last(r));
+                assert!(a.zip(b).is_some_and(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0)), "{title}: {l} vs {r}");
+            }
+        }
+    }
+}
+
+/// With a tokens file the password must be a token with the read role (the user name is
+/// free); a statement over the memory limit fails with a clear error while another client
+/// keeps working; the time limit and a cancel request stop a running statement; TLS works.
+#[test]
+fn pg_auth_limits_cancel_and_tls() {
+    if !have_psql() || !have_psycopg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let db = simulated_store(tmp.path());
+    let tokens = tmp.path().join("tokens");
+    std::fs::write(&tokens, format!("read {READ_TOKEN}\nwrite {WRITE_TOKEN}\n")).unwrap();
+    let (cert, key) = (tmp.path().join("pg-cert.pem"), tmp.path().join("pg-key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl CLI makes the test certificate");
+    assert!(made.success());
+    let server = Serve::start(
+        &db,
+        "127.0.0.1:0",
+        &["--token-file", tokens.to_str().unwrap(), "--query-memory-limit-mb", "1", "--query-timeout-secs", "4"],
+    )
+    .unwrap();
+    write_live_samples(&server, Some(WRITE_TOKEN));
+    let count = "SELECT count(*) AS n FROM samples WHERE metric = 'pg_probe'";
+
+    let out = psql(&server.url(None), Some("wrong-password-0123456789"), &["--csv", "-c", count]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.to_lowercase().contains("password authentication failed"), "{err}");
+    // A write-only token is no password for SQL.
+    let out = psql(&server.url(None), Some(WRITE_TOKEN), &["--csv", "-c", count]);
+    assert!(!out.status.success());
+    let out = psql(&server.url(None), Some(READ_TOKEN), &["--csv", "-c", count]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n5\n");
+    let out = lockstep(&["sql", "--server", &server.url(Some(READ_TOKEN)), "--format", "csv", count]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n5\n", "{}", String::from_utf8_lossy(&out.stderr));
+
+    // One connection runs a statement over the 1 MiB limit, another a small one, then the first
+    // connection goes on; a slow statement hits the 4 s limit; a cancel request stops another.
+    let script = r#"
+import json, sys, threading, time, psycopg
+url, big, small, slow = sys.argv[1:5]
+a, b = psycopg.connect(url, autocommit=True), psycopg.connect(url, autocommit=True)
+out = {}
+try:
+    a.execute(big).fetchall()
+except psycopg.Error as e:
+    out["big"] = [e.sqlstate, str(e).strip()]
+out["other"] = b.execute(small).fetchone()[0]
+out["again"] = a.execute(small).fetchone()[0]
+started = time.time()
+try:
+    a.execute(slow).fetchall()
+except psycopg.Error as e:
+    out["timeout"] = [e.sqlstate, str(e).strip(), round(time.time() - started, 1)]
+threading.Timer(1.0, b.cancel).start()
+started = time.time()
+try:
+    b.execute(slow).fetchall()
+except psycopg.Error as e:
+    out["cancel"] = [e.sqlstate, str(e).strip(), round(time.time() - started, 1)]
+out["after_cancel"] = b.execute(small).fetchone()[0]
+print(json.dumps(out))
+"#;
+    let big =
+        "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b ON a.value = b.value";
+    let slow = "SELECT count(*) FROM generate_series(1, 10000000000) a WHERE a.value % 7 = 3 AND sqrt(CAST(a.value AS DOUBLE)) > 1";
+    let out =
+        Command::new("python3").args(["-c", script, &server.url(Some(READ_TOKEN)), big, count, slow]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["big"][0], "53200", "{result}");
+    assert!(result["big"][1].as_str().unwrap().contains("query exceeded the memory limit of 1 MiB"), "{result}");
+    assert_eq!((result["other"].as_i64(), result["again"].as_i64()), (Some(5), Some(5)), "{result}");
+    assert_eq!(result["timeout"][0], "57014", "{result}");
+    assert!(result["timeout"][1].as_str().unwrap().contains("statement timeout"), "{result}");
+    assert!(result["timeout"][2].as_f64().unwrap() < 15.0, "{result}");
+    assert_eq!(result["cancel"][0], "57014", "{result}");
+    assert!(result["cancel"][1].as_str().unwrap().contains("user request"), "{result}");
+    assert!(result["cancel"][2].as_f64().unwrap() < 3.5, "{result}");
+    assert_eq!(result["after_cancel"].as_i64(), Some(5), "{result}");
+    drop(server);
+
+    // TLS: psql with sslmode=verify-full against the server's certificate.
+    let (t, c, k) = (tokens.to_str().unwrap(), cert.to_str().unwrap(), key.to_str().unwrap());
+    let server = Serve::start(&db, "127.0.0.1:0", &["--tls-cert", c, "--tls-key", k, "--token-file", t]).unwrap();
+    let url = format!("{}?sslmode=verify-full&sslrootcert={}", server.url(None), cert.display());
+    let out = psql(
+        &url,
+        Some(READ_TOKEN),
+        &["--csv", "-t", "-c", "SELECT count(*) FROM samples WHERE metric = 'storage_read_latency_seconds'"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "360");
+}
+
+/// Like the gRPC port: a public --pg-listen without tokens is refused unless --insecure.
+#[test]
+fn pg_listen_exposure_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let err = Serve::start(&db, "0.0.0.0:0", &[]).err().expect("a public listener without tokens must be refused");
+    assert!(err.contains("refusing to listen on 0.0.0.0:0 without authentication"), "{err}");
+    let server = Serve::start(&db, "0.0.0.0:0", &["--insecure"]).unwrap();
+    assert!(server.pg.starts_with("0.0.0.0:"), "{}", server.pg);
+}
