@@ -5,20 +5,27 @@
 //! host CPUs) in one engine scan, places every sample on the corrected timeline with its clock
 //! uncertainty, and then:
 //!
-//! 1. finds the **slowdown onset** on step time (median over ranks per 1 s bucket, robust PELT
-//!    change point, at least a 10 % rise that is sustained);
-//! 2. computes, per series, counter rates (wrap/reset/saturation handled by the metric
-//!    catalog), a robust pre-onset baseline, the change magnitude against that baseline, the
+//! 1. finds the **slowdown episodes** `[onset, recovery)` on the pace signal (median step time
+//!    over ranks per 1 s bucket, or the median collective time without step time): segments of
+//!    the engine's change-point detector at least 10 % above the healthy level that are
+//!    sustained; persistent, transient or recurring; each is diagnosed against the healthy time
+//!    around it (`episodes.rs`), and the main (costliest) one is the top level;
+//! 2. computes, per series and episode, counter rates (wrap/reset/saturation handled by the
+//!    metric catalog), a robust pre-onset baseline, the change magnitude against that baseline, the
 //!    **peer outlierness** (the same metric on the other ranks/ports) and the **onset** (first
 //!    sustained departure from the baseline) with its clock uncertainty;
 //! 3. decomposes the step-time rise into what the ranks waited on: input (data-loader wait on
 //!    all ranks), transfer (the fastest rank's collective time: the wire itself) or a straggler
-//!    (all but one rank wait in the collective; the culprit has the lowest collective time);
+//!    (all but one rank wait in the collective; the culprit has the lowest collective time),
+//!    linking ranks, GPUs and hosts across exporter label conventions (`assoc.rs`);
 //! 4. names the root cause inside that bottleneck by class, magnitude, peer outlierness,
 //!    precedence on the corrected timeline and the causal topology; a storage slowdown whose
 //!    storage path shows a fabric fault that does not start after it is a network problem;
 //! 5. builds the evidence chain in corrected-time order, claiming no order finer than the
 //!    clocks ([`lockstep_engine::clock::before`]).
+//!
+//! Verdicts are honest (`verdict/honest.rs`): `insufficient_data` with the missing signals
+//! instead of "healthy", `slow_from_start` with a `--from` to try, a confidence per verdict.
 //!
 //! The method, scoring and JSON schema are documented in `docs/diagnosis.md`.
 

@@ -360,6 +360,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     let base_compute = rng.range(0.45, 0.8);
     let base_fetch = rng.range(0.08, 0.2);
     let base_xfer = rng.range(0.12, 0.3);
+    // Input faults multiply the fetch time by at least enough to outgrow the half of the
+    // compute that hides it (otherwise the fault would not slow the job at all).
+    let amp = (0.8 * base_compute / base_fetch).max(4.0);
     let mut t = start + SEC;
     let mut step_index = 0u64;
     let mut waits = vec![0.0; ranks];
@@ -367,14 +370,14 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     while t < end {
         let storm_k = storm.at(t);
         let server_k = server_slow.at(t);
-        let pool_mult = 1.0 + 5.0 * storm_k + 3.5 * server_k;
+        let pool_mult = 1.0 + amp * storm_k.max(server_k);
         let xfer = base_xfer * (1.0 + 0.8 * link.at(t)) * (1.0 + 0.03 * rng.gauss()).max(0.5);
         for r in 0..ranks {
             let n = r / GPUS;
             let g = r % GPUS;
             let slow_gpu = if n == victim && g == vgpu { 1.0 + 0.4 * heat.at(t) } else { 1.0 };
             let c = base_compute * slow_gpu * (1.0 + 0.015 * rng.gauss()).max(0.5);
-            let cpu_mult = if n == victim { 1.0 + 5.0 * cpu.at(t) } else { 1.0 };
+            let cpu_mult = if n == victim { 1.0 + amp * cpu.at(t) } else { 1.0 };
             let fetch = base_fetch * pool_mult * cpu_mult * (1.0 + 0.1 * rng.gauss()).max(0.2);
             let w = (fetch - 0.5 * c).max(0.0) + 0.002 * rng.unit();
             waits[r] = w;
@@ -467,7 +470,7 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
         // The other job's node and the pool (stamped by the first server).
         let storm_k = storm.at(t);
         let server_k = server_slow.at(t);
-        let lat_mult = 1.0 + 5.0 * storm_k + 3.5 * server_k;
+        let lat_mult = 1.0 + amp * storm_k.max(server_k);
         for (q, base) in [("0.5", 0.004), ("0.99", 0.02)] {
             let v = base * lat_mult * (1.0 + 0.08 * rng.gauss()).max(0.3);
             batch.push(

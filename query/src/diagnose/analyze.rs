@@ -70,6 +70,8 @@ pub(crate) struct Features {
     pub z: f64,
     /// Onset of the departure, if any.
     pub onset: Option<Onset>,
+    /// Median sample spacing in the degraded window (s).
+    pub dt: f64,
 }
 
 impl Features {
@@ -107,7 +109,8 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
         uncertainty: timeline.uncertainty(&meta.host, s.t[i]),
         early,
     });
-    Some(Features { m0, s0, m1, mean0, mean1, z, onset })
+    let dt = median(s.t[a_lo..a_hi].windows(2).map(|w| (w[1] - w[0]) as f64 / 1e9), &mut scratch);
+    Some(Features { m0, s0, m1, mean0, mean1, z, onset, dt })
 }
 
 /// Index of the first sample from `start` on that departs from the baseline towards the new

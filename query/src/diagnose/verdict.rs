@@ -51,7 +51,26 @@ struct Scored<'a> {
 
 impl Scored<'_> {
     fn changed(&self) -> bool {
-        self.feat.z.abs() >= Z_CHANGED && (self.feat.rel().abs() >= REL_CHANGED || self.feat.m0 == 0.0)
+        self.feat.z.abs() >= Z_CHANGED
+            && (self.feat.rel().abs() >= REL_CHANGED || self.feat.m0 == 0.0)
+            && !self.quantised()
+    }
+
+    /// A trickle of counted events (errors, drops) whose rate moved by less than one event per
+    /// sample: integer counters alternate between adjacent counts, so such a "change" is the
+    /// counter's resolution, not a fault.
+    fn quantised(&self) -> bool {
+        let counted = self.meta.info.as_ref().is_some_and(|i| {
+            matches!(
+                i.class,
+                MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit
+            )
+        });
+        counted
+            && self.meta.is_counter()
+            && self.feat.m0 > 0.0
+            && self.feat.dt.is_finite()
+            && (self.feat.m1 - self.feat.m0).abs() * self.feat.dt < 1.0
     }
 }
 
