@@ -267,6 +267,9 @@ pub struct Episode {
     pub decomposition: Decomposition,
     /// Confidence in the root cause, in [0, 1] (see docs/diagnosis.md).
     pub confidence: f64,
+    /// For a pool or fabric root cause: the other jobs that use that pool or port during the
+    /// episode (the aggressor, when the evidence names one, and the blast radius).
+    pub other_jobs: Vec<String>,
 }
 
 impl Episode {
@@ -283,6 +286,7 @@ impl Episode {
             chain: Vec::new(),
             decomposition: Decomposition::default(),
             confidence: 0.0,
+            other_jobs: Vec::new(),
         }
     }
 

@@ -96,6 +96,8 @@ pub(crate) struct JobContext {
     /// Switch port entity → the host NIC port cabled to it (`leaf-1:22` → `node-06/mlx5_1:1`),
     /// from the topology: the two ends of one host link.
     pub host_links: HashMap<String, String>,
+    /// Entities of every job (for the other jobs sharing a pool or a link).
+    pub index: JobIndex,
     /// The store has no `topology.json`: nodes and GPUs come from jobs.json and the GPU labels,
     /// the fabric is unknown.
     pub no_topology: bool,
@@ -192,7 +194,32 @@ impl JobContext {
                 })
             })
             .collect();
-        Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series, host_links, no_topology })
+        Ok(JobContext {
+            pool: found.storage_pool.clone(),
+            job: found,
+            from,
+            to,
+            series,
+            host_links,
+            index,
+            no_topology,
+        })
+    }
+}
+
+impl JobContext {
+    /// The other jobs whose entities include `entity` (a pool, a port, a node) and that ran
+    /// during `[from, to)`, by start time.
+    pub fn jobs_sharing(&self, entity: &str, from: i64, to: i64) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .index
+            .jobs_touching(entity)
+            .into_iter()
+            .filter(|j| j.job.job != self.job.job && j.job.overlaps(from, to))
+            .map(|j| j.job.job.clone())
+            .collect();
+        out.dedup();
+        out
     }
 }
 

@@ -180,6 +180,10 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     };
     d.bottleneck = Some(primary.bottleneck.to_string());
     d.root_cause_domain = Some(primary.domain.to_string());
+    let shared = matches!(primary.domain, "storage" | "network") && primary.entity != ctx.job.job;
+    if shared {
+        d.other_jobs = ctx.jobs_sharing(&primary.entity, slow_t, ep.recovery.unwrap_or(ctx.to));
+    }
 
     // Suspects: the primary first, then every other entity by its generic score.
     let mut by_entity: HashMap<&str, Vec<&Scored<'_>>> = HashMap::new();
@@ -202,6 +206,13 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         .min_by_key(|o| o.0)
         .unwrap_or((slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)));
     let mut evidence = primary.evidence.clone();
+    if !d.other_jobs.is_empty() {
+        evidence.push(format!(
+            "other jobs using {} during this episode (aggressor if its traffic rose, otherwise also affected): {}",
+            primary.entity,
+            d.other_jobs.join(", ")
+        ));
+    }
     let mut sql = Vec::new();
     for s in primary.series.iter().take(4) {
         evidence.push(describe(s));

@@ -66,6 +66,7 @@ fn transient_storage_storm_that_recovers() {
     assert_eq!(d.status, "slowdown", "{s}");
     assert!(correct(&d, &t, 1), "{s}");
     assert!(d.recovery.is_some() && !d.episodes.is_empty(), "the storm recovers: {s}");
+    assert!(d.other_jobs.iter().any(|j| j == "batch-b"), "the other job on the pool: {s}");
     let (on, off) = (t.episodes[0].0, t.episodes[0].1.unwrap());
     assert!((d.slowdown.time.unwrap() - on).abs() < 30_000_000_000, "{s}");
     assert!((d.recovery.unwrap() - off).abs() < 40_000_000_000, "{s}");
