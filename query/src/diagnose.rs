@@ -5,26 +5,35 @@
 //! host CPUs) in one engine scan, places every sample on the corrected timeline with its clock
 //! uncertainty, and then:
 //!
-//! 1. finds the **slowdown onset** on step time (median over ranks per 1 s bucket, robust PELT
-//!    change point, at least a 10 % rise that is sustained);
-//! 2. computes, per series, counter rates (wrap/reset/saturation handled by the metric
-//!    catalog), a robust pre-onset baseline, the change magnitude against that baseline, the
+//! 1. finds the **slowdown episodes** `[onset, recovery)` on the pace signal (median step time
+//!    over ranks per 1 s bucket, or the median collective time without step time): segments of
+//!    the engine's change-point detector at least 10 % above the healthy level that are
+//!    sustained; persistent, transient or recurring; each is diagnosed against the healthy time
+//!    around it (`episodes.rs`), and the main (costliest) one is the top level;
+//! 2. computes, per series and episode, counter rates (wrap/reset/saturation handled by the
+//!    metric catalog), a robust pre-onset baseline, the change magnitude against that baseline, the
 //!    **peer outlierness** (the same metric on the other ranks/ports) and the **onset** (first
 //!    sustained departure from the baseline) with its clock uncertainty;
 //! 3. decomposes the step-time rise into what the ranks waited on: input (data-loader wait on
 //!    all ranks), transfer (the fastest rank's collective time: the wire itself) or a straggler
-//!    (all but one rank wait in the collective; the culprit has the lowest collective time);
+//!    (all but one rank wait in the collective; the culprit has the lowest collective time),
+//!    linking ranks, GPUs and hosts across exporter label conventions (`assoc.rs`);
 //! 4. names the root cause inside that bottleneck by class, magnitude, peer outlierness,
 //!    precedence on the corrected timeline and the causal topology; a storage slowdown whose
 //!    storage path shows a fabric fault that does not start after it is a network problem;
 //! 5. builds the evidence chain in corrected-time order, claiming no order finer than the
 //!    clocks ([`lockstep_engine::clock::before`]).
 //!
+//! Verdicts are honest (`verdict/honest.rs`): `insufficient_data` with the missing signals
+//! instead of "healthy", `slow_from_start` with a `--from` to try, a confidence per verdict.
+//!
 //! The method, scoring and JSON schema are documented in `docs/diagnosis.md`.
 
 mod analyze;
+mod assoc;
 mod compare;
 mod context;
+mod episodes;
 mod load;
 pub mod report;
 mod signal;
@@ -232,21 +241,21 @@ pub struct Lane {
     pub values: Vec<f64>,
 }
 
-/// The result of [`diagnose`].
+/// One slowdown episode `[slowdown.time, recovery)`, diagnosed against the healthy time around
+/// it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Diagnosis {
-    /// The job.
-    pub job: String,
-    /// Window start (reference ns).
-    pub from: i64,
-    /// Window end (reference ns).
-    pub to: i64,
-    /// The slowdown.
+pub struct Episode {
+    /// The episode started with the analysed data (no healthy time before it): diagnosed
+    /// against the healthy time after it.
+    pub from_start: bool,
+    /// The slowdown of this episode.
     pub slowdown: Slowdown,
-    /// What the job waits on: compute, network, storage, data_loading; `None` when healthy.
+    /// When the pace recovered (reference ns); `None` while slow until the end of the window
+    /// (and for a healthy verdict).
+    pub recovery: Option<i64>,
+    /// What the job waits on in this episode.
     pub bottleneck: Option<String>,
-    /// Where the root cause is (differs from `bottleneck` when e.g. a storage slowdown is caused
-    /// by the fabric); `None` when healthy.
+    /// Where the root cause is.
     pub root_cause_domain: Option<String>,
     /// One-paragraph verdict.
     pub verdict: String,
@@ -256,6 +265,62 @@ pub struct Diagnosis {
     pub chain: Vec<ChainLink>,
     /// Step-time decomposition.
     pub decomposition: Decomposition,
+    /// Confidence in the root cause, in [0, 1] (see docs/diagnosis.md).
+    pub confidence: f64,
+    /// For a pool or fabric root cause: the other jobs that use that pool or port during the
+    /// episode (the aggressor, when the evidence names one, and the blast radius).
+    pub other_jobs: Vec<String>,
+}
+
+impl Episode {
+    /// An episode (or a verdict without one) with only its slowdown known.
+    pub fn new(slowdown: Slowdown) -> Episode {
+        Episode {
+            from_start: false,
+            slowdown,
+            recovery: None,
+            bottleneck: None,
+            root_cause_domain: None,
+            verdict: String::new(),
+            suspects: Vec::new(),
+            chain: Vec::new(),
+            decomposition: Decomposition::default(),
+            confidence: 0.0,
+            other_jobs: Vec::new(),
+        }
+    }
+
+    /// Onset of the episode (reference ns; `i64::MIN` without a slowdown).
+    pub fn start(&self) -> i64 {
+        self.slowdown.time.unwrap_or(i64::MIN)
+    }
+}
+
+/// The result of [`diagnose`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// The job.
+    pub job: String,
+    /// Window start (reference ns).
+    pub from: i64,
+    /// Window end (reference ns).
+    pub to: i64,
+    /// `slowdown` (the main episode starts inside the analysed data), `slow_from_start` (the
+    /// window starts inside the slowdown), `healthy`, or `insufficient_data` (see `missing`).
+    pub status: String,
+    /// Signals the diagnosis lacks (each with what it costs).
+    pub missing: Vec<String>,
+    /// A `--from` to try when the window starts inside the slowdown (reference ns).
+    pub suggested_from: Option<i64>,
+    /// The main (costliest) episode, flattened into the top level: `slowdown`, `recovery`,
+    /// `bottleneck`, `root_cause_domain`, `verdict`, `suspects`, `chain`, `decomposition`,
+    /// `confidence` (a healthy or insufficient verdict has no slowdown time and no suspects).
+    /// The fields read directly on the diagnosis (`d.verdict`).
+    #[serde(flatten)]
+    pub main: Episode,
+    /// Every slowdown episode of the window in time order; the top level repeats the main
+    /// (costliest) one.
+    pub episodes: Vec<Episode>,
     /// Clock models used.
     pub clock: ClockInfo,
     /// Series analysed.
@@ -267,6 +332,20 @@ pub struct Diagnosis {
     /// Report lanes (only with [`DiagnoseOptions::lanes`]; not serialised).
     #[serde(skip)]
     pub lanes: Vec<Lane>,
+}
+
+impl std::ops::Deref for Diagnosis {
+    type Target = Episode;
+
+    fn deref(&self) -> &Episode {
+        &self.main
+    }
+}
+
+impl std::ops::DerefMut for Diagnosis {
+    fn deref_mut(&mut self) -> &mut Episode {
+        &mut self.main
+    }
 }
 
 impl Diagnosis {

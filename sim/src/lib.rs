@@ -26,6 +26,7 @@ mod error;
 mod fault;
 mod gpu;
 mod host;
+pub mod independent;
 mod nic;
 mod rng;
 mod scenario;

@@ -13,6 +13,9 @@ use lockstep_sim::{Scenario, SimConfig, Truth, simulate};
 
 use super::{lockstep, ok};
 
+#[path = "diagnose/independent.rs"]
+mod independent;
+
 const NODES: usize = 8;
 const MINUTES: u32 = 8;
 

@@ -22,11 +22,12 @@ const SUSTAIN_FRACTION: f64 = 0.6;
 pub(crate) struct Windows {
     /// Baseline `[from, base_end)`.
     pub from: i64,
-    /// End of the baseline; onsets are searched from here.
+    /// End of the baseline; onsets are searched from here (from `slowdown` when the baseline
+    /// lies after the episode).
     pub base_end: i64,
     /// The slowdown onset; the degraded window is `[slowdown, to)`.
     pub slowdown: i64,
-    /// Window end.
+    /// End of the degraded window (the recovery, or the window end).
     pub to: i64,
 }
 
@@ -69,6 +70,8 @@ pub(crate) struct Features {
     pub z: f64,
     /// Onset of the departure, if any.
     pub onset: Option<Onset>,
+    /// Mean sample spacing in the degraded window (s).
+    pub dt: f64,
 }
 
 impl Features {
@@ -97,13 +100,18 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     let mean1 = mean(after.iter().copied());
     let scale = s0.max(1e-3 * m0.abs()).max(1e-9);
     let z = ((m1 - m0) / scale).clamp(-Z_CAP, Z_CAP);
-    let onset = departure(s, b_hi, m0, s0, m1).map(|(i, early)| Onset {
+    // Onsets are searched from the end of the baseline, or from the episode's start when the
+    // baseline is the healthy time after it.
+    let search = if w.base_end <= w.slowdown { b_hi } else { a_lo };
+    let onset = departure(s, search, m0, s0, m1).map(|(i, early)| Onset {
         t: s.t[i],
         prev: if i > 0 { s.t[i - 1] } else { s.t[i] },
         uncertainty: timeline.uncertainty(&meta.host, s.t[i]),
         early,
     });
-    Some(Features { m0, s0, m1, mean0, mean1, z, onset })
+    // Mean spacing (O(1); the median would cost another selection per series and episode).
+    let dt = (s.t[a_hi - 1] - s.t[a_lo]) as f64 / 1e9 / (a_hi - a_lo - 1) as f64;
+    Some(Features { m0, s0, m1, mean0, mean1, z, onset, dt })
 }
 
 /// Index of the first sample from `start` on that departs from the baseline towards the new

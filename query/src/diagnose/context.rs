@@ -13,9 +13,31 @@ use super::{DiagnoseError, DiagnoseOptions};
 /// Metrics never analysed (markers, not measurements).
 const SKIPPED_METRICS: [&str; 1] = ["collective_end"];
 
-/// Labels that name the entity or the replica of a series; every other label (mode, quantile,
-/// job, collective, ...) makes a different peer group.
-const ENTITY_LABELS: [&str; 8] = ["host", "gpu", "device", "port", "switch", "guid", "rank", "cpu"];
+/// Labels that name the entity or the replica of a series (including the identity labels of
+/// dcgm-exporter, Kubernetes and launchers); every other label (mode, quantile, job,
+/// collective, ...) makes a different peer group.
+const ENTITY_LABELS: [&str; 20] = [
+    "host",
+    "gpu",
+    "device",
+    "port",
+    "switch",
+    "guid",
+    "rank",
+    "cpu",
+    "local_rank",
+    "UUID",
+    "gpu_uuid",
+    "uuid",
+    "gpu_device_id",
+    "pci_bus_id",
+    "Hostname",
+    "instance",
+    "pod",
+    "container",
+    "namespace",
+    "modelName",
+];
 
 /// One series tied to the job.
 #[derive(Debug, Clone)]
@@ -74,6 +96,11 @@ pub(crate) struct JobContext {
     /// Switch port entity → the host NIC port cabled to it (`leaf-1:22` → `node-06/mlx5_1:1`),
     /// from the topology: the two ends of one host link.
     pub host_links: HashMap<String, String>,
+    /// Entities of every job (for the other jobs sharing a pool or a link).
+    pub index: JobIndex,
+    /// The store has no `topology.json`: nodes and GPUs come from jobs.json and the GPU labels,
+    /// the fabric is unknown.
+    pub no_topology: bool,
 }
 
 impl JobContext {
@@ -84,8 +111,13 @@ impl JobContext {
             Some(text) => Ok(text),
             None => Err(DiagnoseError::NoDomainModel { dir: dir.display().to_string(), file }),
         };
-        let topology = Topology::from_json(&read("topology.json")?)?;
         let jobs = parse_jobs(&read("jobs.json")?)?;
+        // Without a topology the job's nodes, GPUs and pools are still known (from jobs.json
+        // and the GPU labels); the fabric paths are not (reported as missing).
+        let (topology, no_topology) = match store.read_document("topology.json")? {
+            Some(text) => (Topology::from_json(&text)?, false),
+            None => (bare_topology(store, &jobs)?, true),
+        };
         let Some(found) = jobs.iter().find(|j| j.job == job).cloned() else {
             return Err(DiagnoseError::UnknownJob {
                 job: job.to_string(),
@@ -103,6 +135,17 @@ impl JobContext {
             relation.insert(e.entity.as_str(), (e.kind, e.domain));
         }
         let nodes: HashSet<&str> = found.nodes.iter().map(String::as_str).collect();
+        // A `job` or `slurm_job_id` label names another job only when it is one of the known
+        // jobs: Prometheus sets `job` to the scrape job (`dcgm-exporter`, `node`), and
+        // jobs.json may not know the scheduler's id.
+        let mut others: HashSet<&str> = HashSet::new();
+        for j in jobs.iter().filter(|j| j.job != found.job) {
+            others.insert(j.job.as_str());
+            if let Some(id) = &j.slurm_job_id {
+                others.insert(id.as_str());
+            }
+        }
+        let ours = |v: &str| v == found.job || found.slurm_job_id.as_deref() == Some(v);
         let mut catalog = crate::catalog::store_catalog(store)?;
         catalog.set_switch_guids(topology.switch_guids());
         let slurm = found.slurm_job_id.clone().unwrap_or_else(|| found.job.clone());
@@ -116,9 +159,13 @@ impl JobContext {
                 let info = catalog.classify(key).map(|c| c.info.clone());
                 let Some(entity) = catalog.entity(key) else { continue };
                 // Per-rank application and NCCL series of another job on shared nodes are not ours.
-                let other_job = key.labels.get("slurm_job_id").is_some_and(|j| *j != slurm)
-                    || (entity.kind != EntityKind::StoragePool
-                        && key.labels.get("job").is_some_and(|j| *j != found.job && nodes.contains(host)));
+                let other_job =
+                    key.labels.get("slurm_job_id").is_some_and(|j| *j != slurm && others.contains(j.as_str()))
+                        || (entity.kind != EntityKind::StoragePool
+                            && key
+                                .labels
+                                .get("job")
+                                .is_some_and(|j| !ours(j) && others.contains(j.as_str()) && nodes.contains(host)));
                 if other_job {
                     continue;
                 }
@@ -147,7 +194,32 @@ impl JobContext {
                 })
             })
             .collect();
-        Ok(JobContext { pool: found.storage_pool.clone(), job: found, from, to, series, host_links })
+        Ok(JobContext {
+            pool: found.storage_pool.clone(),
+            job: found,
+            from,
+            to,
+            series,
+            host_links,
+            index,
+            no_topology,
+        })
+    }
+}
+
+impl JobContext {
+    /// The other jobs whose entities include `entity` (a pool, a port, a node) and that ran
+    /// during `[from, to)`, by start time.
+    pub fn jobs_sharing(&self, entity: &str, from: i64, to: i64) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .index
+            .jobs_touching(entity)
+            .into_iter()
+            .filter(|j| j.job.job != self.job.job && j.job.overlaps(from, to))
+            .map(|j| j.job.job.clone())
+            .collect();
+        out.dedup();
+        out
     }
 }
 
@@ -163,4 +235,34 @@ fn group_key(key: &SeriesKey, relation: Domain) -> String {
         }
     }
     g
+}
+
+/// A topology without fabric: the jobs' nodes (GPU count from the highest `gpu` label of each
+/// host) and their storage pools.
+fn bare_topology(store: &Store, jobs: &[Job]) -> Result<Topology, DiagnoseError> {
+    use lockstep_engine::topology::{Node, StoragePool};
+    let hosts: HashSet<&str> = jobs.iter().flat_map(|j| j.nodes.iter().map(String::as_str)).collect();
+    let gpus: HashMap<String, u32> = store.with_catalog(|c| {
+        let mut out: HashMap<String, u32> = HashMap::new();
+        for key in c.keys() {
+            let (Some(host), Some(g)) = (key.host(), key.labels.get("gpu")) else { continue };
+            let digits = g.trim_start_matches("GPU").trim_start_matches("gpu");
+            if let (true, Ok(i)) = (hosts.contains(host), digits.parse::<u32>()) {
+                let n = out.entry(host.to_string()).or_insert(0);
+                *n = (*n).max(i + 1);
+            }
+        }
+        out
+    })?;
+    let mut nodes: Vec<Node> = hosts
+        .iter()
+        .map(|h| Node { name: h.to_string(), gpus: gpus.get(*h).copied().unwrap_or(0), nics: Vec::new() })
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut pools: Vec<String> = jobs.iter().filter_map(|j| j.storage_pool.clone()).collect();
+    pools.sort();
+    pools.dedup();
+    let storage_pools =
+        pools.into_iter().map(|name| StoragePool { name, kind: String::new(), servers: Vec::new() }).collect();
+    Ok(Topology { nodes, switches: Vec::new(), storage_pools })
 }

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 
 use lockstep_engine::Rows;
 use lockstep_engine::Store;
-use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
 use lockstep_engine::clock::ClockSet;
 use lockstep_engine::metrics::names;
 use lockstep_engine::store::ScanRequest;
@@ -13,6 +12,7 @@ use roaring::RoaringBitmap;
 
 use super::analyze::{Features, Windows, features};
 use super::context::{JobContext, SeriesMeta};
+use super::episodes;
 pub(crate) use super::signal::{Signal, Timeline};
 use super::stats::median_in_place;
 use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown};
@@ -21,13 +21,13 @@ use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown};
 pub(crate) const STEP_METRIC: &str = names::STEP_TIME;
 /// Local-time padding of the scan around the window (covers clock offsets).
 const SCAN_PAD_NS: i64 = 600_000_000_000;
-/// A slowdown must raise the median step time by at least this factor.
-pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
 /// Most grid slots in a window (the grid step grows beyond that).
 const MAX_SLOTS: i64 = 4000;
 use lockstep_engine::model::SEC;
-/// A slower segment lasting this long is sustained even with few steps in it.
-const SUSTAIN_NS: i64 = 20 * SEC;
+/// How far before `--from` the diagnosis looks for a healthy baseline when the window has none.
+const LOOKBACK_NS: i64 = 30 * 60 * SEC;
+/// Fewest pace points (grid slots with data) for a verdict.
+pub(crate) const MIN_PACE_POINTS: usize = 30;
 
 /// The common grid of the window.
 #[derive(Debug, Clone, Copy)]
@@ -67,8 +67,35 @@ impl Grid {
 pub(crate) struct SeriesOut {
     /// Median per grid slot (NaN = no sample).
     pub grid: Vec<f32>,
-    /// Features (None: too few samples).
-    pub feat: Option<Features>,
+    /// Features per episode (None: too few samples).
+    pub feat: Vec<Option<Features>>,
+}
+
+/// One slowdown episode to diagnose.
+#[derive(Debug, Clone)]
+pub(crate) struct EpisodeData {
+    /// Its onset, baseline and degraded levels.
+    pub slowdown: Slowdown,
+    /// The analysis windows (baseline: the healthy time before it, or after it when it starts
+    /// with the signal).
+    pub windows: Windows,
+    /// When the pace recovered (None: slow until the end of the window).
+    pub recovery: Option<i64>,
+    /// The episode started with the analysed signal: no healthy time before it.
+    pub from_start: bool,
+}
+
+/// The pace signal the episodes were found on.
+#[derive(Debug, Clone)]
+pub(crate) struct Pace {
+    /// Its metric (step time, or the collective time when no step time is recorded).
+    pub metric: &'static str,
+    /// Grid slots with data.
+    pub points: usize,
+    /// Healthy level.
+    pub baseline: f64,
+    /// Start of the analysed span (before the window when the window has no healthy time).
+    pub from: i64,
 }
 
 /// Everything read and computed per series.
@@ -76,10 +103,10 @@ pub(crate) struct SeriesOut {
 pub(crate) struct Loaded {
     /// The grid.
     pub grid: Grid,
-    /// The slowdown (time None = healthy).
-    pub slowdown: Slowdown,
-    /// Analysis windows (None when healthy).
-    pub windows: Option<Windows>,
+    /// The slowdown episodes, in time order.
+    pub episodes: Vec<EpisodeData>,
+    /// The pace signal.
+    pub pace: Pace,
     /// Per series, parallel to `JobContext::series`.
     pub series: Vec<SeriesOut>,
     /// Samples read.
@@ -101,25 +128,50 @@ pub(crate) fn load(
         Some(c) => Timeline::corrected(c),
         None => Timeline::raw(),
     };
-    let grid = Grid::new(ctx.from, ctx.to);
     let threads =
         if opts.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { opts.threads };
-    let range = Some((ctx.from.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
+    let lookback_from =
+        if ctx.from > ctx.job.start { ctx.from.saturating_sub(LOOKBACK_NS).max(ctx.job.start) } else { ctx.from };
 
-    // 1. Step time: the slowdown and the analysis windows.
-    let step_idx: Vec<usize> = (0..ctx.series.len()).filter(|&i| ctx.series[i].metric() == STEP_METRIC).collect();
-    let parts = scan(store, range, step_idx.iter().map(|&i| ctx.series[i].id))?;
-    let step_grids: Vec<Vec<f32>> = step_idx
-        .iter()
-        .map(|&i| {
-            let s = derive(&ctx.series[i], &parts, timeline, ctx.from, ctx.to);
-            to_grid(&s, &grid)
-        })
-        .collect();
+    // 1. The pace (step time; the collective time without it): the episodes and their windows.
+    let pace_metric =
+        if ctx.series.iter().any(|m| m.metric() == STEP_METRIC) { STEP_METRIC } else { names::COLLECTIVE_EXEC_TIME };
+    let pace_idx: Vec<usize> = (0..ctx.series.len()).filter(|&i| ctx.series[i].metric() == pace_metric).collect();
+    let range = Some((lookback_from.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
+    let parts = scan(store, range, pace_idx.iter().map(|&i| ctx.series[i].id))?;
+    let signals: Vec<Signal> =
+        pace_idx.iter().map(|&i| derive(&ctx.series[i], &parts, timeline, lookback_from, ctx.to)).collect();
     drop(parts);
-    let step_points = across_median(&step_grids, &grid);
-    let step_hosts: Vec<&str> = step_idx.iter().map(|&i| ctx.series[i].host.as_str()).collect();
-    let (slowdown, windows) = find_slowdown(&step_points, ctx, &step_hosts, timeline);
+    let pace_points = |grid: &Grid| {
+        let grids: Vec<Vec<f32>> = signals.iter().map(|s| to_grid(s, grid)).collect();
+        across_median(&grids, grid)
+    };
+    let mut grid = Grid::new(ctx.from, ctx.to);
+    let mut step_points = pace_points(&grid);
+    let mut found = episodes::find(&step_points);
+    // No episode, or one that starts with the window: the window may lie inside a slowdown.
+    let inside = found.spans.first().is_none_or(|s| s.start == 0) || !found.has_healthy;
+    if inside && lookback_from < ctx.from {
+        // No healthy time at the start of the window: look before it.
+        let wide = Grid::new(lookback_from, ctx.to);
+        let points = pace_points(&wide);
+        let before = points.iter().filter(|p| p.0 < ctx.from).count();
+        let wider = episodes::find(&points);
+        // Switch only for an episode with healthy time before it that is still slow at `from`.
+        let covers = wider
+            .spans
+            .iter()
+            .any(|s| s.start > 0 && points[s.start].0 < ctx.from && (!s.recovered || points[s.end].0 > ctx.from));
+        if before >= MIN_PACE_POINTS && wider.has_healthy && covers {
+            grid = wide;
+            step_points = points;
+            found = wider;
+        }
+    }
+    let pace_hosts: Vec<&str> = pace_idx.iter().map(|&i| ctx.series[i].host.as_str()).collect();
+    let episodes = episode_windows(&found, &step_points, grid.start, ctx, pace_metric, &pace_hosts, timeline);
+    let pace = Pace { metric: pace_metric, points: step_points.len(), baseline: found.baseline, from: grid.start };
+    let range = Some((grid.start.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
 
     // 2. Every series of the job, in one scan.
     let parts = scan(store, range, ctx.series.iter().map(|s| s.id))?;
@@ -132,13 +184,14 @@ pub(crate) fn load(
             .chunks(chunk)
             .map(|metas| {
                 let parts = &parts;
-                let windows = windows.as_ref();
+                let episodes = &episodes;
+                let from = grid.start;
                 scope.spawn(move || {
                     metas
                         .iter()
                         .map(|meta| {
-                            let s = derive(meta, parts, timeline, ctx.from, ctx.to);
-                            let feat = windows.and_then(|w| features(&s, w, meta, timeline));
+                            let s = derive(meta, parts, timeline, from, ctx.to);
+                            let feat = episodes.iter().map(|e| features(&s, &e.windows, meta, timeline)).collect();
                             SeriesOut { grid: to_grid(&s, &grid), feat }
                         })
                         .collect::<Vec<_>>()
@@ -149,13 +202,13 @@ pub(crate) fn load(
             match h.join() {
                 Ok(out) => series.extend(out),
                 // A panicking worker is a bug; keep the positions aligned with empty results.
-                Err(_) => series.extend((0..chunk).map(|_| SeriesOut { grid: Vec::new(), feat: None })),
+                Err(_) => series.extend((0..chunk).map(|_| SeriesOut { grid: Vec::new(), feat: Vec::new() })),
             }
         }
     });
     series.truncate(ctx.series.len());
     while series.len() < ctx.series.len() {
-        series.push(SeriesOut { grid: Vec::new(), feat: None });
+        series.push(SeriesOut { grid: Vec::new(), feat: Vec::new() });
     }
 
     let hosts: HashSet<&str> = ctx.series.iter().map(|s| s.host.as_str()).collect();
@@ -169,7 +222,7 @@ pub(crate) fn load(
         hosts_with_model,
         hosts: hosts.len(),
     };
-    Ok(Loaded { grid, slowdown, windows, series, samples, clock, step_points })
+    Ok(Loaded { grid, episodes, pace, series, samples, clock, step_points })
 }
 
 /// One scan of `ids` over a local-time range; rows per time partition, sorted by (series, time).
@@ -266,73 +319,44 @@ pub(crate) fn across_median(grids: &[Vec<f32>], grid: &Grid) -> Vec<(i64, f64)> 
     out
 }
 
-/// The slowdown onset on the median step time: the first robust change point (PELT on normal
-/// scores) after which the step time stays at least 10 % above the baseline.
-fn find_slowdown(
+/// The windows of each episode: the degraded span `[onset, recovery)` against the healthy time
+/// before it (since the previous episode's recovery), or after it when it starts with the signal.
+fn episode_windows(
+    found: &episodes::Episodes,
     points: &[(i64, f64)],
+    from: i64,
     ctx: &JobContext,
+    metric: &str,
     hosts: &[&str],
     timeline: Timeline<'_>,
-) -> (Slowdown, Option<Windows>) {
-    let values: Vec<f64> = points.iter().map(|p| p.1).collect();
-    let overall = trimmed_mean(&values);
-    let healthy = |baseline: f64| {
-        (
-            Slowdown {
-                time: None,
-                uncertainty_ns: None,
-                metric: STEP_METRIC.to_string(),
-                baseline: if baseline.is_finite() { baseline } else { 0.0 },
-                degraded: if baseline.is_finite() { baseline } else { 0.0 },
-            },
-            None,
-        )
-    };
-    let cfg = ChangeConfig::default();
-    let cps = ChangeDetector::new().detect(&values, &cfg);
-    let first_cp = cps.first().map_or(values.len(), |c| c.index);
-    let baseline = trimmed_mean(&values[..first_cp]);
-    if !baseline.is_finite() || baseline <= 0.0 {
-        return healthy(overall);
-    }
-    for (k, cp) in cps.iter().enumerate() {
-        let end = cps.get(k + 1).map_or(values.len(), |c| c.index);
-        // Sustained: enough steps, or long enough (very slow steps are few per minute).
-        let lasting = points[end - 1].0 - points[cp.index].0 >= SUSTAIN_NS;
-        if end - cp.index < cfg.sustain && !lasting {
+) -> Vec<EpisodeData> {
+    let mut out: Vec<EpisodeData> = Vec::new();
+    let spans = &found.spans;
+    for (k, span) in spans.iter().enumerate() {
+        let t = points[span.start].0;
+        let recovery = span.recovered.then(|| points[span.end].0);
+        let to = recovery.unwrap_or(ctx.to);
+        if to <= ctx.from {
             continue;
         }
-        // Levels are trimmed means: bursts of slow steps cost throughput even when the median
-        // step is unchanged; a lone checkpoint step or straggler is trimmed away.
-        let segment = trimmed_mean(&values[cp.index..end]);
-        let degraded = trimmed_mean(&values[cp.index..]);
-        if segment >= SLOWDOWN_FACTOR * baseline && degraded >= SLOWDOWN_FACTOR * baseline {
-            if cp.index < cfg.min_size {
-                break;
-            }
-            let t = points[cp.index].0;
-            let u = hosts.iter().map(|h| timeline.uncertainty(h, t)).max().unwrap_or(0);
-            let slowdown = Slowdown {
-                time: Some(t),
-                uncertainty_ns: Some(u),
-                metric: STEP_METRIC.to_string(),
-                baseline,
-                degraded,
-            };
-            return (slowdown, Some(Windows::around(ctx.from, ctx.to, t)));
-        }
+        let from_start = span.start == 0;
+        let windows = if from_start {
+            let Some(r) = recovery else { continue };
+            let next = spans.get(k + 1).map_or(ctx.to, |s| points[s.start].0);
+            Windows { from: r, base_end: next, slowdown: t, to: r }
+        } else {
+            let prev = if k > 0 { spans[k - 1].recovered.then(|| points[spans[k - 1].end].0) } else { None };
+            Windows::around(prev.unwrap_or(from), to, t)
+        };
+        let u = hosts.iter().map(|h| timeline.uncertainty(h, t)).max().unwrap_or(0);
+        let slowdown = Slowdown {
+            time: Some(t),
+            uncertainty_ns: Some(u),
+            metric: metric.to_string(),
+            baseline: found.baseline,
+            degraded: span.level,
+        };
+        out.push(EpisodeData { slowdown, windows, recovery, from_start });
     }
-    healthy(baseline)
-}
-
-/// Mean of the middle 90 % (5 % trimmed at each end); NaN when empty.
-fn trimmed_mean(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let cut = v.len() / 20;
-    let mid = &v[cut..v.len() - cut];
-    mid.iter().sum::<f64>() / mid.len() as f64
+    out
 }

@@ -62,6 +62,7 @@ pub fn render(d: &Diagnosis) -> String {
         d.elapsed_ms
     );
     timeline(&mut h, d);
+    episodes_table(&mut h, d);
     chain_table(&mut h, d);
     suspects_table(&mut h, d);
     let _ = write!(h, "<script>{JS}</script>\n</body></html>\n");
@@ -87,8 +88,20 @@ fn timeline(h: &mut String, d: &Diagnosis) {
         "<h2>Timeline</h2><svg id=\"timeline\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" xmlns=\"http://www.w3.org/2000/svg\">"
     );
     let _ = writeln!(h, "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height}\" fill=\"#ffffff\"/>");
-    // Onset markers with uncertainty bands, behind the lanes.
+    // Episodes shaded, then onset markers with uncertainty bands, behind the lanes.
     let bottom = 30.0 + LANE_H * groups.len().max(1) as f64;
+    for (i, e) in d.episodes.iter().enumerate() {
+        let x0 = x_of(d, e.start());
+        let x1 = x_of(d, e.recovery.unwrap_or(d.to));
+        let _ = writeln!(
+            h,
+            "<rect class=\"episode\" x=\"{x0:.2}\" y=\"24\" width=\"{:.2}\" height=\"{:.1}\"><title>episode {}: {}</title></rect>",
+            (x1 - x0).max(1.0),
+            bottom - 24.0,
+            i + 1,
+            escape(&e.verdict)
+        );
+    }
     for c in &d.chain {
         let x = x_of(d, c.time);
         if c.uncertainty_ns != UNCERTAINTY_UNKNOWN {
@@ -163,7 +176,7 @@ fn timeline(h: &mut String, d: &Diagnosis) {
     }
     let _ = writeln!(
         h,
-        "<text class=\"axis\" x=\"8\" y=\"16\">dashed lines: onsets (red: slowdown); shaded: clock uncertainty</text>"
+        "<text class=\"axis\" x=\"8\" y=\"16\">dashed lines: onsets (red: slowdown); grey bands: clock uncertainty; pink: slowdown episodes</text>"
     );
     let _ = writeln!(h, "</svg>");
 }
@@ -188,6 +201,24 @@ fn range(values: &[f64]) -> (f64, f64) {
     let lo = v[(v.len() - 1) / 100];
     let hi = v[(v.len() - 1) * 99 / 100];
     if hi > lo { (lo, hi) } else { (lo - 0.5, lo + 0.5) }
+}
+
+fn episodes_table(h: &mut String, d: &Diagnosis) {
+    if d.episodes.len() < 2 {
+        return;
+    }
+    let _ = writeln!(h, "<h2>Slowdown episodes</h2><table><tr><th>#</th><th>from</th><th>to</th><th>verdict</th></tr>");
+    for (i, e) in d.episodes.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            i + 1,
+            fmt_time(e.start()),
+            e.recovery.map_or("-".to_string(), fmt_time),
+            escape(&e.verdict)
+        );
+    }
+    let _ = writeln!(h, "</table>");
 }
 
 fn chain_table(h: &mut String, d: &Diagnosis) {
@@ -250,7 +281,7 @@ h1{font-size:22px}h2{font-size:17px;margin-top:28px}small{color:#6b7280;font-wei
 .verdict{padding:12px 16px;border-radius:6px;max-width:1080px}.bad{background:#fee2e2;border:1px solid #fca5a5}.ok{background:#dcfce7;border:1px solid #86efac}\
 .meta{color:#374151;font-size:13px;max-width:1080px}svg{background:#fff;border:1px solid #e5e7eb}\
 .lane{font-size:12px;font-weight:600;fill:#111827}.legend{font-size:10px}.axis{font-size:10px;fill:#6b7280}\
-.band{fill:#f59e0b;fill-opacity:0.25}table{border-collapse:collapse;font-size:12px;max-width:1120px;background:#fff}\
+.band{fill:#f59e0b;fill-opacity:0.25}.episode{fill:#fecdd3;fill-opacity:0.5}table{border-collapse:collapse;font-size:12px;max-width:1120px;background:#fff}\
 td,th{border:1px solid #e5e7eb;padding:4px 6px;vertical-align:top;text-align:left}code{font-size:11px;white-space:pre-wrap}\
 ul{margin:0;padding-left:16px}tr.hl{background:#fef3c7}";
 

@@ -130,10 +130,40 @@ pub fn render(d: &Diagnosis) -> String {
         d.clock.hosts_with_model,
         d.clock.hosts
     );
+    let _ = writeln!(o, "status: {} (confidence {:.2})", d.status, d.confidence);
+    for m in &d.missing {
+        let _ = writeln!(o, "missing: {m}");
+    }
+    if let Some(t) = d.suggested_from {
+        let _ = writeln!(o, "the window starts inside the slowdown: try --from {}", fmt_rfc3339(t));
+    }
     if d.slowdown.time.is_none() {
         let _ = writeln!(o, "\nverdict: {}", d.verdict);
         return o;
     }
+    let _ = writeln!(o, "\nslowdown episodes ({}):", d.episodes.len());
+    for (i, e) in d.episodes.iter().enumerate() {
+        let main = if e.start() == d.main.start() { "*" } else { " " };
+        let end = e.recovery.map_or("(not recovered)".to_string(), fmt_time);
+        let pct =
+            if e.slowdown.baseline > 0.0 { (e.slowdown.degraded / e.slowdown.baseline - 1.0) * 100.0 } else { 0.0 };
+        let top = e.suspects.first().map_or("-", |s| s.entity.as_str());
+        let _ = writeln!(
+            o,
+            "{main}{:>2}. {} → {:<15} {:+5.0} %  {:<12} {:<26} confidence {:.2}",
+            i + 1,
+            fmt_time(e.start()),
+            end,
+            pct,
+            e.root_cause_domain.as_deref().unwrap_or("-"),
+            top,
+            e.confidence
+        );
+        if d.episodes.len() > 1 {
+            let _ = writeln!(o, "      {}", e.verdict);
+        }
+    }
+    let _ = writeln!(o, "  (*: the main episode, detailed below)\n");
     let dec = &d.decomposition;
     let _ = writeln!(
         o,

@@ -14,9 +14,12 @@ use super::load::{Loaded, STEP_METRIC, across_median};
 use super::signal::Signal;
 use super::stats::{mad, median};
 use super::text::{fmt_change, sql_aggregate, sql_series};
-use super::{ChainLink, Decomposition, DiagnoseOptions, Diagnosis, Lane, Suspect, UNCERTAINTY_UNKNOWN};
+use super::{ChainLink, Decomposition, DiagnoseOptions, Diagnosis, Episode, Lane, Suspect, UNCERTAINTY_UNKNOWN};
 
 mod causes;
+mod honest;
+
+use super::assoc;
 
 use causes::{network, storage_or_loading, straggler};
 
@@ -48,45 +51,113 @@ struct Scored<'a> {
 
 impl Scored<'_> {
     fn changed(&self) -> bool {
-        self.feat.z.abs() >= Z_CHANGED && (self.feat.rel().abs() >= REL_CHANGED || self.feat.m0 == 0.0)
+        self.feat.z.abs() >= Z_CHANGED
+            && (self.feat.rel().abs() >= REL_CHANGED || self.feat.m0 == 0.0)
+            && !self.quantised()
+    }
+
+    /// A trickle of counted events (errors, drops) whose rate moved by less than one event per
+    /// sample: integer counters alternate between adjacent counts, so such a "change" is the
+    /// counter's resolution, not a fault.
+    fn quantised(&self) -> bool {
+        let counted = self.meta.info.as_ref().is_some_and(|i| {
+            matches!(
+                i.class,
+                MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit
+            )
+        });
+        counted
+            && self.meta.is_counter()
+            && self.feat.m0 > 0.0
+            && self.feat.dt.is_finite()
+            && (self.feat.m1 - self.feat.m0).abs() * self.feat.dt < 1.0
     }
 }
 
-/// Decides the diagnosis from the loaded data.
+/// What the report lanes of an episode highlight.
+#[derive(Default)]
+struct LaneHints {
+    culprit_host: Option<String>,
+    /// Series ids of the suspect fabric counters.
+    fabric: Vec<u32>,
+}
+
+/// Decides the diagnosis from the loaded data: every episode, the main one at the top level.
 pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) -> Diagnosis {
+    let missing = honest::missing_signals(ctx, data);
+    let first = data.episodes.first().map_or_else(|| honest::no_slowdown(data), |e| e.slowdown.clone());
     let mut d = Diagnosis {
         job: ctx.job.job.clone(),
         from: ctx.from,
         to: ctx.to,
-        slowdown: data.slowdown.clone(),
-        bottleneck: None,
-        root_cause_domain: None,
-        verdict: String::new(),
-        suspects: Vec::new(),
-        chain: Vec::new(),
-        decomposition: Decomposition::default(),
+        status: String::new(),
+        missing: missing.iter().map(|m| m.to_string()).collect(),
+        suggested_from: None,
+        main: Episode::new(first),
+        episodes: Vec::new(),
         clock: data.clock.clone(),
         series: ctx.series.len(),
         samples: data.samples,
         elapsed_ms: 0,
         lanes: Vec::new(),
     };
-    let (Some(slow_t), Some(w)) = (data.slowdown.time, data.windows) else {
-        d.verdict = format!(
-            "healthy: no sustained step-time slowdown of {} (median step {:.3} s over the window); \
-             nothing to blame",
-            d.job, d.slowdown.baseline
-        );
+    if data.episodes.is_empty() {
+        honest::without_episode(&mut d, ctx, data, &missing);
         if opts.lanes {
             d.lanes = lanes(ctx, data, None, &[]);
         }
         return d;
+    }
+    let mut hints = Vec::new();
+    for k in 0..data.episodes.len() {
+        let (episode, hint) = decide_episode(ctx, data, k, &missing);
+        d.episodes.push(episode);
+        hints.push(hint);
+    }
+    let main = honest::main_episode(&d.episodes, ctx.to);
+    d.main = d.episodes[main].clone();
+    d.status = if d.main.from_start { "slow_from_start" } else { "slowdown" }.to_string();
+    if d.main.from_start || d.main.slowdown.time.is_some_and(|t| t < ctx.from) {
+        let from = honest::earlier_from(ctx, data);
+        d.suggested_from = (from < ctx.from).then_some(from);
+        let hint = match d.suggested_from {
+            Some(t) => format!(" Slow from the start of the window: try --from {}.", super::text::fmt_rfc3339(t)),
+            None => " Slow from the start of the job's data: no healthy time before it.".to_string(),
+        };
+        d.main.verdict.push_str(&hint);
+        d.status = "slow_from_start".to_string();
+    }
+    if d.episodes.len() > 1 {
+        let n = d.episodes.len();
+        d.main.verdict.push_str(&format!(
+            " ({n} slowdown episodes in the window; this is the largest, see episodes[] for the others.)"
+        ));
+    }
+    if opts.lanes {
+        let hint = hints.swap_remove(main);
+        let fabric: Vec<&SeriesMeta> = ctx.series.iter().filter(|m| hint.fabric.contains(&m.id)).collect();
+        d.lanes = lanes(ctx, data, hint.culprit_host.as_deref(), &fabric);
+    }
+    d
+}
+
+/// Diagnoses episode `k` against the healthy time around it.
+fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::Missing]) -> (Episode, LaneHints) {
+    let ep = &data.episodes[k];
+    let w = ep.windows;
+    let slow_t = ep.slowdown.time.unwrap_or(w.slowdown);
+    let mut d = Episode::new(ep.slowdown.clone());
+    d.from_start = ep.from_start;
+    d.recovery = ep.recovery;
+    let scored = score_all(ctx, data, k, slow_t);
+    let pace_rise = |s: &super::Slowdown| {
+        let rise = s.degraded - s.baseline;
+        if s.metric == STEP_METRIC { rise } else { rise / 1e6 }
     };
-    let scored = score_all(ctx, data, slow_t);
-    let dec = decompose(&scored, &data.slowdown, fastest_transfer_rise(ctx, data, w));
+    let dec = decompose(&scored, pace_rise(&ep.slowdown), fastest_transfer_rise(ctx, data, w), &assoc::Assoc::new(ctx));
     d.decomposition = dec.0.clone();
     let culprit = dec.1;
-    let mut ev = Evidence::new(ctx, data, w, slow_t);
+    let mut ev = Evidence::new(ctx, data, w, ep.slowdown.uncertainty_ns.unwrap_or(0));
 
     // The bottleneck and the root cause inside it.
     let step_rise = dec.0.step.max(1e-9);
@@ -109,6 +180,10 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
     };
     d.bottleneck = Some(primary.bottleneck.to_string());
     d.root_cause_domain = Some(primary.domain.to_string());
+    let shared = matches!(primary.domain, "storage" | "network") && primary.entity != ctx.job.job;
+    if shared {
+        d.other_jobs = ctx.jobs_sharing(&primary.entity, slow_t, ep.recovery.unwrap_or(ctx.to));
+    }
 
     // Suspects: the primary first, then every other entity by its generic score.
     let mut by_entity: HashMap<&str, Vec<&Scored<'_>>> = HashMap::new();
@@ -129,8 +204,15 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
         .iter()
         .filter_map(|s| s.feat.onset.map(|o| (o.t, o.uncertainty)))
         .min_by_key(|o| o.0)
-        .unwrap_or((slow_t, data.slowdown.uncertainty_ns.unwrap_or(0)));
+        .unwrap_or((slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)));
     let mut evidence = primary.evidence.clone();
+    if !d.other_jobs.is_empty() {
+        evidence.push(format!(
+            "other jobs using {} during this episode (aggressor if its traffic rose, otherwise also affected): {}",
+            primary.entity,
+            d.other_jobs.join(", ")
+        ));
+    }
     let mut sql = Vec::new();
     for s in primary.series.iter().take(4) {
         evidence.push(describe(s));
@@ -163,17 +245,24 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
     // The chain, in corrected-time order, ordered only as far as the clocks allow.
     let mut chain = primary.chain;
     chain.extend(ev.take());
+    let (pace_label, pace_unit) =
+        if ep.slowdown.metric == STEP_METRIC { ("job", "s") } else { ("slurm_job_id", "µs") };
+    let pace_value = if pace_label == "job" {
+        ctx.job.job.clone()
+    } else {
+        ctx.job.slurm_job_id.clone().unwrap_or_else(|| ctx.job.job.clone())
+    };
     chain.push(ChainLink {
         time: slow_t,
-        uncertainty_ns: data.slowdown.uncertainty_ns.unwrap_or(0),
+        uncertainty_ns: ep.slowdown.uncertainty_ns.unwrap_or(0),
         domain: "training".to_string(),
         entity: ctx.job.job.clone(),
-        metric: format!("{STEP_METRIC} (median over ranks)"),
-        change: fmt_change(data.slowdown.baseline, data.slowdown.degraded, "s"),
-        before: data.slowdown.baseline,
-        after: data.slowdown.degraded,
+        metric: format!("{} (median over ranks)", ep.slowdown.metric),
+        change: fmt_change(ep.slowdown.baseline, ep.slowdown.degraded, pace_unit),
+        before: ep.slowdown.baseline,
+        after: ep.slowdown.degraded,
         after_previous: false,
-        sql: sql_aggregate(STEP_METRIC, "job", &ctx.job.job, w.from, w.to),
+        sql: sql_aggregate(&ep.slowdown.metric, pace_label, &pace_value, w.from, w.to),
     });
     chain.sort_by_key(|c| c.time);
     chain.dedup_by(|a, b| a.entity == b.entity && a.metric == b.metric);
@@ -182,16 +271,20 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
         chain[i].after_previous = before(p.time, p.uncertainty_ns, c.time, c.uncertainty_ns);
     }
     d.chain = chain;
-    d.verdict = verdict_text(&d, &primary.headline);
-    if opts.lanes {
-        let fabric: Vec<&SeriesMeta> = if primary.domain == "network" {
-            primary.series.iter().take(3).map(|s| s.meta).collect()
+    d.confidence = honest::confidence(primary.confidence, missing, &d);
+    if let Some(top) = d.suspects.first_mut() {
+        top.score = d.confidence;
+    }
+    d.verdict = verdict_text(&ctx.job.job, &d, &primary.headline);
+    let hint = LaneHints {
+        culprit_host: culprit.as_ref().map(|c| c.host.clone()),
+        fabric: if primary.domain == "network" {
+            primary.series.iter().take(3).map(|s| s.meta.id).collect()
         } else {
             Vec::new()
-        };
-        d.lanes = lanes(ctx, data, culprit.as_ref().map(|c| c.host.as_str()), &fabric);
-    }
-    d
+        },
+    };
+    (d, hint)
 }
 
 /// The chosen root cause.
@@ -216,12 +309,27 @@ struct Culprit {
     gpu: Option<String>,
 }
 
-fn score_all<'a>(ctx: &'a JobContext, data: &Loaded, slow_t: i64) -> Vec<Scored<'a>> {
+impl Culprit {
+    /// `rank 5`, or `the rank on node-03/gpu5` when no series links its rank.
+    fn display(&self) -> String {
+        match (&self.rank, &self.gpu) {
+            (r, Some(g)) if r == "?" => {
+                format!("the rank on {}", lockstep_engine::metrics::entity::gpu_name(&self.host, g))
+            }
+            (r, None) if r == "?" => format!("a rank on {}", self.host),
+            (r, _) => format!("rank {r}"),
+        }
+    }
+}
+
+fn score_all<'a>(ctx: &'a JobContext, data: &Loaded, k: usize, slow_t: i64) -> Vec<Scored<'a>> {
     let mut out: Vec<Scored<'a>> = ctx
         .series
         .iter()
         .zip(&data.series)
-        .filter_map(|(meta, s)| s.feat.map(|feat| Scored { meta, feat, peer: None, score: 0.0 }))
+        .filter_map(|(meta, s)| {
+            s.feat.get(k).copied().flatten().map(|feat| Scored { meta, feat, peer: None, score: 0.0 })
+        })
         .collect();
     let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, s) in out.iter().enumerate() {
@@ -346,8 +454,9 @@ fn fastest_transfer_rise(ctx: &JobContext, data: &Loaded, w: Windows) -> Option<
 
 fn decompose(
     scored: &[Scored<'_>],
-    slowdown: &super::Slowdown,
+    pace_rise: f64,
     fastest: Option<f64>,
+    assoc: &assoc::Assoc,
 ) -> (Decomposition, Option<Culprit>) {
     let mut scratch = Vec::new();
     let waits: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == WAIT_METRIC).collect();
@@ -356,10 +465,9 @@ fn decompose(
     let rises: Vec<f64> = execs.iter().map(|s| (s.feat.m1 - s.feat.m0) / 1e6).collect();
     let min_rise = rises.iter().copied().fold(f64::INFINITY, f64::min);
     let med_rise = median(rises.iter().copied(), &mut scratch);
-    let culprit = execs.iter().zip(&rises).min_by(|a, b| a.1.total_cmp(b.1)).map(|(s, _)| Culprit {
-        rank: s.meta.label("rank").unwrap_or("?").to_string(),
-        host: s.meta.host.clone(),
-        gpu: s.meta.label("gpu").map(str::to_string),
+    let culprit = execs.iter().zip(&rises).min_by(|a, b| a.1.total_cmp(b.1)).map(|(s, _)| {
+        let who = assoc.worker(s.meta);
+        Culprit { rank: who.rank.unwrap_or_else(|| "?".to_string()), host: who.host, gpu: who.gpu }
     });
     // Transfer: the per-step fastest rank's rise (falls back to the smallest per-rank rise);
     // straggler wait: what the typical rank waits beyond that.
@@ -374,11 +482,11 @@ fn decompose(
     };
     let wait_p90 = super::stats::quantile(waits.iter().map(|s| s.feat.mean1 - s.feat.mean0), 0.9, &mut scratch);
     let dec = Decomposition {
-        step: slowdown.degraded - slowdown.baseline,
+        step: pace_rise,
         input_wait: if input_wait.is_finite() { input_wait } else { 0.0 },
         transfer,
         straggler: if straggler.is_finite() { straggler } else { 0.0 },
-        straggler_rank: culprit.as_ref().map(|c| c.rank.clone()),
+        straggler_rank: culprit.as_ref().map(|c| if c.rank == "?" { c.display() } else { c.rank.clone() }),
         straggler_isolation: isolation,
         input_wait_p90: if wait_p90.is_finite() { wait_p90 } else { 0.0 },
     };
@@ -514,12 +622,14 @@ struct Evidence<'a> {
     ctx: &'a JobContext,
     data: &'a Loaded,
     w: Windows,
+    /// Clock uncertainty of the episode's onset (aggregates mix all job hosts).
+    uncertainty: i64,
     links: Vec<ChainLink>,
 }
 
 impl<'a> Evidence<'a> {
-    fn new(ctx: &'a JobContext, data: &'a Loaded, w: Windows, _slow_t: i64) -> Self {
-        Evidence { ctx, data, w, links: Vec::new() }
+    fn new(ctx: &'a JobContext, data: &'a Loaded, w: Windows, uncertainty: i64) -> Self {
+        Evidence { ctx, data, w, uncertainty, links: Vec::new() }
     }
 
     fn take(&mut self) -> Vec<ChainLink> {
@@ -560,7 +670,7 @@ impl<'a> Evidence<'a> {
         let u = meta.info.as_ref().map_or("", |i| i.unit.as_str()).to_string();
         self.links.push(ChainLink {
             time: o.t,
-            uncertainty_ns: self.data.slowdown.uncertainty_ns.unwrap_or(0),
+            uncertainty_ns: self.uncertainty,
             domain: domain.to_string(),
             entity: self.ctx.job.job.clone(),
             metric: format!("{metric} ({how})"),
@@ -578,21 +688,35 @@ impl<'a> Evidence<'a> {
     }
 }
 
-fn verdict_text(d: &Diagnosis, headline: &str) -> String {
+fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
     let s = &d.slowdown;
     let top = d.suspects.first();
     let pct = if s.baseline > 0.0 { (s.degraded / s.baseline - 1.0) * 100.0 } else { 0.0 };
+    let unit = if s.metric == STEP_METRIC { "s" } else { "µs" };
+    let what = if s.metric == STEP_METRIC { "step time" } else { "collective time (no step time recorded)" };
+    let when = match (d.from_start, d.recovery) {
+        (true, Some(r)) => {
+            format!("was already slow at the start of the analysed data and recovered at {}", super::text::fmt_time(r))
+        }
+        (true, None) => "was slow from the start of the analysed data".to_string(),
+        (false, Some(r)) => format!(
+            "slowed down at {} and recovered at {}",
+            s.time.map_or("-".to_string(), super::text::fmt_time),
+            super::text::fmt_time(r)
+        ),
+        (false, None) => format!("slowed down at {}", s.time.map_or("-".to_string(), super::text::fmt_time)),
+    };
+    let num = |v: f64| if unit == "s" { format!("{v:.3}") } else { super::text::fmt_num(v) };
     format!(
-        "{} slowed down at {} (step time {:.3} s → {:.3} s, {:+.0} %). Bottleneck: {}. Root cause: {} in {} — {}.",
-        d.job,
-        s.time.map_or("-".to_string(), super::text::fmt_time),
-        s.baseline,
-        s.degraded,
+        "{job} {when} ({what} {} {unit} → {} {unit}, {:+.0} %). Bottleneck: {}. Root cause: {} in {} — {} (confidence {:.2}).",
+        num(s.baseline),
+        num(s.degraded),
         pct,
         d.bottleneck.as_deref().unwrap_or("none"),
         top.map_or("-", |t| t.entity.as_str()),
         d.root_cause_domain.as_deref().unwrap_or("-"),
-        headline
+        headline,
+        d.confidence
     )
 }
 

@@ -92,12 +92,17 @@ pub(super) fn straggler<'a>(
             chain: Vec::new(),
         });
     };
-    let wait = scored.iter().find(|s| s.meta.metric() == WAIT_METRIC && s.meta.label("rank") == Some(c.rank.as_str()));
-    let wait_rise = wait.map_or(0.0, |s| s.feat.mean1 - s.feat.mean0);
+    // The straggler's data loader, linked across label conventions (rank, GPU, or its node).
+    let who = assoc::Worker { host: c.host.clone(), rank: (c.rank != "?").then(|| c.rank.clone()), gpu: c.gpu.clone() };
+    let waits: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.metric() == WAIT_METRIC).collect();
+    let rise = |s: &Scored<'_>| s.feat.mean1 - s.feat.mean0;
+    let linked = assoc::Assoc::new(ev.ctx).serving(&who, &waits, |s| s.meta, |a, b| rise(a).total_cmp(&rise(b)));
+    let wait = linked.map(|(s, _)| *s);
+    let wait_rise = wait.map_or(0.0, rise);
+    let name = c.display();
     let lowest = format!(
-        "rank {} on {} has the LOWEST collective time (+{:.3} s while the median rank's rose {:.3} s): \
+        "{name} on {} has the LOWEST collective time (+{:.3} s while the median rank's rose {:.3} s): \
          every other rank waits for it in the all-reduce",
-        c.rank,
         c.host,
         dec.transfer,
         dec.transfer + dec.straggler
@@ -128,10 +133,12 @@ pub(super) fn straggler<'a>(
             ev.series_link(w);
         }
         let chain = list.iter().take(2).map(|s| link(s, ev.w)).collect();
-        let headline = format!(
-            "rank {}'s data loader on {} fell behind (its wait rose {:.3} s per step)",
-            c.rank, c.host, wait_rise
-        );
+        let how = match linked.map(|l| l.1) {
+            Some("node") | Some("host") => format!(" (loader series linked through the host {})", c.host),
+            _ => String::new(),
+        };
+        let headline =
+            format!("{name}'s data loader on {} fell behind (its wait rose {:.3} s per step){how}", c.host, wait_rise);
         return Some(Primary {
             bottleneck: "data_loading",
             domain: "data_loading",

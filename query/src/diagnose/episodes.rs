@@ -1,0 +1,170 @@
+//! Slowdown episodes: the spans `[onset, recovery)` of the job's pace signal (median step time
+//! over ranks, or the median collective time when no step time is recorded) whose level is
+//! above the healthy baseline.
+//!
+//! The signal is cut into segments by the engine's change-point detector; the healthy baseline
+//! is the level of the lowest sustained segments; every maximal run of segments at least 10 %
+//! above it is an episode if it lasts (enough points, or 20 s). A slow run that starts with the
+//! signal has no healthy time before it: the window starts inside the slowdown.
+
+use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
+use lockstep_engine::model::SEC;
+
+/// A slowdown must raise the pace signal by at least this factor.
+pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
+/// A slower segment lasting this long is sustained even with few points in it.
+const SUSTAIN_NS: i64 = 20 * SEC;
+/// Segments within this factor of the lowest sustained level form the healthy baseline.
+const HEALTHY_BAND: f64 = 1.05;
+/// Most episodes reported (the rest are the smallest ones).
+pub(crate) const MAX_EPISODES: usize = 8;
+
+/// One episode on the pace signal (indices into its points).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Span {
+    /// First slow point.
+    pub start: usize,
+    /// One past the last slow point.
+    pub end: usize,
+    /// Level of the episode (trimmed mean).
+    pub level: f64,
+    /// Whether the signal recovered (a healthy segment follows).
+    pub recovered: bool,
+}
+
+/// The episodes of a pace signal and its healthy baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Episodes {
+    /// Healthy level (trimmed mean of the healthy segments; of everything when none).
+    pub baseline: f64,
+    /// The episodes in time order.
+    pub spans: Vec<Span>,
+    /// Whether a healthy segment exists at all (false: no baseline in the window).
+    pub has_healthy: bool,
+}
+
+/// Finds the episodes of `points` (time, value), time-ordered.
+pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
+    let values: Vec<f64> = points.iter().map(|p| p.1).collect();
+    let n = values.len();
+    let overall = trimmed_mean(&values);
+    let none = |baseline: f64, has_healthy: bool| Episodes { baseline, spans: Vec::new(), has_healthy };
+    if n < 2 {
+        return none(overall, false);
+    }
+    let cfg = ChangeConfig::default();
+    let cps = ChangeDetector::new().detect(&values, &cfg);
+    let mut bounds = vec![0];
+    bounds.extend(cps.iter().map(|c| c.index).filter(|&i| i > 0 && i < n));
+    bounds.push(n);
+    bounds.dedup();
+    let lasting = |a: usize, b: usize| b - a >= cfg.sustain || points[b - 1].0 - points[a].0 >= SUSTAIN_NS;
+    let segs: Vec<(usize, usize, f64, bool)> =
+        bounds.windows(2).map(|w| (w[0], w[1], trimmed_mean(&values[w[0]..w[1]]), lasting(w[0], w[1]))).collect();
+    let lowest = segs.iter().filter(|s| s.3 && s.2.is_finite()).map(|s| s.2).fold(f64::INFINITY, f64::min);
+    if !lowest.is_finite() || lowest <= 0.0 {
+        return none(overall, false);
+    }
+    let healthy: Vec<f64> = segs
+        .iter()
+        .filter(|s| s.3 && s.2 <= HEALTHY_BAND * lowest)
+        .flat_map(|s| values[s.0..s.1].iter().copied())
+        .collect();
+    let baseline = trimmed_mean(&healthy);
+    let slow = |level: f64| level >= SLOWDOWN_FACTOR * baseline;
+    // Runs of slow segments; a short non-slow segment between two slow ones (a flapping link's
+    // brief good spell) does not end the episode.
+    let mut spans: Vec<Span> = Vec::new();
+    let mut k = 0;
+    while k < segs.len() {
+        if !slow(segs[k].2) {
+            k += 1;
+            continue;
+        }
+        let start = segs[k].0;
+        let mut last = k;
+        let mut j = k + 1;
+        while j < segs.len() {
+            if slow(segs[j].2) {
+                last = j;
+                j += 1;
+            } else if !segs[j].3 && j + 1 < segs.len() && slow(segs[j + 1].2) {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let end = segs[last].1;
+        if lasting(start, end) {
+            let level = trimmed_mean(&values[start..end]);
+            spans.push(Span { start, end, level, recovered: end < n });
+        }
+        k = last + 1;
+    }
+    if spans.len() > MAX_EPISODES {
+        // Keep the costliest (excess level × length), in time order.
+        let cost = |s: &Span| (s.level - baseline) * (s.end - s.start) as f64;
+        spans.sort_by(|a, b| cost(b).total_cmp(&cost(a)));
+        spans.truncate(MAX_EPISODES);
+        spans.sort_by_key(|s| s.start);
+    }
+    let has_healthy = segs.iter().any(|s| s.3 && !slow(s.2));
+    Episodes { baseline, spans, has_healthy }
+}
+
+/// Mean of the middle 90 % (5 % trimmed at each end); NaN when empty.
+pub(crate) fn trimmed_mean(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let cut = v.len() / 20;
+    let mid = &v[cut..v.len() - cut];
+    mid.iter().sum::<f64>() / mid.len() as f64
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn signal(levels: &[(usize, f64)]) -> Vec<(i64, f64)> {
+        let mut out = Vec::new();
+        let mut i = 0i64;
+        for &(len, level) in levels {
+            for _ in 0..len {
+                let noise = ((i * 7919) % 13) as f64 / 13.0 - 0.5;
+                out.push((i * SEC, level * (1.0 + 0.02 * noise)));
+                i += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn persistent_transient_and_recurring_slowdowns() {
+        let e = find(&signal(&[(300, 1.0), (300, 1.5)]));
+        assert_eq!(e.spans.len(), 1, "{e:?}");
+        assert!(!e.spans[0].recovered && (e.spans[0].start as i64 - 300).abs() <= 2);
+        assert!((e.baseline - 1.0).abs() < 0.02);
+
+        let e = find(&signal(&[(300, 1.0), (60, 1.6), (300, 1.0)]));
+        assert_eq!(e.spans.len(), 1, "{e:?}");
+        let s = e.spans[0];
+        assert!(s.recovered && (s.start as i64 - 300).abs() <= 2 && (s.end as i64 - 360).abs() <= 2, "{s:?}");
+
+        let e = find(&signal(&[(200, 1.0), (40, 1.5), (200, 1.0), (40, 1.5), (200, 1.0)]));
+        assert_eq!(e.spans.len(), 2, "{e:?}");
+
+        let e = find(&signal(&[(600, 1.0)]));
+        assert!(e.spans.is_empty() && e.has_healthy);
+    }
+
+    #[test]
+    fn slow_from_the_start_has_no_healthy_time_before_it() {
+        let e = find(&signal(&[(200, 1.5), (300, 1.0)]));
+        assert_eq!(e.spans.len(), 1);
+        assert_eq!(e.spans[0].start, 0);
+    }
+}
