@@ -146,7 +146,8 @@ def time_lockstep(binary, store, sql, threads, repeat):
 
 def time_duckdb_process(parquet, sql, threads, repeat):
     code = (
-        "import duckdb, json, sys; c = duckdb.connect(); c.execute(sys.argv[1]); "
+        "import duckdb, json, sys; c = duckdb.connect(); c.execute('SET enable_progress_bar = false'); "
+        "c.execute(sys.argv[1]); "
         f"c.execute(\"CREATE VIEW s AS SELECT * FROM read_parquet('{parquet}')\"); "
         "print(json.dumps([str(v) for v in c.execute(sys.argv[2]).fetchone()]))"
     )
@@ -155,7 +156,7 @@ def time_duckdb_process(parquet, sql, threads, repeat):
         t = time.perf_counter()
         p = subprocess.run(cpus(threads) + [sys.executable, "-c", code, f"SET threads = {threads}", sql],
                            capture_output=True, text=True, check=True)
-        best, out = min(best, time.perf_counter() - t), [tuple(json.loads(p.stdout))]
+        best, out = min(best, time.perf_counter() - t), [tuple(json.loads(p.stdout.strip().splitlines()[-1]))]
     return best, out
 
 
@@ -177,6 +178,7 @@ def main():
     ap.add_argument("--minutes", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--from", dest="start", type=int, default=0, help="skip the first N questions")
     ap.add_argument("--work", help="working directory (default: a temporary one, removed)")
     args = ap.parse_args()
     binaries = [(b.split("=", 1) if "=" in b else (os.path.basename(b), b)) for b in args.lockstep]
@@ -200,13 +202,14 @@ def main():
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(store) for f in fs)
         print(f"bundle {bundle}: {n:,} samples, parquet {os.path.getsize(parquet) / 1e6:.1f} MB, store {size / 1e6:.1f} MB")
         inproc = duckdb.connect()
+        inproc.execute("SET enable_progress_bar = false")
         inproc.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{parquet}')")
         names = [name for name, _ in binaries]
         print()
         print("| query | threads | " + " | ".join(f"lockstep {n_} (process)" for n_ in names)
               + " | DuckDB (process) | DuckDB (in-process) | lockstep/DuckDB process | same answer |")
         print("|---|--:|" + "--:|" * (len(names) + 3) + "---|")
-        for name, lsql, dsql, kind in questions(con, parquet):
+        for name, lsql, dsql, kind in questions(con, parquet)[args.start:]:
             for threads in (int(t) for t in args.threads.split(",")):
                 d_proc, d_out = time_duckdb_process(parquet, dsql, threads, args.repeat)
                 d_in, _ = time_duckdb_inproc(inproc, dsql, threads, args.repeat)
