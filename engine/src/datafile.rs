@@ -16,6 +16,7 @@
 
 mod codec;
 mod read;
+mod split;
 mod write;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use roaring::RoaringBitmap;
 
 pub use codec::{decode_values, encode_values};
 pub use read::{RowGroups, read_file};
+pub use split::{Chunk, Columns, FileFooter, GroupStats};
 pub use write::{DataFileWriter, write_file, write_file_range};
 
 /// Rows per Parquet row group; row groups are the unit of pruning by series and time.

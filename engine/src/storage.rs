@@ -11,9 +11,10 @@ mod readonly;
 
 use std::fmt::Debug;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-pub use fault::FaultyStorage;
+pub use fault::{FaultyStorage, ReadRecord};
 pub use os::OsStorage;
 pub use readonly::ReadOnlyStorage;
 
@@ -38,6 +39,13 @@ pub trait Storage: Send + Sync + Debug {
     /// cuts), where touching a mapped page past the new end would kill the reader (SIGBUS).
     fn read_copy(&self, path: &Path) -> io::Result<bytes::Bytes> {
         self.read(path)
+    }
+    /// Reads bytes `range` of a file (a column chunk or a footer of a data file). The default
+    /// slices [`Storage::read`]; storages that can read part of a file do only that.
+    fn read_range(&self, path: &Path, range: Range<u64>) -> io::Result<bytes::Bytes> {
+        let all = self.read(path)?;
+        let (start, end) = checked_range(&range, all.len() as u64, path)?;
+        Ok(all.slice(start..end))
     }
     /// The file's length in bytes.
     fn len(&self, path: &Path) -> io::Result<u64>;
@@ -69,4 +77,17 @@ pub fn write_atomic(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> io::Res
         storage.sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// `range` as slice bounds of a file of `len` bytes; an error (not a panic) if it lies outside.
+pub(crate) fn checked_range(range: &Range<u64>, len: u64, path: &Path) -> io::Result<(usize, usize)> {
+    if range.start > range.end || range.end > len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{}: bytes {}..{} are outside the file ({len} bytes)", path.display(), range.start, range.end),
+        ));
+    }
+    let start = usize::try_from(range.start).map_err(io::Error::other)?;
+    let end = usize::try_from(range.end).map_err(io::Error::other)?;
+    Ok((start, end))
 }

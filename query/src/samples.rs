@@ -9,20 +9,32 @@
 //!
 //! Clock correction happens here, at read time, from one snapshot of the store's clock models
 //! (the newest version, or a pinned one for reproducibility): `time = local_time − θ_host(local_time)`
-//! in integer arithmetic (see `lockstep_engine::clock`). A host without a model keeps its raw
-//! time. Filters on `time`, `metric`, `host` and labels are pushed into the engine scan (labels
-//! via the roaring postings); a corrected-time range is mapped to the union of the hosts'
-//! local-time ranges, which is exact per host because every correction is monotonic. The scan
-//! runs on blocking threads, one stream per DataFusion partition, each taking every n-th time
-//! partition; the decoded rows of the partition being converted count against the query's
-//! memory pool (`SamplesScan[i]`, see [`crate::limits`]).
+//! in integer arithmetic (see `lockstep_engine::clock`), one model lookup per run of a series. A
+//! host without a model keeps its raw time. Filters on `time`, `local_time`, `metric`, `host` and
+//! labels are pushed into the engine scan (labels via the roaring postings); a corrected-time range
+//! is mapped to the union of the hosts' local-time ranges, which is exact per host because every
+//! correction is monotonic.
+//!
+//! The scan is the engine's [`SplitScan`]: units smaller than a time partition (a Parquet row
+//! group; a slice of the write buffer; parts of different files or the buffer that overlap in
+//! series and time, merged last-write-wins), each assigned to exactly one DataFusion partition
+//! (largest first to the least-loaded partition), so every data-file byte a query needs is read
+//! and decoded once, and the work spreads over the cores. Each partition runs on a blocking
+//! thread and holds one unit's chunk (a row group) at a time, counted against the query's memory
+//! pool (`SamplesScan[i]`, see [`crate::limits`]).
+//!
+//! Only what the query projects is decoded and built: values only for `value`, local times only
+//! for `time`, `local_time` and `time_uncertainty` (clock correction only for `time` and
+//! `time_uncertainty`), series ids only for the columns derived from the series; dictionary
+//! columns share one key array per batch. `count(*)` (an empty projection) over row groups a
+//! filter covers entirely reads no column at all: the row counts come from the file footers.
 
 pub mod pushdown;
 
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
     TimestampNanosecondArray, UInt32Array,
 };
 use arrow::buffer::NullBuffer;
@@ -37,11 +49,11 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
-use lockstep_engine::Rows;
 use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
+use lockstep_engine::datafile::{Chunk, Columns};
 use lockstep_engine::metrics::MetricCatalog;
-use lockstep_engine::store::ScanRequest;
+use lockstep_engine::store::{ScanRequest, ScanUnit, SplitScan};
 use roaring::RoaringBitmap;
 
 use pushdown::Pushdown;
@@ -157,23 +169,75 @@ impl TableProvider for SamplesTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let labels = self.label_keys();
-        let schema = schema_for(&labels);
+        let full = schema_for(&labels);
         let pushdown = pushdown::analyze(filters, &labels);
         let clocks = self.clock.resolve(&self.store)?;
-        let plan = Arc::new(ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown)?);
+        let plan = ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown)?;
+        let output: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..full.fields().len()).collect());
+        let schema = Arc::new(full.project(&output)?);
+        let split = match &plan.request {
+            Some(request) => Some(self.store.split_scan(request.clone()).map_err(engine_err)?),
+            None => None,
+        };
         let shards = state.config().target_partitions().max(1);
+        let assignment = split.as_ref().map(|s| assign(s.units(), shards)).unwrap_or_default();
+        let job = Arc::new(ScanJob { decode: decode_columns(&output), output, plan, split });
         let partitions: Vec<Arc<dyn PartitionStream>> = (0..shards)
             .map(|shard| {
                 Arc::new(SamplesPartition {
-                    store: self.store.clone(),
                     schema: schema.clone(),
-                    plan: plan.clone(),
-                    shard: (shard, shards),
+                    job: job.clone(),
+                    shard,
+                    units: assignment.get(shard).cloned().unwrap_or_default(),
                 }) as Arc<dyn PartitionStream>
             })
             .collect();
-        Ok(Arc::new(StreamingTableExec::try_new(schema, partitions, projection, [], false, limit)?))
+        Ok(Arc::new(StreamingTableExec::try_new(schema, partitions, None, [], false, limit)?))
     }
+}
+
+/// Indices of the output columns that need the clock correction (`time`, `time_uncertainty`).
+const CORRECTED: [usize; 2] = [0, 7];
+
+/// What to decode for the output columns (indices into the full schema): series ids for every
+/// column derived from the series (and for the correction, which is per host), local times for
+/// the three time columns, values for `value`. None of them: row counts only (`count(*)`).
+fn decode_columns(output: &[usize]) -> Columns {
+    Columns {
+        series: output.iter().any(|&c| c != 2 && c != 6),
+        time: output.iter().any(|&c| c == 0 || c == 6 || c == 7),
+        value: output.contains(&2),
+    }
+}
+
+/// Units per shard: the largest unit first to the least-loaded shard (deterministic, so a
+/// re-executed plan reads the same units; each unit in exactly one shard). Each shard then
+/// reads its units in store order.
+fn assign(units: &[ScanUnit], shards: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    order.sort_by_key(|&u| std::cmp::Reverse(units[u].rows()));
+    let mut load = vec![0u64; shards];
+    let mut out = vec![Vec::new(); shards];
+    for u in order {
+        let (shard, _) = load.iter().enumerate().min_by_key(|&(i, l)| (*l, i)).unwrap_or((0, &0));
+        load[shard] += units[u].rows().max(1);
+        out[shard].push(u);
+    }
+    for units in &mut out {
+        units.sort_unstable();
+    }
+    out
+}
+
+/// A planned query's scan, shared by its partitions: the engine's split scan and what to
+/// produce from it.
+#[derive(Debug)]
+struct ScanJob {
+    plan: ScanPlan,
+    split: Option<SplitScan>,
+    /// Output columns (indices into the full schema).
+    output: Vec<usize>,
+    decode: Columns,
 }
 
 /// Everything a scan needs, computed once per query and shared by its partitions.
@@ -231,7 +295,7 @@ impl ScanPlan {
         if series.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(plan);
         }
-        let time = match pushdown.time {
+        let corrected = match pushdown.time {
             None => None,
             Some((lo, hi)) if lo >= hi => return Ok(plan),
             Some((lo, hi)) => match plan.local_range(series.as_ref(), lo, hi - 1) {
@@ -239,6 +303,13 @@ impl ScanPlan {
                 None => return Ok(plan),
             },
         };
+        let time = match (corrected, pushdown.local) {
+            (Some((a, b)), Some((c, d))) => Some((a.max(c), b.min(d))),
+            (one, other) => one.or(other),
+        };
+        if time.is_some_and(|(lo, hi)| lo >= hi) {
+            return Ok(plan);
+        }
         plan.request = Some(ScanRequest { time, series });
         Ok(plan)
     }
@@ -280,10 +351,11 @@ impl ScanPlan {
 
 #[derive(Debug)]
 struct SamplesPartition {
-    store: Arc<Store>,
     schema: SchemaRef,
-    plan: Arc<ScanPlan>,
-    shard: (usize, usize),
+    job: Arc<ScanJob>,
+    shard: usize,
+    /// The scan units this partition reads.
+    units: Vec<usize>,
 }
 
 impl PartitionStream for SamplesPartition {
@@ -294,14 +366,13 @@ impl PartitionStream for SamplesPartition {
     fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 4);
         let tx = builder.tx();
-        let store = self.store.clone();
         let schema = self.schema.clone();
-        let plan = self.plan.clone();
-        let shard = self.shard;
-        let reservation = MemoryConsumer::new(format!("SamplesScan[{}]", shard.0)).register(ctx.memory_pool());
+        let job = self.job.clone();
+        let units = self.units.clone();
+        let reservation = MemoryConsumer::new(format!("SamplesScan[{}]", self.shard)).register(ctx.memory_pool());
         builder.spawn_blocking(move || {
             let emit = |batch| tx.blocking_send(Ok(batch)).is_ok();
-            let result = run_scan(&store, &schema, &plan, shard, &reservation, emit);
+            let result = run_scan(&schema, &job, &units, &reservation, emit);
             if let Err(e) = result {
                 let _ = tx.blocking_send(Err(e));
             }
@@ -315,50 +386,50 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// Runs the engine scan for one shard and emits Arrow batches; stops early if `emit` says so.
+/// Reads one shard's scan units and emits Arrow batches; stops early if `emit` says so.
 ///
-/// The decoded rows of the partition being converted are held in `reservation`. It grows
-/// without a check: the scan cannot spill, and failing it because a sort holds its fair share
-/// would be worse than the sort spilling earlier (which the reservation makes it do).
+/// The decoded rows of the chunk being converted (one row group, or a merge's chunk) are held
+/// in `reservation`. It grows without a check: the scan cannot spill, and failing it because a
+/// sort holds its fair share would be worse than the sort spilling earlier (which the
+/// reservation makes it do).
 fn run_scan(
-    store: &Store,
     schema: &SchemaRef,
-    plan: &ScanPlan,
-    (shard, shards): (usize, usize),
+    job: &ScanJob,
+    units: &[usize],
     reservation: &MemoryReservation,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
-    let Some(request) = plan.request.clone() else { return Ok(()) };
-    let mut scan = store.scan(request).map_err(engine_err)?;
-    let mut index = 0usize;
-    while let Some(rows) = scan.next_rows() {
-        let mine = index % shards == shard;
-        index += 1;
-        if !mine {
-            continue;
+    let Some(split) = &job.split else { return Ok(()) };
+    let mut failed: Option<DataFusionError> = None;
+    for &unit in units {
+        let mut open = true;
+        split
+            .read(unit, job.decode, |chunk| {
+                reservation.resize(chunk.heap_bytes());
+                let mut start = 0;
+                while open && start < chunk.len {
+                    let end = (start + BATCH_ROWS).min(chunk.len);
+                    match to_batch(schema, job, &chunk, start, end) {
+                        Ok(batch) => open = emit(batch),
+                        Err(e) => {
+                            failed = Some(e);
+                            open = false;
+                        }
+                    }
+                    start = end;
+                }
+                reservation.free();
+                Ok(open)
+            })
+            .map_err(engine_err)?;
+        if let Some(e) = failed {
+            return Err(e);
         }
-        let rows = rows.map_err(engine_err)?;
-        reservation.resize(rows_bytes(&rows));
-        let mut start = 0;
-        while start < rows.len() {
-            let end = (start + BATCH_ROWS).min(rows.len());
-            let batch = to_batch(schema, plan, &rows, start, end)?;
-            if !emit(batch) {
-                return Ok(());
-            }
-            start = end;
+        if !open {
+            return Ok(());
         }
-        drop(rows);
-        reservation.free();
     }
     Ok(())
-}
-
-/// Heap bytes of decoded rows.
-fn rows_bytes(rows: &Rows) -> usize {
-    rows.series.capacity() * size_of::<u32>()
-        + rows.time.capacity() * size_of::<i64>()
-        + rows.value.capacity() * size_of::<f64>()
 }
 
 /// Corrected times and uncertainties of rows sorted by (series, local time): one model lookup
@@ -390,26 +461,63 @@ fn correct(plan: &ScanPlan, series: &[u32], local: &[i64]) -> (Vec<i64>, Vec<i64
     (time, unc, nulls)
 }
 
-fn to_batch(schema: &SchemaRef, plan: &ScanPlan, rows: &Rows, start: usize, end: usize) -> DfResult<RecordBatch> {
-    let series = &rows.series[start..end];
-    let local = &rows.time[start..end];
-    let (time, unc, unc_nulls) = correct(plan, series, local);
-    let keys = Int32Array::from(series.iter().map(|&s| s as i32).collect::<Vec<_>>());
-    let dict = |values: &ArrayRef| -> DfResult<ArrayRef> {
-        Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys.clone(), values.clone())?))
+/// Rows `start..end` of `chunk` as a batch of the output columns.
+fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Chunk, start: usize, end: usize) -> DfResult<RecordBatch> {
+    if job.output.is_empty() {
+        let options = RecordBatchOptions::new().with_row_count(Some(end - start));
+        return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
+    }
+    let plan = &job.plan;
+    let series = chunk.series.get(start..end).unwrap_or_default();
+    let local = chunk.time.get(start..end).unwrap_or_default();
+    let corrected = job.output.iter().any(|c| CORRECTED.contains(c)).then(|| correct(plan, series, local));
+    let keys = job
+        .output
+        .iter()
+        .any(|&c| c == 1 || (4..6).contains(&c) || c >= FIXED_COLUMNS.len())
+        .then(|| Int32Array::from(series.iter().map(|&s| s as i32).collect::<Vec<_>>()));
+    let dict = |values: usize| -> DfResult<ArrayRef> {
+        let keys = keys.clone().ok_or_else(|| DataFusionError::Internal("dictionary keys not decoded".into()))?;
+        let values = plan
+            .dict_values
+            .get(values)
+            .ok_or_else(|| DataFusionError::Internal(format!("no dictionary column {values}")))?;
+        Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone())?))
     };
-    let values = &plan.dict_values;
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(FIXED_COLUMNS.len() + values.len());
-    columns.push(Arc::new(TimestampNanosecondArray::from(time)));
-    columns.push(dict(&values[0])?);
-    columns.push(Arc::new(Float64Array::from(rows.value[start..end].to_vec())));
-    columns.push(Arc::new(UInt32Array::from(series.to_vec())));
-    columns.push(dict(&values[1])?);
-    columns.push(dict(&values[2])?);
-    columns.push(Arc::new(TimestampNanosecondArray::from(local.to_vec())));
-    columns.push(Arc::new(Int64Array::new(unc.into(), unc_nulls)));
-    for label_values in &values[3..] {
-        columns.push(dict(label_values)?);
+    let decoded = |len: usize, what: &str| -> DfResult<()> {
+        if len == end - start { Ok(()) } else { Err(DataFusionError::Internal(format!("scan chunk without {what}"))) }
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(job.output.len());
+    for &c in &job.output {
+        columns.push(match c {
+            0 | 7 => {
+                let (time, unc, nulls) =
+                    corrected.as_ref().ok_or_else(|| DataFusionError::Internal("time not corrected".into()))?;
+                decoded(time.len(), "time")?;
+                if c == 0 {
+                    Arc::new(TimestampNanosecondArray::from(time.clone()))
+                } else {
+                    Arc::new(Int64Array::new(unc.clone().into(), nulls.clone()))
+                }
+            }
+            1 => dict(0)?,
+            2 => {
+                let values = chunk.value.get(start..end).unwrap_or_default();
+                decoded(values.len(), "values")?;
+                Arc::new(Float64Array::from(values.to_vec()))
+            }
+            3 => {
+                decoded(series.len(), "series")?;
+                Arc::new(UInt32Array::from(series.to_vec()))
+            }
+            4 => dict(1)?,
+            5 => dict(2)?,
+            6 => {
+                decoded(local.len(), "time")?;
+                Arc::new(TimestampNanosecondArray::from(local.to_vec()))
+            }
+            label => dict(label - FIXED_COLUMNS.len() + 3)?,
+        });
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }

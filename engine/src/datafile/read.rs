@@ -13,18 +13,33 @@ use crate::error::{Error, Result};
 use crate::model::Rows;
 use crate::storage::Storage;
 
-fn i64_range(stats: Option<&Statistics>) -> Option<(i64, i64)> {
+pub(super) fn i64_range(stats: Option<&Statistics>) -> Option<(i64, i64)> {
     match stats? {
         Statistics::Int64(s) => Some((*s.min_opt()?, *s.max_opt()?)),
         _ => None,
     }
 }
 
-fn u32_range(stats: Option<&Statistics>) -> Option<(u32, u32)> {
+pub(super) fn u32_range(stats: Option<&Statistics>) -> Option<(u32, u32)> {
     match stats? {
         Statistics::Int32(s) => Some((*s.min_opt()? as u32, *s.max_opt()? as u32)),
         _ => None,
     }
+}
+
+/// Fails unless `actual` is the data-file schema ([`file_schema`]).
+pub(super) fn check_schema(actual: &arrow::datatypes::Schema, invalid: &dyn Fn(String) -> Error) -> Result<()> {
+    let expected = file_schema();
+    if actual.fields().len() != expected.fields().len()
+        || actual
+            .fields()
+            .iter()
+            .zip(expected.fields())
+            .any(|(a, e)| a.name() != e.name() || a.data_type() != e.data_type())
+    {
+        return Err(invalid(format!("wrong schema: expected {expected}, found {actual}")));
+    }
+    Ok(())
 }
 
 /// The row groups of one data file that may hold rows passing a filter, decoded one at a
@@ -52,17 +67,7 @@ impl RowGroups {
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
-        let expected = file_schema();
-        let actual = metadata.schema();
-        if actual.fields().len() != expected.fields().len()
-            || actual
-                .fields()
-                .iter()
-                .zip(expected.fields())
-                .any(|(a, e)| a.name() != e.name() || a.data_type() != e.data_type())
-        {
-            return Err(invalid(format!("wrong schema: expected {expected}, found {actual}")));
-        }
+        check_schema(metadata.schema(), &invalid)?;
         let mut groups = Vec::new();
         for (i, rg) in metadata.metadata().row_groups().iter().enumerate() {
             if let (Some((lo, hi)), Some((tmin, tmax))) = (filter.time, i64_range(rg.column(1).statistics()))
@@ -136,7 +141,7 @@ fn column<T: 'static>(batch: &RecordBatch, i: usize) -> std::result::Result<&T, 
 /// The timestamps of the current and the previous series run of a row group, for resolving
 /// shared (null) times.
 #[derive(Default)]
-struct RunTimes {
+pub(super) struct RunTimes {
     series: Option<u32>,
     current: Vec<i64>,
     previous: Vec<i64>,
@@ -145,7 +150,7 @@ struct RunTimes {
 impl RunTimes {
     /// The time of the next row of `series` (`stored` = the column's value, None when null).
     #[inline]
-    fn next(&mut self, series: u32, stored: Option<i64>) -> std::result::Result<i64, String> {
+    pub(super) fn next(&mut self, series: u32, stored: Option<i64>) -> std::result::Result<i64, String> {
         if self.series != Some(series) {
             self.series = Some(series);
             std::mem::swap(&mut self.previous, &mut self.current);

@@ -157,3 +157,64 @@ fn streaming_writer_equals_one_shot_write() {
     assert_eq!(read_file(&OsStorage, &many, &RowFilter::default()).unwrap(), rows);
     assert_eq!(std::fs::read(&one).unwrap().len(), std::fs::read(&many).unwrap().len());
 }
+
+/// Read through the footer by row group and column: equal to `read_file` with and without a
+/// filter, with shared timestamps resolved, and projections that decode less.
+#[test]
+fn footer_reads_row_groups_by_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.parquet");
+    let rows = sample_rows();
+    write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let groups = footer.groups();
+    assert_eq!(groups.iter().map(|g| g.rows).sum::<u64>(), rows.len() as u64);
+    let mut set = RoaringBitmap::new();
+    set.insert(3);
+    set.insert(7);
+    let t0 = 1_700_000_000_000_000_000 + 10 * 1_000_000_000;
+    for filter in [RowFilter::default(), RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set) }] {
+        let want = read_file(&OsStorage, &path, &filter).unwrap();
+        let mut all = Rows::default();
+        let mut counted = 0;
+        for g in (0..groups.len()).filter(|&g| groups[g].may_match(&filter)) {
+            let c = footer.read_group(&OsStorage, g, Columns::ALL, &filter).unwrap();
+            all.extend_from(&Rows { series: c.series, time: c.time, value: c.value });
+            let only_values =
+                footer.read_group(&OsStorage, g, Columns { value: true, ..Columns::NONE }, &filter).unwrap();
+            counted += footer.read_group(&OsStorage, g, Columns::NONE, &filter).unwrap().len;
+            assert_eq!(only_values.value.len(), only_values.len);
+            if filter.series.is_none() {
+                assert!(only_values.series.is_empty() && only_values.time.is_empty());
+            }
+        }
+        assert_eq!(all, want);
+        assert_eq!(counted, want.len());
+    }
+    // Shared (null) timestamps resolve as in `read_file`.
+    let shared = dir.path().join("shared.parquet");
+    write_raw(&shared, Int64Array::from(vec![Some(5), Some(6), None, None]), vec![0, 0, 1, 1]);
+    let f = FileFooter::read(&OsStorage, &shared).unwrap();
+    let c = f.read_group(&OsStorage, 0, Columns { time: true, ..Columns::NONE }, &RowFilter::default()).unwrap();
+    assert_eq!((c.len, c.time), (4, vec![5, 6, 5, 6]));
+    assert!(f.read_group(&OsStorage, 1, Columns::ALL, &RowFilter::default()).is_err());
+}
+
+/// Files too short, with a bad footer or a footer claiming more than the file: typed errors.
+#[test]
+fn footer_of_garbage_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [&[u8]; 4] = [
+        b"PAR1",
+        b"PAR1 definitely not parquet",
+        b"PAR1xxxxxxxx\xff\xff\xff\x7fPAR1",
+        b"PAR1\0\0\0\0\0\0\0\0\x04\0\0\0PAR1",
+    ];
+    for (i, bytes) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("g{i}.parquet"));
+        std::fs::write(&path, bytes).unwrap();
+        let e = FileFooter::read(&OsStorage, &path).unwrap_err();
+        assert!(matches!(e, Error::DataFileInvalid { .. }), "{i}: {e}");
+    }
+    assert!(FileFooter::read(&OsStorage, &dir.path().join("missing.parquet")).is_err());
+}

@@ -28,6 +28,18 @@ struct FaultState {
     full: AtomicBool,
     /// Creating a file with this extension fails with EACCES (a read-only directory).
     deny_create: std::sync::Mutex<Option<&'static str>>,
+    /// Reads observed since [`FaultyStorage::record_reads`] (`None`: not recording).
+    reads: std::sync::Mutex<Option<Vec<ReadRecord>>>,
+}
+
+/// One read observed by [`FaultyStorage::record_reads`]: a file and the byte range read
+/// (`0..len` for a whole-file read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRecord {
+    /// The file.
+    pub path: PathBuf,
+    /// The bytes read.
+    pub range: std::ops::Range<u64>,
 }
 
 impl FaultState {
@@ -57,6 +69,7 @@ impl FaultyStorage {
                 crashed: AtomicBool::new(budget == 0),
                 full: AtomicBool::new(false),
                 deny_create: std::sync::Mutex::new(None),
+                reads: std::sync::Mutex::new(None),
             }),
             slow_create: None,
         }
@@ -89,6 +102,23 @@ impl FaultyStorage {
     /// directory made read-only) until called with `None`.
     pub fn deny_create(&self, ext: Option<&'static str>) {
         *self.state.deny_create.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = ext;
+    }
+
+    /// Starts recording reads afresh (whole files and byte ranges): an observer for tests of
+    /// how much a query reads.
+    pub fn record_reads(&self) {
+        *self.state.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Vec::new());
+    }
+
+    /// The reads recorded since [`Self::record_reads`], in order (empty if not recording).
+    pub fn reads(&self) -> Vec<ReadRecord> {
+        self.state.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_default()
+    }
+
+    fn observe(&self, path: &Path, range: std::ops::Range<u64>) {
+        if let Some(reads) = self.state.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+            reads.push(ReadRecord { path: path.to_path_buf(), range });
+        }
     }
 
     /// Crashes now, whatever the budget.
@@ -160,10 +190,19 @@ impl Storage for FaultyStorage {
         Ok(Box::new(FaultyFile { inner, state: self.state.clone() }))
     }
     fn read(&self, path: &Path) -> io::Result<bytes::Bytes> {
-        self.inner.read(path)
+        let bytes = self.inner.read(path)?;
+        self.observe(path, 0..bytes.len() as u64);
+        Ok(bytes)
     }
     fn read_copy(&self, path: &Path) -> io::Result<bytes::Bytes> {
-        self.inner.read_copy(path)
+        let bytes = self.inner.read_copy(path)?;
+        self.observe(path, 0..bytes.len() as u64);
+        Ok(bytes)
+    }
+    fn read_range(&self, path: &Path, range: std::ops::Range<u64>) -> io::Result<bytes::Bytes> {
+        let bytes = self.inner.read_range(path, range.clone())?;
+        self.observe(path, range);
+        Ok(bytes)
     }
     fn len(&self, path: &Path) -> io::Result<u64> {
         self.inner.len(path)

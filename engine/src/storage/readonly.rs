@@ -62,6 +62,13 @@ impl Storage for ReadOnlyStorage {
         // replace meanwhile, so read it into memory instead of mapping it.
         self.inner.read_copy(path)
     }
+    fn read_range(&self, path: &Path, range: std::ops::Range<u64>) -> io::Result<bytes::Bytes> {
+        if let Some(b) = self.pinned.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(path) {
+            let (start, end) = super::checked_range(&range, b.len() as u64, path)?;
+            return Ok(b.slice(start..end));
+        }
+        self.inner.read_range(path, range)
+    }
     fn len(&self, path: &Path) -> io::Result<u64> {
         if let Some(b) = self.pinned.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(path) {
             return Ok(b.len() as u64);

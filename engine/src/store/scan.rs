@@ -1,5 +1,12 @@
-//! Scans: a time range and a series set in, Arrow record batches out, one time partition at
-//! a time (bounded memory), each sorted by (series, time) with duplicates resolved.
+//! Scans: a time range and a series set in, rows out, duplicates resolved last-write-wins.
+//!
+//! Two shapes:
+//! - [`Scan`]: one time partition at a time, each sorted by (series, time) (memory: a
+//!   partition); for callers that need whole series in order.
+//! - [`SplitScan`]: units smaller than a partition (a row group, a slice of the write buffer,
+//!   or a group of those that overlap and must be merged), each readable on its own by any
+//!   thread, decoding only the columns asked for; every byte of a data file it needs is read
+//!   once ([`crate::storage::Storage::read_range`] per column chunk). For parallel queries.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,9 +16,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use roaring::RoaringBitmap;
 
 use super::{LiveFile, Store, lock_poisoned, split_by_partition};
-use crate::datafile::{self, RowFilter};
+use crate::datafile::{self, Chunk, Columns, FileFooter, RowFilter};
 use crate::error::Result;
-use crate::merge::sort_dedup;
+use crate::merge::{merge_streams, sort_dedup, sort_dedup_owned};
 use crate::model::Rows;
 use crate::storage::Storage;
 
@@ -64,6 +71,21 @@ impl std::fmt::Debug for Scan {
 impl Store {
     /// Starts a scan over a consistent snapshot of files and buffers.
     pub fn scan(&self, request: ScanRequest) -> Result<Scan> {
+        let (by_partition, buffered) = self.snapshot(&request)?;
+        let partitions: BTreeSet<i64> = by_partition.keys().chain(buffered.keys()).copied().collect();
+        Ok(Scan {
+            storage: self.storage.clone(),
+            request,
+            files: by_partition,
+            buffered,
+            partitions: partitions.into_iter().collect::<Vec<_>>().into_iter(),
+        })
+    }
+
+    /// The data files (by partition, oldest first) and buffered rows (by partition, unsorted,
+    /// oldest first) that may hold rows matching `request`, from one consistent snapshot.
+    #[allow(clippy::type_complexity)]
+    fn snapshot(&self, request: &ScanRequest) -> Result<(BTreeMap<i64, Vec<Arc<LiveFile>>>, BTreeMap<i64, Rows>)> {
         let (files, frozen, active, partition_ns) = {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.files.clone(), s.frozen.clone(), s.active.clone(), s.manifest.partition_ns)
@@ -84,20 +106,15 @@ impl Store {
             }
             by_partition.entry(e.partition).or_default().push(f.clone());
         }
+        for files in by_partition.values_mut() {
+            files.sort_by_key(|f| f.entry.id);
+        }
         // Buffered rows, oldest buffer first, so that later writes win in sort_dedup.
         let mut rows = Rows::default();
         for b in frozen.iter().map(|b| b.as_ref()).chain(std::iter::once(&active)) {
             rows.extend_from(&b.collect(&filter));
         }
-        let buffered = split_by_partition(&rows, partition_ns);
-        let partitions: BTreeSet<i64> = by_partition.keys().chain(buffered.keys()).copied().collect();
-        Ok(Scan {
-            storage: self.storage.clone(),
-            request,
-            files: by_partition,
-            buffered,
-            partitions: partitions.into_iter().collect::<Vec<_>>().into_iter(),
-        })
+        Ok((by_partition, split_by_partition(&rows, partition_ns)))
     }
 
     /// Reads everything matching `request` into one sorted batch (convenience for tests and
@@ -157,5 +174,367 @@ impl Iterator for Scan {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_rows().map(|r| r.and_then(rows_to_batch))
+    }
+}
+
+/// Rows per buffered part of a split scan: the write buffer is cut into parts this size so that
+/// a late write overlaps (and is merged with) only the row groups of its own series.
+const BUFFER_PART_ROWS: usize = 64 * 1024;
+
+/// One piece of a [`ScanUnit`].
+#[derive(Debug, Clone)]
+enum Part {
+    /// Row group `group` of `SplitScan::files[file]`.
+    Group { file: usize, group: usize },
+    /// Rows `range` of `SplitScan::buffered[buffer]` (sorted, deduplicated).
+    Buffered { buffer: usize, range: std::ops::Range<usize> },
+}
+
+/// A unit of work of a [`SplitScan`]: a row group of a data file or a slice of the write buffer,
+/// or, where those overlap in series and time (a (series, time) pair may be in both), every
+/// overlapping part together, merged last-write-wins when read.
+#[derive(Debug, Clone)]
+pub struct ScanUnit {
+    /// Parts with their source rank (file order by id, the buffer last: later sources win).
+    parts: Vec<(usize, Part)>,
+    rows: u64,
+}
+
+impl ScanUnit {
+    /// Rows stored in the unit's parts (before row filters and deduplication): its cost.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Whether reading the unit merges several sources.
+    pub fn is_merge(&self) -> bool {
+        self.parts.first().is_some_and(|(first, _)| self.parts.iter().any(|(rank, _)| rank != first))
+    }
+}
+
+/// A scan split into independent units, each read by one reader: every row group (and every
+/// buffered row) belongs to exactly one unit, so a query reading each unit once reads each byte
+/// once, whichever thread reads it. Holds a snapshot like [`Scan`]. Reading a unit holds one row
+/// group (a merge: one row group per overlapping source) in memory, whatever the partition size.
+pub struct SplitScan {
+    storage: Arc<dyn Storage>,
+    request: ScanRequest,
+    files: Vec<(Arc<LiveFile>, FileFooter)>,
+    buffered: Vec<Rows>,
+    units: Vec<ScanUnit>,
+}
+
+impl std::fmt::Debug for SplitScan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SplitScan")
+            .field("request", &self.request)
+            .field("files", &self.files.len())
+            .field("units", &self.units.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a merge stopped: an error, or the consumer wanting no more rows.
+enum Halt {
+    Stop,
+    Failed(crate::error::Error),
+}
+
+impl From<crate::error::Error> for Halt {
+    fn from(e: crate::error::Error) -> Self {
+        Halt::Failed(e)
+    }
+}
+
+impl Store {
+    /// Plans a scan split into units smaller than a partition (see [`SplitScan`]): reads the
+    /// footer of every data file the request may touch, prunes row groups by their statistics
+    /// and groups the parts that overlap.
+    pub fn split_scan(&self, request: ScanRequest) -> Result<SplitScan> {
+        let (by_partition, mut buffered_by_partition) = self.snapshot(&request)?;
+        let filter = RowFilter { time: request.time, series: request.series.as_ref() };
+        let partitions: BTreeSet<i64> = by_partition.keys().chain(buffered_by_partition.keys()).copied().collect();
+        let mut scan = SplitScan {
+            storage: self.storage.clone(),
+            request: request.clone(),
+            files: Vec::new(),
+            buffered: Vec::new(),
+            units: Vec::new(),
+        };
+        for partition in partitions {
+            // (rank, part, series range, time range, rows)
+            let mut items: Vec<Item> = Vec::new();
+            let files = by_partition.get(&partition).map(Vec::as_slice).unwrap_or_default();
+            for (rank, live) in files.iter().enumerate() {
+                let footer = FileFooter::read(self.storage.as_ref(), &live.path)?;
+                let file = scan.files.len();
+                for (group, stats) in footer.groups().into_iter().enumerate() {
+                    if stats.may_match(&filter) {
+                        items.push(Item {
+                            rank,
+                            part: Part::Group { file, group },
+                            series: stats.series.unwrap_or((0, u32::MAX)),
+                            time: stats.time.unwrap_or((i64::MIN, i64::MAX)),
+                            rows: stats.rows,
+                        });
+                    }
+                }
+                scan.files.push((live.clone(), footer));
+            }
+            if let Some(rows) = buffered_by_partition.remove(&partition) {
+                let rows = sort_dedup_owned(rows);
+                let buffer = scan.buffered.len();
+                let mut start = 0;
+                while start < rows.len() {
+                    let end = (start + BUFFER_PART_ROWS).min(rows.len());
+                    let (lo, hi) =
+                        rows.time[start..end].iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+                    items.push(Item {
+                        rank: files.len(),
+                        part: Part::Buffered { buffer, range: start..end },
+                        series: (rows.series[start], rows.series[end - 1]),
+                        time: (lo, hi),
+                        rows: (end - start) as u64,
+                    });
+                    start = end;
+                }
+                scan.buffered.push(rows);
+            }
+            scan.units.extend(group_overlapping(items));
+        }
+        Ok(scan)
+    }
+}
+
+/// A part with what decides whether it overlaps another.
+struct Item {
+    rank: usize,
+    part: Part,
+    series: (u32, u32),
+    time: (i64, i64),
+    rows: u64,
+}
+
+/// Groups parts of different sources whose series and time ranges both overlap (transitively)
+/// into one unit; every other part is a unit of its own. Parts of one source never hold the
+/// same (series, time) twice, so they need no merge with each other.
+fn group_overlapping(mut items: Vec<Item>) -> Vec<ScanUnit> {
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    items.sort_by_key(|it| (it.series.0, it.rank));
+    let mut parent: Vec<usize> = (0..items.len()).collect();
+    let mut active: Vec<usize> = Vec::new();
+    for i in 0..items.len() {
+        let it = &items[i];
+        active.retain(|&j| items[j].series.1 >= it.series.0);
+        for &j in &active {
+            let other = &items[j];
+            if other.rank != it.rank && other.time.1 >= it.time.0 && it.time.1 >= other.time.0 {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        active.push(i);
+    }
+    let mut units: BTreeMap<usize, ScanUnit> = BTreeMap::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let r = root(&mut parent, i);
+        let unit = units.entry(r).or_insert_with(|| ScanUnit { parts: Vec::new(), rows: 0 });
+        unit.rows += item.rows;
+        unit.parts.push((item.rank, item.part));
+    }
+    // Parts in source order, each source's parts in file (series, time) order.
+    units
+        .into_values()
+        .map(|mut u| {
+            u.parts.sort_by_key(|(rank, part)| match part {
+                Part::Group { group, .. } => (*rank, *group),
+                Part::Buffered { range, .. } => (*rank, range.start),
+            });
+            u
+        })
+        .collect()
+}
+
+impl SplitScan {
+    /// The units, in (partition, series) order.
+    pub fn units(&self) -> &[ScanUnit] {
+        &self.units
+    }
+
+    /// Data files the scan reads (after pruning by the manifest's statistics).
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Reads unit `unit`, decoding `columns` (see [`Columns`]), and hands its rows to `emit` in
+    /// chunks (one per row group; a merge emits sorted, deduplicated chunks as it goes). Stops
+    /// early, without error, when `emit` returns `Ok(false)`. A merged unit decodes every
+    /// column (deduplication needs series and time, last-write-wins the values).
+    pub fn read(&self, unit: usize, columns: Columns, mut emit: impl FnMut(Chunk) -> Result<bool>) -> Result<()> {
+        let unit = self.units.get(unit).ok_or_else(|| crate::error::Error::Internal {
+            reason: format!("scan unit {unit} of {}", self.units.len()),
+        })?;
+        if !unit.is_merge() {
+            for (_, part) in &unit.parts {
+                if !emit(self.read_part(part, columns)?)? {
+                    return Ok(());
+                }
+            }
+            return Ok(());
+        }
+        let mut streams: Vec<Vec<&Part>> = Vec::new();
+        let mut last_rank = None;
+        for (rank, part) in &unit.parts {
+            if last_rank != Some(*rank) {
+                streams.push(Vec::new());
+                last_rank = Some(*rank);
+            }
+            if let Some(s) = streams.last_mut() {
+                s.push(part);
+            }
+        }
+        let streams = streams
+            .into_iter()
+            .map(|parts| {
+                parts.into_iter().map(|p| {
+                    let c = self.read_part(p, Columns::ALL)?;
+                    Ok::<Rows, Halt>(Rows { series: c.series, time: c.time, value: c.value })
+                })
+            })
+            .collect();
+        let merged = merge_streams(streams, |rows| if emit(Chunk::from(rows))? { Ok(()) } else { Err(Halt::Stop) });
+        match merged {
+            Ok(()) | Err(Halt::Stop) => Ok(()),
+            Err(Halt::Failed(e)) => Err(e),
+        }
+    }
+
+    fn read_part(&self, part: &Part, columns: Columns) -> Result<Chunk> {
+        let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref() };
+        match part {
+            Part::Group { file, group } => {
+                let (_, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
+                    reason: format!("scan file {file} of {}", self.files.len()),
+                })?;
+                footer.read_group(self.storage.as_ref(), *group, columns, &filter)
+            }
+            Part::Buffered { buffer, range } => {
+                let rows = self.buffered.get(*buffer).filter(|r| range.end <= r.len()).ok_or_else(|| {
+                    crate::error::Error::Internal { reason: format!("scan buffer part {buffer} {range:?}") }
+                })?;
+                let mut out = Rows::default();
+                out.extend_range(rows, range.start, range.end);
+                Ok(Chunk::from(out))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod split_tests {
+    use super::*;
+    use crate::model::{SeriesKey, WriteBatch};
+    use crate::store::StoreConfig;
+
+    const T0: i64 = 1_767_225_600_000_000_000;
+    const SEC: i64 = 1_000_000_000;
+
+    fn write(store: &Store, series: std::ops::Range<u32>, times: std::ops::Range<i64>, value: f64) {
+        let mut b = WriteBatch::default();
+        for s in series {
+            for k in times.clone() {
+                b.push(SeriesKey::new("m", [("host", format!("h{s}"))]), T0 + k * SEC, value + k as f64);
+            }
+        }
+        store.write(&b).unwrap();
+    }
+
+    /// Every unit read with `columns`, rows sorted by (series, time).
+    fn read_all(scan: &SplitScan, columns: Columns) -> (usize, Rows) {
+        let mut n = 0;
+        let mut rows: Vec<(u32, i64, u64)> = Vec::new();
+        for u in 0..scan.units().len() {
+            scan.read(u, columns, |c| {
+                n += c.len;
+                if columns == Columns::ALL {
+                    rows.extend((0..c.len).map(|i| (c.series[i], c.time[i], c.value[i].to_bits())));
+                }
+                Ok(true)
+            })
+            .unwrap();
+        }
+        rows.sort_unstable();
+        let mut out = Rows::default();
+        for (s, t, v) in rows {
+            out.push(s, t, f64::from_bits(v));
+        }
+        (n, out)
+    }
+
+    /// A file of two row groups, a later file rewriting three series of it (duplicates with new
+    /// values), and buffered rewrites: the split scan returns what the partition scan returns,
+    /// merging only the parts that overlap.
+    #[test]
+    fn split_scan_matches_partition_scan_with_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        write(&store, 0..80, 0..3_500, 0.0); // 280 k rows: two row groups
+        write(&store, 0..80, 3_600..3_700, 0.0); // the next partition
+        store.flush().unwrap();
+        write(&store, 10..13, 100..200, 0.5);
+        store.flush().unwrap();
+        write(&store, 79..80, 3_490..3_510, 0.25); // buffered; overlaps the second row group
+        let requests = [
+            ScanRequest::default(),
+            ScanRequest { time: Some((T0 + 150 * SEC, T0 + 3_495 * SEC)), series: None },
+            ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()) },
+        ];
+        for request in requests {
+            let want = sort_dedup_owned(store.scan_all(request.clone()).unwrap());
+            let split = store.split_scan(request.clone()).unwrap();
+            assert!(split.units().iter().any(ScanUnit::is_merge));
+            let (n, got) = read_all(&split, Columns::ALL);
+            assert_eq!((n, got.len()), (want.len(), want.len()), "{request:?}");
+            let diff = (0..want.len()).find(|&i| {
+                (got.series[i], got.time[i], got.value[i].to_bits())
+                    != (want.series[i], want.time[i], want.value[i].to_bits())
+            });
+            assert_eq!(diff, None, "{request:?}");
+            assert_eq!(read_all(&split, Columns::NONE).0, want.len());
+            assert_eq!(read_all(&split, Columns { series: true, time: false, value: false }).0, want.len());
+        }
+        let all = store.split_scan(ScanRequest::default()).unwrap();
+        assert!(all.units().len() >= 3, "{:?}", all.units());
+        assert_eq!(all.units().iter().filter(|u| u.is_merge()).count(), 2);
+    }
+
+    /// Stopping early is not an error, in a plain unit and in a merge.
+    #[test]
+    fn split_scan_stops_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        write(&store, 0..3, 0..10, 0.0);
+        store.flush().unwrap();
+        write(&store, 0..3, 5..15, 1.0);
+        let split = store.split_scan(ScanRequest::default()).unwrap();
+        assert_eq!(split.units().len(), 1);
+        let mut calls = 0;
+        split
+            .read(0, Columns::ALL, |_| {
+                calls += 1;
+                Ok(false)
+            })
+            .unwrap();
+        assert_eq!(calls, 1);
+        assert!(split.read(1, Columns::ALL, |_| Ok(true)).is_err());
     }
 }

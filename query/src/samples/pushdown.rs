@@ -3,7 +3,8 @@
 //! Only conjuncts of these shapes are used, all others are left to DataFusion (pushdown is
 //! `Inexact`, so DataFusion re-checks every filter; extraction only needs to be
 //! conservative):
-//! - `time <op> literal` (`<`, `<=`, `>`, `>=`, `=`) and `time BETWEEN a AND b`;
+//! - `time <op> literal` (`<`, `<=`, `>`, `>=`, `=`) and `time BETWEEN a AND b`, and the same
+//!   on `local_time`;
 //! - `col = 'literal'` and `col IN ('a', 'b')` on `metric`, `host` and label columns.
 
 use datafusion::common::ScalarValue;
@@ -15,6 +16,8 @@ use lockstep_engine::series::SeriesFilter;
 pub struct Pushdown {
     /// `[lo, hi)` on the `time` column (ns).
     pub time: Option<(i64, i64)>,
+    /// `[lo, hi)` on the `local_time` column (ns): goes to the engine as it is.
+    pub local: Option<(i64, i64)>,
     /// Metric and label constraints.
     pub series: SeriesFilter,
 }
@@ -91,9 +94,18 @@ fn split_and(e: &Expr) -> Vec<&Expr> {
     }
 }
 
-fn narrow_time(p: &mut Pushdown, lo: i64, hi: i64) {
-    let (cur_lo, cur_hi) = p.time.unwrap_or((i64::MIN, i64::MAX));
-    p.time = Some((cur_lo.max(lo), cur_hi.min(hi)));
+fn narrow(range: &mut Option<(i64, i64)>, lo: i64, hi: i64) {
+    let (cur_lo, cur_hi) = range.unwrap_or((i64::MIN, i64::MAX));
+    *range = Some((cur_lo.max(lo), cur_hi.min(hi)));
+}
+
+/// The time range a column's bounds go to: `time` (corrected) or `local_time`.
+fn time_range<'a>(p: &'a mut Pushdown, column: Option<&str>) -> Option<&'a mut Option<(i64, i64)>> {
+    match column {
+        Some("time") => Some(&mut p.time),
+        Some("local_time") => Some(&mut p.local),
+        _ => None,
+    }
 }
 
 fn add_values(p: &mut Pushdown, column: &str, values: Vec<String>, label_columns: &[String]) -> bool {
@@ -128,14 +140,14 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
                 },
                 _ => return false,
             };
-            if col == "time" {
+            if let Some(range) = time_range(p, Some(col)) {
                 let Some(t) = literal_time(lit) else { return false };
                 match op {
-                    Operator::Gt => narrow_time(p, t.saturating_add(1), i64::MAX),
-                    Operator::GtEq => narrow_time(p, t, i64::MAX),
-                    Operator::Lt => narrow_time(p, i64::MIN, t),
-                    Operator::LtEq => narrow_time(p, i64::MIN, t.saturating_add(1)),
-                    Operator::Eq => narrow_time(p, t, t.saturating_add(1)),
+                    Operator::Gt => narrow(range, t.saturating_add(1), i64::MAX),
+                    Operator::GtEq => narrow(range, t, i64::MAX),
+                    Operator::Lt => narrow(range, i64::MIN, t),
+                    Operator::LtEq => narrow(range, i64::MIN, t.saturating_add(1)),
+                    Operator::Eq => narrow(range, t, t.saturating_add(1)),
                     _ => return false,
                 }
                 return true;
@@ -148,10 +160,10 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
                 None => false,
             }
         }
-        Expr::Between(Between { expr, negated: false, low, high }) if column_name(expr) == Some("time") => {
-            match (literal_time(low), literal_time(high)) {
-                (Some(lo), Some(hi)) => {
-                    narrow_time(p, lo, hi.saturating_add(1));
+        Expr::Between(Between { expr, negated: false, low, high }) => {
+            match (time_range(p, column_name(expr)), literal_time(low), literal_time(high)) {
+                (Some(range), Some(lo), Some(hi)) => {
+                    narrow(range, lo, hi.saturating_add(1));
                     true
                 }
                 _ => false,

@@ -1,0 +1,352 @@
+//! Reading a data file by parts: the footer once, then single row groups with only the columns
+//! a query needs, each column chunk fetched with one [`Storage::read_range`] (so a split scan
+//! reads every byte it needs exactly once, and no byte it does not need).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, Float64Array, Int8Array, Int64Array, UInt32Array};
+use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
+use parquet::file::reader::{ChunkReader, Length};
+
+use super::read::{RunTimes, check_schema, i64_range, u32_range};
+use super::{RowFilter, decode_values};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// Which columns a read decodes. `series` and `time` may be decoded anyway when a row filter
+/// needs them (and `series` whenever `time` is: shared timestamps resolve per series run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns {
+    /// Series ids.
+    pub series: bool,
+    /// Local timestamps.
+    pub time: bool,
+    /// Values.
+    pub value: bool,
+}
+
+impl Columns {
+    /// Every column.
+    pub const ALL: Columns = Columns { series: true, time: true, value: true };
+    /// No column: only row counts (`count(*)`).
+    pub const NONE: Columns = Columns { series: false, time: false, value: false };
+}
+
+/// Rows with only some columns decoded: `len` rows; a column that was not decoded is empty,
+/// one that was has `len` entries.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chunk {
+    /// Number of rows.
+    pub len: usize,
+    /// Series ids (empty if not decoded).
+    pub series: Vec<u32>,
+    /// Local timestamps (empty if not decoded).
+    pub time: Vec<i64>,
+    /// Values (empty if not decoded).
+    pub value: Vec<f64>,
+}
+
+impl Chunk {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.series.capacity() * size_of::<u32>()
+            + self.time.capacity() * size_of::<i64>()
+            + self.value.capacity() * size_of::<f64>()
+    }
+}
+
+impl From<crate::model::Rows> for Chunk {
+    fn from(rows: crate::model::Rows) -> Self {
+        Chunk { len: rows.len(), series: rows.series, time: rows.time, value: rows.value }
+    }
+}
+
+/// Statistics of one row group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Rows.
+    pub rows: u64,
+    /// Smallest and largest series id (`None`: no statistics).
+    pub series: Option<(u32, u32)>,
+    /// Smallest and largest local timestamp (`None`: no statistics).
+    pub time: Option<(i64, i64)>,
+}
+
+impl GroupStats {
+    /// Whether the group may hold rows passing `filter`.
+    pub fn may_match(&self, filter: &RowFilter<'_>) -> bool {
+        let time_ok = match (filter.time, self.time) {
+            (Some((lo, hi)), Some((tmin, tmax))) => tmax >= lo && tmin < hi,
+            _ => true,
+        };
+        let series_ok = match (filter.series, self.series) {
+            (Some(set), Some((smin, smax))) => set.range_cardinality(smin..=smax) > 0,
+            _ => true,
+        };
+        time_ok && series_ok
+    }
+
+    /// Whether every row of the group passes `filter`'s time bound (no per-row check needed).
+    fn time_covered(&self, filter: &RowFilter<'_>) -> bool {
+        match (filter.time, self.time) {
+            (None, _) => true,
+            (Some((lo, hi)), Some((tmin, tmax))) => tmin >= lo && tmax < hi,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Whether every row of the group passes `filter`'s series set.
+    fn series_covered(&self, filter: &RowFilter<'_>) -> bool {
+        match (filter.series, self.series) {
+            (None, _) => true,
+            (Some(set), Some((smin, smax))) => set.range_cardinality(smin..=smax) == u64::from(smax - smin) + 1,
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// The footer of a data file, read once; row groups are then read one by one with
+/// [`FileFooter::read_group`].
+#[derive(Debug, Clone)]
+pub struct FileFooter {
+    path: PathBuf,
+    len: u64,
+    metadata: ArrowReaderMetadata,
+}
+
+impl FileFooter {
+    /// Reads the footer of `path` (two range reads: the 8-byte tail, then the metadata) and
+    /// checks the schema.
+    pub fn read(storage: &dyn Storage, path: &Path) -> Result<Self> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: path.to_path_buf(), reason };
+        let len = storage.len(path).map_err(|e| Error::io(path, e))?;
+        if len < 12 {
+            return Err(invalid(format!("{len} bytes is too short for a parquet file")));
+        }
+        let tail = storage.read_range(path, len - 8..len).map_err(|e| Error::io(path, e))?;
+        let tail: [u8; 8] = tail.as_ref().try_into().map_err(|_| invalid("short footer read".into()))?;
+        let footer = FooterTail::try_new(&tail).map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        let meta_len = footer.metadata_length() as u64;
+        if meta_len + 8 > len {
+            return Err(invalid(format!("footer claims {meta_len} bytes of metadata in a {len}-byte file")));
+        }
+        let raw = storage.read_range(path, len - 8 - meta_len..len - 8).map_err(|e| Error::io(path, e))?;
+        let metadata = ParquetMetaDataReader::decode_metadata(&raw)
+            .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::default())
+            .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        check_schema(metadata.schema(), &invalid)?;
+        Ok(FileFooter { path: path.to_path_buf(), len, metadata })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Statistics of every row group, in file order.
+    pub fn groups(&self) -> Vec<GroupStats> {
+        self.metadata
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|rg| GroupStats {
+                rows: u64::try_from(rg.num_rows()).unwrap_or(0),
+                series: u32_range(rg.column(0).statistics()),
+                time: i64_range(rg.column(1).statistics()),
+            })
+            .collect()
+    }
+
+    /// Reads the rows of row group `group` that pass `filter`, decoding `columns` (plus what
+    /// the filter needs). A group the filter covers entirely and from which no column is asked
+    /// is answered from the footer's row count without reading anything.
+    pub fn read_group(
+        &self,
+        storage: &dyn Storage,
+        group: usize,
+        columns: Columns,
+        filter: &RowFilter<'_>,
+    ) -> Result<Chunk> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
+        let meta = self.metadata.metadata();
+        let rg = meta.row_groups().get(group).ok_or_else(|| invalid(format!("no row group {group}")))?;
+        let stats = self.groups().get(group).copied().ok_or_else(|| invalid(format!("no row group {group}")))?;
+        let filter_time = !stats.time_covered(filter);
+        let filter_series = !stats.series_covered(filter);
+        let need_time = columns.time || filter_time;
+        let need_series = columns.series || need_time || filter_series;
+        let need_value = columns.value;
+        let mut leaves = Vec::new();
+        if need_series {
+            leaves.push(0);
+        }
+        if need_time {
+            leaves.push(1);
+        }
+        if need_value {
+            leaves.extend([2, 3, 4]);
+        }
+        if leaves.is_empty() {
+            let len = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
+            return Ok(Chunk { len, ..Chunk::default() });
+        }
+        let mut parts = Vec::with_capacity(leaves.len());
+        for &leaf in &leaves {
+            let (start, len) = rg.column(leaf).byte_range();
+            let end = start.checked_add(len).filter(|&e| e <= self.len).ok_or_else(|| {
+                invalid(format!("row group {group} column {leaf}: bytes {start}+{len} outside the file"))
+            })?;
+            let bytes = storage.read_range(&self.path, start..end).map_err(|e| Error::io(&self.path, e))?;
+            parts.push((start, bytes));
+        }
+        let sparse = SparseFile { len: self.len, parts };
+        let mask = ProjectionMask::leaves(meta.file_metadata().schema_descr(), leaves.iter().copied());
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_projection(mask)
+            .with_batch_size(super::ROW_GROUP_ROWS)
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        let context = |e: String| invalid(format!("row group {group}: {e}"));
+        let batches =
+            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
+        // One batch per row group (the batch size is the row group size); concatenated otherwise,
+        // so that shared timestamps resolve across the whole group.
+        let column = |i: usize| -> Result<arrow::array::ArrayRef> {
+            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+            match parts.as_slice() {
+                [one] => Ok(arrow::array::make_array(one.to_data())),
+                _ => arrow::compute::concat(&parts).map_err(|e| context(e.to_string())),
+            }
+        };
+        let mut out = Chunk { len: batches.iter().map(|b| b.num_rows()).sum(), ..Chunk::default() };
+        let mut col = 0;
+        if need_series {
+            let series = column(col)?;
+            col += 1;
+            let series = downcast::<UInt32Array>(&series).map_err(context)?;
+            if series.null_count() > 0 {
+                return Err(context("null series_id".into()));
+            }
+            out.series = series.values().to_vec();
+        }
+        if need_time {
+            let time = column(col)?;
+            col += 1;
+            let time = downcast::<Int64Array>(&time).map_err(context)?;
+            if time.null_count() == 0 {
+                out.time = time.values().to_vec();
+            } else {
+                let mut runs = RunTimes::default();
+                let t = time.values();
+                out.time.reserve(t.len());
+                for (i, &s) in out.series.iter().enumerate() {
+                    out.time.push(runs.next(s, time.is_valid(i).then(|| t[i])).map_err(context)?);
+                }
+            }
+        }
+        if need_value {
+            let (vint, vscale, vfloat) = (column(col)?, column(col + 1)?, column(col + 2)?);
+            out.value = decode_values(
+                downcast::<Int64Array>(&vint).map_err(context)?,
+                downcast::<Int8Array>(&vscale).map_err(context)?,
+                downcast::<Float64Array>(&vfloat).map_err(context)?,
+            )
+            .map_err(context)?;
+        }
+        if [
+            need_series.then_some(out.series.len()),
+            need_time.then_some(out.time.len()),
+            need_value.then_some(out.value.len()),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|n| n != out.len)
+        {
+            return Err(context("columns differ in length".into()));
+        }
+        if filter_time || filter_series {
+            retain(&mut out, filter);
+        }
+        Ok(out)
+    }
+}
+
+fn downcast<T: 'static>(a: &arrow::array::ArrayRef) -> std::result::Result<&T, String> {
+    a.as_any().downcast_ref::<T>().ok_or_else(|| "a column has an unexpected type".to_string())
+}
+
+/// Keeps the rows passing `filter` (series and time are decoded whenever it needs them).
+fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
+    let mut w = 0;
+    for i in 0..chunk.len {
+        let series_ok = filter.series.is_none_or(|set| chunk.series.get(i).is_none_or(|&s| set.contains(s)));
+        let time_ok = filter.time.is_none_or(|(lo, hi)| chunk.time.get(i).is_none_or(|&t| t >= lo && t < hi));
+        if series_ok && time_ok {
+            if !chunk.series.is_empty() {
+                chunk.series[w] = chunk.series[i];
+            }
+            if !chunk.time.is_empty() {
+                chunk.time[w] = chunk.time[i];
+            }
+            if !chunk.value.is_empty() {
+                chunk.value[w] = chunk.value[i];
+            }
+            w += 1;
+        }
+    }
+    chunk.len = w;
+    chunk.series.truncate(w);
+    chunk.time.truncate(w);
+    chunk.value.truncate(w);
+}
+
+/// The column chunks of one row group, at their file offsets: what the Parquet reader asks
+/// for is served from these bytes; anything else is an error (never a second read).
+struct SparseFile {
+    len: u64,
+    parts: Vec<(u64, Bytes)>,
+}
+
+impl SparseFile {
+    fn find(&self, start: u64, len: u64) -> parquet::errors::Result<Bytes> {
+        for (at, bytes) in &self.parts {
+            let end = at + bytes.len() as u64;
+            if start >= *at && start.saturating_add(len) <= end {
+                let from = (start - at) as usize;
+                return Ok(bytes.slice(from..from + len as usize));
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!("bytes {start}+{len} were not fetched")))
+    }
+}
+
+impl Length for SparseFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for SparseFile {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        for (at, bytes) in &self.parts {
+            let end = at + bytes.len() as u64;
+            if start >= *at && start < end {
+                return Ok(bytes.slice((start - at) as usize..).reader());
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!("offset {start} was not fetched")))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.find(start, length as u64)
+    }
+}
