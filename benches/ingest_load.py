@@ -115,7 +115,7 @@ def stop_server(proc: subprocess.Popen) -> str:
 def stored_count(binary: Path, data: Path) -> int:
     out = subprocess.run(
         [str(binary), "sql", "--data-dir", str(data), "--format", "json",
-         "SELECT count(*) AS n FROM samples WHERE metric NOT LIKE 'lockstep_ingest_%'"],
+         "SELECT count(*) AS n FROM samples WHERE metric NOT LIKE 'lockstep_ingest_%' AND metric NOT LIKE 'lockstep_store_%'"],
         check=True, capture_output=True, text=True,
     ).stdout
     return int(json.loads(out.splitlines()[0])["n"])
