@@ -170,8 +170,8 @@ fn row(label: &str, n: usize, k1: usize, k3: usize, extra: &str) -> String {
 fn diagnose_independent_evaluation() {
     let spec = std::env::var("LOCKSTEP_EVAL_SEEDS").unwrap_or_else(|_| "100:15".to_string());
     let (first, count) = spec.split_once(':').map_or((100, 15), |(a, b)| (a.parse().unwrap(), b.parse().unwrap()));
-    let mut table = format!(
-        "| situation | runs | AC@1 | 95 % CI | AC@3 | 95 % CI | mean confidence (right / wrong) |\n|---|---:|---:|---|---:|---|---|\n"
+    let mut table = String::from(
+        "| situation | runs | AC@1 | 95 % CI | AC@3 | 95 % CI | mean confidence (right / wrong) |\n|---|---:|---:|---|---:|---|---|\n",
     );
     let (mut all, mut all1, mut all3) = (0, 0, 0);
     let mut failures = Vec::new();
