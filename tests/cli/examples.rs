@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::prom::{Exporter, NODE_EXPORTER, scrape};
+use super::prom::{NODE_EXPORTER, node_exporter, scrape};
 use super::remote_write::{Killed, PROMETHEUS, free_port, sql_rows};
 
 const TOKEN: &str = "examples-write-token-0123456789";
@@ -76,20 +76,7 @@ fn prometheus_example_scrapes_node_exporter_into_lockstep() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let (_server, http) = serve(tmp.path(), &db);
-    let exporter_port = free_port();
-    let _exporter = Exporter(
-        Command::new(NODE_EXPORTER)
-            .args([
-                format!("--web.listen-address=127.0.0.1:{exporter_port}").as_str(),
-                "--collector.disable-defaults",
-                "--collector.meminfo",
-                "--collector.loadavg",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_exporter, exporter_port) = node_exporter(&["meminfo", "loadavg"]);
     let token_file = tmp.path().join("lockstep.token");
     std::fs::write(&token_file, TOKEN).unwrap();
     let (node, dcgm, prom_port) =

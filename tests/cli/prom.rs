@@ -22,6 +22,20 @@ impl Drop for Exporter {
     }
 }
 
+/// A node_exporter on a free loopback port with only `collectors` enabled, and its port.
+pub(super) fn node_exporter(collectors: &[&str]) -> (Exporter, u16) {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(NODE_EXPORTER)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--collector.disable-defaults")
+        .args(collectors.iter().map(|c| format!("--collector.{c}")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (Exporter(child), port)
+}
+
 /// One `GET /metrics` over HTTP/1.0 (no chunking, no compression): the body.
 pub(super) fn scrape(port: u16) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -51,21 +65,7 @@ fn node_exporter_scrapes_import_and_query() {
         eprintln!("skipped: {NODE_EXPORTER} is not installed");
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let _exporter = Exporter(
-        Command::new(NODE_EXPORTER)
-            .args([
-                format!("--web.listen-address=127.0.0.1:{port}").as_str(),
-                "--collector.disable-defaults",
-                "--collector.cpu",
-                "--collector.meminfo",
-                "--collector.loadavg",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_exporter, port) = node_exporter(&["cpu", "meminfo", "loadavg"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let first = loop {
         if let Some(body) = scrape(port) {

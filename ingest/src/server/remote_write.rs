@@ -88,6 +88,8 @@ pub(crate) struct Converted {
     pub(crate) dropped: u64,
     /// Native histogram samples converted.
     pub(crate) histograms: u64,
+    /// Series values those histograms became (`_bucket`, `_count`, `_sum`).
+    pub(crate) histogram_values: u64,
     pub(crate) rejected: u64,
     pub(crate) by_reason: Vec<(&'static str, u64)>,
     messages: Vec<String>,
@@ -263,6 +265,7 @@ fn native_histogram(
         return;
     }
     out.histograms += 1;
+    out.histogram_values += values.len() as u64;
     for (key, value) in values {
         let s = series.entry(key).or_default();
         s.timestamps.push(t);
@@ -306,7 +309,7 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
     let compressed = read_body(&parts.headers, body, max, Encodings::Snappy).await?;
     let req = decode(&compressed, max, version)?;
     let shared = &api.shared;
-    let samples: usize = req.timeseries.iter().map(|t| t.samples.len()).sum();
+    let samples: usize = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();
     let _slot = shared.admit_now(samples as u64)?;
     let mut converted = convert(&shared.store, req, &shared.limits)?;
     let batch = std::mem::take(&mut converted.batch);
@@ -329,7 +332,10 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
             converted.error_message()
         )));
     }
-    Ok(Written { samples: outcome.accepted as u64, histograms: converted.histograms })
+    // Every value was accepted here (a rejection answered 400 above): the float samples are
+    // what the histograms' series values do not account for.
+    let samples = (outcome.accepted as u64).saturating_sub(converted.histogram_values);
+    Ok(Written { samples, histograms: converted.histograms })
 }
 
 /// The two remote-write messages.

@@ -314,6 +314,11 @@ async fn remote_write_2_and_native_histograms() {
     .await;
     assert_eq!(answer.code, 204, "{}", String::from_utf8_lossy(&answer.body));
     assert!(answer.head.contains("x-prometheus-remote-write-histograms-written: 2"), "{}", answer.head);
+    assert!(
+        answer.head.lines().any(|l| l.trim() == "x-prometheus-remote-write-samples-written: 1"),
+        "float samples only: {}",
+        answer.head
+    );
     assert_eq!(read(&store, "up").len(), 1);
     let le = |metric: &str| -> Vec<(String, f64)> {
         let mut v: Vec<(String, f64)> = read(&store, metric)
