@@ -144,22 +144,7 @@ impl Prepared {
     /// store without a copy), else all by key (one WAL record either way; the keyed path
     /// defines the new series).
     pub(crate) fn take_write(&mut self, store: &Store) -> Result<Write, Status> {
-        let rows = std::mem::take(&mut self.rows);
-        if self.batch.series.is_empty() {
-            return Ok(Write::Rows(rows));
-        }
-        let mut batch = std::mem::take(&mut self.batch);
-        for run in rows.runs() {
-            let id = rows.series[run.start];
-            let key = store
-                .series_key(id)
-                .map_err(|e| internal_status("series lookup failed", e))?
-                .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?;
-            let samples =
-                SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
-            batch.series.push(((*key).clone(), samples));
-        }
-        Ok(Write::Keyed(batch))
+        into_write(store, std::mem::take(&mut self.rows), std::mem::take(&mut self.batch))
     }
 
     pub(crate) fn reject(&mut self, r: SeriesRejection, reason: &'static str, max: usize) {
@@ -174,6 +159,24 @@ impl Prepared {
             self.truncated = true;
         }
     }
+}
+
+/// One store write of `rows` (by id) and `batch` (by key): rows alone when the batch is empty,
+/// else everything by key (one WAL record either way).
+pub(crate) fn into_write(store: &Store, rows: Rows, mut batch: WriteBatch) -> Result<Write, Status> {
+    if batch.series.is_empty() {
+        return Ok(Write::Rows(rows));
+    }
+    for run in rows.runs() {
+        let id = rows.series[run.start];
+        let key = store
+            .series_key(id)
+            .map_err(|e| internal_status("series lookup failed", e))?
+            .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?;
+        let samples = SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
+        batch.series.push(((*key).clone(), samples));
+    }
+    Ok(Write::Keyed(batch))
 }
 
 /// A prepared write for the store.

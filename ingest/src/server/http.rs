@@ -47,6 +47,8 @@ pub(crate) struct HttpApi {
     /// The same OTLP service (and delta-temporality state) as the gRPC port.
     pub(crate) otlp: OtlpService,
     pub(crate) documents: Documents,
+    /// Remote write's label sets → series ids.
+    pub(crate) series_cache: remote_write::cache::SeriesCache,
 }
 
 impl HttpApi {

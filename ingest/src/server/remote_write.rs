@@ -16,16 +16,19 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use lockstep_engine::model::RESERVED_LABELS;
-use lockstep_engine::{Labels, SeriesKey, SeriesSamples, Store, WriteBatch};
+use lockstep_engine::{Labels, Rows, SeriesId, SeriesKey, SeriesSamples, Store, WriteBatch};
 use tonic::Status;
 
 use super::auth::Role;
 use super::config::Limits;
-use super::convert::reason_code;
+use super::convert::{into_write, reason_code};
 use super::http::{Body, Encodings, HttpApi, http_status, method_not_allowed, read_body};
 use super::otlp::{distinct_series, exp_histogram};
+use super::status::internal_status;
+use cache::{Keys, SeriesCache};
 use native::PromHistogram;
 
+pub(crate) mod cache;
 mod native;
 
 /// The path Prometheus posts to.
@@ -58,15 +61,17 @@ pub struct PromTimeSeries {
     pub histograms: Vec<PromHistogram>,
 }
 
-/// `prometheus.Label`.
+/// `prometheus.Label`. The protobuf `string` fields are read as bytes (the same wire format):
+/// decoded from a [`Bytes`] body they are slices of it, not copies, and the UTF-8 check is
+/// done only for label sets not in the [`cache::SeriesCache`].
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PromLabel {
-    /// Label name.
-    #[prost(string, tag = "1")]
-    pub name: String,
-    /// Label value.
-    #[prost(string, tag = "2")]
-    pub value: String,
+    /// Label name (UTF-8).
+    #[prost(bytes = "bytes", tag = "1")]
+    pub name: Bytes,
+    /// Label value (UTF-8).
+    #[prost(bytes = "bytes", tag = "2")]
+    pub value: Bytes,
 }
 
 /// `prometheus.Sample`.
@@ -83,6 +88,9 @@ pub struct PromSample {
 /// A converted request.
 #[derive(Debug, Default)]
 pub(crate) struct Converted {
+    /// Samples of series the store knows, by id.
+    pub(crate) rows: Rows,
+    /// Samples of new series, and of native histograms, by key.
     pub(crate) batch: WriteBatch,
     /// Samples dropped on purpose (stale markers, non-finite values).
     pub(crate) dropped: u64,
@@ -132,8 +140,15 @@ pub(crate) fn host_of_instance(instance: &str) -> &str {
     }
 }
 
-/// Converts a decoded request into a write batch (see the module docs for the mapping).
-pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> Result<Converted, Status> {
+/// Converts a decoded request into rows by series id (label sets in `cache` or known to the
+/// store) and a batch by key (new series, native histograms); see the module docs for the
+/// mapping. Label sets the store resolves are added to `cache`.
+pub(crate) fn convert(
+    store: &Store,
+    cache: &SeriesCache,
+    req: PromWriteRequest,
+    limits: &Limits,
+) -> Result<Converted, Status> {
     let (max_series, max_samples) = (limits.max_series_per_request, limits.max_samples_per_request);
     if req.timeseries.len() > max_series {
         return Err(Status::invalid_argument(format!(
@@ -148,89 +163,151 @@ pub(crate) fn convert(store: &Store, req: PromWriteRequest, limits: &Limits) -> 
         )));
     }
     let now = store.now_ns();
-    let mut out = Converted::default();
+    let mut out = Converted { rows: Rows::with_capacity(total), ..Default::default() };
+    let mut keys = Keys::default();
+    for ts in &req.timeseries {
+        keys.push(&ts.labels);
+    }
+    let cached = cache.lookup(&keys);
+    let mut resolved: Vec<(Box<[u8]>, SeriesId)> = Vec::new();
     // Histogram series, built from several histogram samples each.
     let mut histogram_series: HashMap<SeriesKey, SeriesSamples> = HashMap::new();
-    for ts in req.timeseries {
+    for (i, ts) in req.timeseries.into_iter().enumerate() {
         let n = (ts.samples.len() + ts.histograms.len()) as u64;
         if n == 0 {
             continue;
         }
-        let mut metric = None;
-        let mut labels = Labels::new();
-        let mut instance = None;
-        for l in ts.labels {
-            if l.value.is_empty() {
+        if let Some(id) = cached[i].filter(|_| ts.histograms.is_empty()) {
+            add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
+            continue;
+        }
+        let key = match series_key(ts.labels) {
+            Ok(key) => key,
+            Err((reason, message)) => {
+                out.reject(reason, n, || message);
                 continue;
             }
-            match l.name.as_str() {
-                "__name__" => metric = Some(l.value),
-                "instance" => {
-                    instance = Some(l.value.clone());
-                    labels.insert(l.name, l.value);
-                }
-                name if RESERVED_LABELS.contains(&name) => {
-                    labels.insert(format!("prom_{name}"), l.value);
-                }
-                _ => {
-                    labels.insert(l.name, l.value);
-                }
-            }
-        }
-        let Some(metric) = metric else {
-            out.reject("invalid_series", n, || "series has no __name__ label".to_string());
-            continue;
         };
-        if !labels.contains_key("host") {
-            match instance.as_deref().map(host_of_instance).filter(|h| !h.is_empty()) {
-                Some(h) => {
-                    labels.insert("host".to_string(), h.to_string());
-                }
-                None => {
-                    out.reject("missing_host", n, || {
-                        format!("{metric}: no host or instance label; add one with relabelling (write_relabel_configs)")
-                    });
-                    continue;
-                }
-            }
-        }
         for h in &ts.histograms {
-            native_histogram(store, &metric, &labels, h, now, &mut out, &mut histogram_series);
+            native_histogram(store, &key.metric, &key.labels, h, now, &mut out, &mut histogram_series);
         }
         if ts.samples.is_empty() {
             continue;
         }
-        let n = ts.samples.len() as u64;
-        let key = SeriesKey { metric, labels };
         if let Err(e) = key.validate() {
-            out.reject("invalid_series", n, || e.to_string());
+            out.reject("invalid_series", ts.samples.len() as u64, || e.to_string());
             continue;
         }
-        let mut samples = SeriesSamples::default();
-        for s in ts.samples {
-            if s.value.to_bits() == STALE_NAN_BITS || !s.value.is_finite() && !store.sample_ok(now, s.value, now) {
-                out.dropped += 1;
-                continue;
+        let id = store.series_id(&key).map_err(|e| internal_status("series lookup failed", e))?;
+        match id {
+            Some(id) => {
+                resolved.push((keys.get(i).into(), id));
+                add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
             }
-            let Some(t) = s.timestamp.checked_mul(1_000_000) else {
-                out.reject("time_out_of_range", 1, || format!("timestamp {} ms is out of range", s.timestamp));
-                continue;
-            };
-            if !store.sample_ok(t, s.value, now) {
-                let reason = reason_code(store, t, s.value, now);
-                let msg = store.check_sample(&key, t, s.value, now).err().map(|e| e.to_string()).unwrap_or_default();
-                out.reject(reason, 1, || msg);
-                continue;
-            }
-            samples.timestamps.push(t);
-            samples.values.push(s.value);
-        }
-        if !samples.timestamps.is_empty() {
-            out.batch.series.push((key, samples));
+            None => add_samples(store, &ts.samples, now, &mut out, Target::Key(key)),
         }
     }
+    cache.insert(resolved);
     out.batch.series.extend(histogram_series);
     Ok(out)
+}
+
+/// Where valid samples go: rows of a known series id, or the batch under a new series' key.
+enum Target {
+    Id(SeriesId),
+    Key(SeriesKey),
+}
+
+/// Validates samples (stale markers and non-finite values dropped, the rest checked as the
+/// store checks them) and adds the valid ones to `out`.
+fn add_samples(store: &Store, samples: &[PromSample], now: i64, out: &mut Converted, target: Target) {
+    let mut batch = SeriesSamples::default();
+    for s in samples {
+        if s.value.to_bits() == STALE_NAN_BITS || !s.value.is_finite() && !store.sample_ok(now, s.value, now) {
+            out.dropped += 1;
+            continue;
+        }
+        let Some(t) = s.timestamp.checked_mul(1_000_000) else {
+            out.reject("time_out_of_range", 1, || format!("timestamp {} ms is out of range", s.timestamp));
+            continue;
+        };
+        if !store.sample_ok(t, s.value, now) {
+            let reason = reason_code(store, t, s.value, now);
+            let key = match &target {
+                Target::Id(id) => store.series_key(*id).ok().flatten(),
+                Target::Key(key) => Some(std::sync::Arc::new(key.clone())),
+            };
+            let msg = key
+                .and_then(|key| store.check_sample(&key, t, s.value, now).err())
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            out.reject(reason, 1, || msg);
+            continue;
+        }
+        match &target {
+            Target::Id(id) => {
+                out.rows.series.push(*id);
+                out.rows.time.push(t);
+                out.rows.value.push(s.value);
+            }
+            Target::Key(_) => {
+                batch.timestamps.push(t);
+                batch.values.push(s.value);
+            }
+        }
+    }
+    if let Target::Key(key) = target
+        && !batch.timestamps.is_empty()
+    {
+        out.batch.series.push((key, batch));
+    }
+}
+
+/// The series key of a label set: `__name__` → metric, reserved names prefixed `prom_`, `host`
+/// from `instance` when missing; or the reason code and message of why there is none.
+fn series_key(raw: Vec<PromLabel>) -> Result<SeriesKey, (&'static str, String)> {
+    let mut metric = None;
+    let mut labels = Labels::new();
+    let mut instance = None;
+    for l in raw {
+        if l.value.is_empty() {
+            continue;
+        }
+        let utf8 = |b: Bytes| {
+            String::from_utf8(b.into()).map_err(|e| ("invalid_series", format!("a label is not UTF-8: {e}")))
+        };
+        let (name, value) = (utf8(l.name)?, utf8(l.value)?);
+        match name.as_str() {
+            "__name__" => metric = Some(value),
+            "instance" => {
+                instance = Some(value.clone());
+                labels.insert(name, value);
+            }
+            n if RESERVED_LABELS.contains(&n) => {
+                labels.insert(format!("prom_{name}"), value);
+            }
+            _ => {
+                labels.insert(name, value);
+            }
+        }
+    }
+    let Some(metric) = metric else {
+        return Err(("invalid_series", "series has no __name__ label".to_string()));
+    };
+    if !labels.contains_key("host") {
+        match instance.as_deref().map(host_of_instance).filter(|h| !h.is_empty()) {
+            Some(h) => {
+                labels.insert("host".to_string(), h.to_string());
+            }
+            None => {
+                return Err((
+                    "missing_host",
+                    format!("{metric}: no host or instance label; add one with relabelling (write_relabel_configs)"),
+                ));
+            }
+        }
+    }
+    Ok(SeriesKey { metric, labels })
 }
 
 /// Adds one native histogram sample's series values (see [`native`]) to `series`.
@@ -311,9 +388,10 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
     let shared = &api.shared;
     let samples: usize = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();
     let _slot = shared.admit_now(samples as u64)?;
-    let mut converted = convert(&shared.store, req, &shared.limits)?;
+    let mut converted = convert(&shared.store, &api.series_cache, req, &shared.limits)?;
+    let rows = std::mem::take(&mut converted.rows);
     let batch = std::mem::take(&mut converted.batch);
-    let outcome = shared.write_blocking(batch).await?;
+    let outcome = shared.write(into_write(&shared.store, rows, batch)?).await?;
     for r in &outcome.rejected {
         converted.reject("store", r.samples as u64, || r.error.to_string());
     }
@@ -360,11 +438,12 @@ pub(crate) fn decode(compressed: &[u8], max: usize, version: Version) -> Result<
     let raw = snap::raw::Decoder::new()
         .decompress_vec(compressed)
         .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
+    let raw = Bytes::from(raw);
     match version {
-        Version::V1 => prost::Message::decode(raw.as_slice())
+        Version::V1 => prost::Message::decode(raw)
             .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}"))),
         Version::V2 => native::from_v2(
-            prost::Message::decode(raw.as_slice())
+            prost::Message::decode(raw)
                 .map_err(|e| Status::invalid_argument(format!("malformed io.prometheus.write.v2.Request: {e}")))?,
         ),
     }

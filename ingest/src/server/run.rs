@@ -288,6 +288,7 @@ impl Server {
                     tokens: tokens.clone(),
                     otlp: otlp_service.clone(),
                     documents: Documents::default(),
+                    series_cache: Default::default(),
                 });
                 Some(tokio::spawn(http_api::serve(http, acceptor, handler, async move {
                     let _ = http_stop_rx.await;

@@ -98,10 +98,12 @@ impl Shared {
         if batch.series.is_empty() {
             return Ok(WriteOutcome::default());
         }
-        self.write_prepared(Write::Keyed(batch)).await
+        self.write(Write::Keyed(batch)).await
     }
 
-    async fn write_prepared(&self, write: Write) -> Result<WriteOutcome, Status> {
+    /// Writes rows or a batch on a blocking thread; returns after the store acknowledged it
+    /// durably.
+    pub(crate) async fn write(&self, write: Write) -> Result<WriteOutcome, Status> {
         if matches!(&write, Write::Rows(r) if r.is_empty()) {
             return Ok(WriteOutcome::default());
         }
@@ -121,7 +123,7 @@ impl Shared {
     pub(crate) async fn commit(&self, sequence: u64, mut prepared: Prepared) -> Result<WriteResponse, Status> {
         let barriers = prepared.barriers;
         let write = prepared.take_write(&self.store)?;
-        let outcome = self.write_prepared(write).await?;
+        let outcome = self.write(write).await?;
         if barriers && outcome.accepted > 0 {
             // Collective ends are barrier constraints between the job's hosts' clocks.
             self.refitter.mark();

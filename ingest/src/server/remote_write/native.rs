@@ -161,8 +161,8 @@ pub(crate) fn to_exponential(h: &PromHistogram) -> Result<ExponentialHistogramDa
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct V2Request {
     /// Interned strings; `symbols[0]` is the empty string.
-    #[prost(string, repeated, tag = "1")]
-    pub symbols: Vec<String>,
+    #[prost(bytes = "bytes", repeated, tag = "1")]
+    pub symbols: Vec<hyper::body::Bytes>,
     /// Series.
     #[prost(message, repeated, tag = "2")]
     pub timeseries: Vec<V2TimeSeries>,

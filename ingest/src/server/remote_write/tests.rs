@@ -7,6 +7,7 @@ use lockstep_engine::store::ScanRequest;
 use lockstep_engine::{Store, StoreConfig};
 
 use super::*;
+use crate::server::convert::Write;
 use crate::server::http::http_status;
 use crate::server::http::testing::{self, READ_TOKEN, TOKEN, start, start_with};
 use hyper::StatusCode;
@@ -16,7 +17,7 @@ use tonic::Code;
 const T_MS: i64 = 1_767_225_600_000;
 
 fn label(name: &str, value: &str) -> PromLabel {
-    PromLabel { name: name.into(), value: value.into() }
+    PromLabel { name: name.as_bytes().to_vec().into(), value: value.as_bytes().to_vec().into() }
 }
 
 fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> PromTimeSeries {
@@ -234,7 +235,7 @@ fn hostile_bodies_never_panic() {
         for body in [snap::raw::Encoder::new().compress_vec(&raw).unwrap(), raw] {
             for version in [Version::V1, Version::V2] {
                 if let Ok(decoded) = decode(&body, 1 << 20, version)
-                    && convert(&store, decoded, &limits).is_ok()
+                    && convert(&store, &SeriesCache::default(), decoded, &limits).is_ok()
                 {
                     converted += 1;
                 }
@@ -245,6 +246,7 @@ fn hostile_bodies_never_panic() {
     // The valid request: `up` gets host ::1; the i64::MAX ms timestamp is rejected, the NaN dropped.
     let c = convert(
         &store,
+        &SeriesCache::default(),
         decode(&snap::raw::Encoder::new().compress_vec(&valid).unwrap(), 1 << 20, Version::V1).unwrap(),
         &limits,
     )
@@ -264,9 +266,9 @@ async fn remote_write_2_and_native_histograms() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
     let (addr, stop, task) = start(store.clone()).await;
-    let symbols: Vec<String> =
+    let symbols: Vec<Bytes> =
         ["", "__name__", "up", "instance", "n1:9100", "job", "node", "lat_seconds", "lat_float", "lat_bad"]
-            .map(String::from)
+            .map(|s: &'static str| Bytes::from_static(s.as_bytes()))
             .to_vec();
     let integer = PromHistogram {
         count_int: Some(7),
@@ -353,11 +355,58 @@ async fn remote_write_2_and_native_histograms() {
     let (code, text) = post(&addr, Some(TOKEN), v2, &compressed).await;
     assert_eq!(code, 400, "{text}");
     assert!(text.contains("1 samples accepted") && text.contains("not a whole"), "{text}");
-    let req = V2Request { symbols: vec![String::new()], timeseries: vec![series(2, vec![], vec![])] };
+    let req = V2Request { symbols: vec![Bytes::new()], timeseries: vec![series(2, vec![], vec![])] };
     let compressed = snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(&req)).unwrap();
     let (code, text) = post(&addr, Some(TOKEN), v2, &compressed).await;
     assert_eq!(code, 400, "{text}");
     assert!(text.contains("symbol reference 1 outside the table of 1 symbols"), "{text}");
     drop(stop);
     task.await.unwrap();
+}
+
+/// A label set the store knows is resolved to its id once, then read from the cache; cached or
+/// not, the samples, rejections and the resulting write are the same.
+#[test]
+fn label_sets_resolve_through_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let limits = Limits::default();
+    let cache = SeriesCache::default();
+    let known = [("__name__", "up"), ("instance", "node-1:9100"), ("job", "node")];
+    let request = |samples: &[(i64, f64)]| PromWriteRequest {
+        timeseries: vec![
+            series(&known, samples),
+            series(&[("__name__", "new_metric"), ("host", "h1")], &[(T_MS, 5.0)]),
+            series(&[("__name__", "bad"), ("host", "h\u{0}")], &[(T_MS, 1.0)]),
+        ],
+    };
+    // Not known yet: everything by key; the invalid label set is rejected, nothing cached.
+    let first = convert(&store, &cache, request(&[(T_MS, 1.0)]), &limits).unwrap();
+    assert!(first.rows.is_empty());
+    assert_eq!(first.batch.series.len(), 2);
+    assert_eq!(first.rejected, 1, "{:?}", first.by_reason);
+    assert_eq!(cache.len(), 0);
+    let Write::Keyed(batch) = into_write(&store, first.rows, first.batch).unwrap() else { panic!("keyed") };
+    assert_eq!(store.write(&batch).unwrap().accepted, 2);
+    let up = store.series_id(&batch.series[0].0).unwrap().unwrap();
+
+    // Known to the store now: resolved by id and cached; a sample out of range is rejected.
+    let out_of_range = (i64::MAX / 1_000_000 + 1, 1.0);
+    let second = convert(&store, &cache, request(&[(T_MS + 1000, 2.0), out_of_range]), &limits).unwrap();
+    assert_eq!(cache.len(), 2);
+    assert_eq!((second.rows.series.clone(), second.rows.value.clone()), (vec![up, up + 1], vec![2.0, 5.0]));
+    assert!(second.batch.series.is_empty());
+    assert_eq!(second.rejected, 2, "{:?}", second.by_reason);
+    // From the cache: the same rows and the same rejection messages.
+    let third = convert(&store, &cache, request(&[(T_MS + 1000, 2.0), out_of_range]), &limits).unwrap();
+    assert_eq!((&third.rows.series, &third.rows.value), (&second.rows.series, &second.rows.value));
+    assert_eq!((third.rejected, third.error_message()), (second.rejected, second.error_message()));
+    assert!(third.error_message().contains("out of range"), "{}", third.error_message());
+
+    // A label that is not UTF-8 is a rejected series, not a failed request.
+    let mut req = request(&[(T_MS + 2000, 3.0)]);
+    req.timeseries[1].labels[1].value = Bytes::from_static(b"\xff\xfe");
+    let c = convert(&store, &cache, req, &limits).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    assert!(c.error_message().contains("not UTF-8"), "{}", c.error_message());
 }

@@ -1,0 +1,131 @@
+//! Label sets seen before → their store series id.
+//!
+//! Prometheus sends every series' full label set in every request. Turning those bytes into a
+//! [`SeriesKey`](lockstep_engine::SeriesKey) (a `String` per label, validation, hashing and a
+//! catalog lookup in the store) was most of the server's work per sample. The cache keys on
+//! the label bytes as sent, so a series seen before is one hash of its bytes and one map
+//! lookup; its samples go to the store by id ([`Store::write_rows`](lockstep_engine::Store)).
+//!
+//! Correct by construction: the conversion from label bytes to a series key is deterministic,
+//! and the store never reuses or removes a series id, so an entry never goes stale. Bounded by
+//! [`MAX_BYTES`] of label bytes; when full the cache starts over (misses are only slower).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use lockstep_engine::SeriesId;
+
+use super::PromLabel;
+
+/// Most label bytes (keys) held; about 300 k series of 200 label bytes each.
+pub const MAX_BYTES: usize = 64 << 20;
+
+/// The cache; one per HTTP listener.
+#[derive(Debug, Default)]
+pub(crate) struct SeriesCache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    ids: HashMap<Box<[u8]>, SeriesId, foldhash::fast::RandomState>,
+    bytes: usize,
+}
+
+/// The cache keys of one request's series, in one buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Keys {
+    /// Appends the key of one label set: each name and value with its length in front, so
+    /// that different label sets never share a key.
+    pub(crate) fn push(&mut self, labels: &[PromLabel]) {
+        for l in labels {
+            for part in [&l.name, &l.value] {
+                self.buf.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                self.buf.extend_from_slice(part);
+            }
+        }
+        self.ends.push(self.buf.len());
+    }
+
+    /// The key of the `i`-th label set pushed.
+    pub(crate) fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.buf[start..self.ends[i]]
+    }
+
+    /// How many keys were pushed.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+}
+
+impl SeriesCache {
+    /// The ids of `keys` (`None` where not cached), under one lock.
+    pub(crate) fn lookup(&self, keys: &Keys) -> Vec<Option<SeriesId>> {
+        let Ok(inner) = self.inner.lock() else { return vec![None; keys.len()] };
+        (0..keys.len()).map(|i| inner.ids.get(keys.get(i)).copied()).collect()
+    }
+
+    /// Remembers the ids of label sets resolved by the store.
+    pub(crate) fn insert(&self, resolved: impl IntoIterator<Item = (Box<[u8]>, SeriesId)>) {
+        let Ok(mut inner) = self.inner.lock() else { return };
+        for (key, id) in resolved {
+            if inner.bytes + key.len() > MAX_BYTES {
+                inner.ids.clear();
+                inner.bytes = 0;
+            }
+            inner.bytes += key.len();
+            if let Some(old) = inner.ids.insert(key, id) {
+                debug_assert_eq!(old, id);
+            }
+        }
+    }
+
+    /// Entries held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.inner.lock().map(|i| i.ids.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<PromLabel> {
+        pairs
+            .iter()
+            .map(|(n, v)| PromLabel { name: n.as_bytes().to_vec().into(), value: v.as_bytes().to_vec().into() })
+            .collect()
+    }
+
+    #[test]
+    fn keys_tell_label_sets_apart() {
+        let mut keys = Keys::default();
+        keys.push(&labels(&[("ab", "c")]));
+        keys.push(&labels(&[("a", "bc")]));
+        keys.push(&labels(&[("ab", "c")]));
+        assert_ne!(keys.get(0), keys.get(1));
+        assert_eq!(keys.get(0), keys.get(2));
+        let cache = SeriesCache::default();
+        cache.insert([(keys.get(0).into(), 7)]);
+        assert_eq!(cache.lookup(&keys), vec![Some(7), None, Some(7)]);
+    }
+
+    #[test]
+    fn a_full_cache_starts_over() {
+        let cache = SeriesCache::default();
+        let big = vec![0u8; MAX_BYTES / 2 + 1];
+        cache.insert([(big.clone().into_boxed_slice(), 1)]);
+        let mut other = big;
+        other[0] = 1;
+        cache.insert([(other.into_boxed_slice(), 2)]);
+        assert_eq!(cache.len(), 1);
+    }
+}
