@@ -20,14 +20,13 @@ mod query;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use lockstep_engine::Store;
-use lockstep_ingest::server::{Role, TokenSet};
+use lockstep_ingest::server::TokenSet;
 use lockstep_query::QueryLimits;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::CancelHandler;
@@ -37,6 +36,8 @@ use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::startup::Authentication;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::tokio_rustls::TlsAcceptor;
+
+use crate::netsql::{CancelFlag, Shared};
 
 /// Settings of the PostgreSQL listener.
 #[derive(Debug, Clone)]
@@ -49,40 +50,6 @@ pub struct PgOptions {
     pub limits: QueryLimits,
     /// Time limit of each statement (planning and streaming its rows).
     pub timeout: Duration,
-}
-
-/// What every connection shares.
-#[derive(Debug)]
-struct Shared {
-    store: Arc<Store>,
-    limits: QueryLimits,
-    timeout: Duration,
-}
-
-/// The cancel flag of one connection: a cancel request bumps `epoch`; a statement that
-/// started at another epoch stops.
-#[derive(Debug, Default)]
-struct CancelFlag {
-    epoch: AtomicU64,
-    notify: tokio::sync::Notify,
-}
-
-impl CancelFlag {
-    fn cancel(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    /// Resolves once a cancel request arrives after `started` was read from `epoch`.
-    async fn cancelled(&self, started: u64) {
-        loop {
-            let notified = self.notify.notified();
-            if self.epoch.load(Ordering::SeqCst) != started {
-                return;
-            }
-            notified.await;
-        }
-    }
 }
 
 /// Connections by backend pid: their secret key and cancel flag.
@@ -130,18 +97,6 @@ impl Handlers {
         }
     }
 
-    /// Whether `password` is a token with the read role.
-    fn password_ok(tokens: &TokenSet, password: &str) -> bool {
-        let mut metadata = tonic::metadata::MetadataMap::new();
-        match format!("Bearer {password}").parse() {
-            Ok(value) => {
-                metadata.insert("authorization", value);
-                tokens.authorize(&metadata, Role::Read, "PostgreSQL").is_ok()
-            }
-            Err(_) => false,
-        }
-    }
-
     /// Completes the start-up: backend key (for cancel requests), parameters, ReadyForQuery.
     async fn accept<C>(&self, client: &mut C) -> PgWireResult<()>
     where
@@ -183,7 +138,7 @@ impl StartupHandler for Handlers {
                 let password = password.into_password()?;
                 let user = client.metadata().get(pgwire::api::METADATA_USER).cloned().unwrap_or_default();
                 match &self.tokens {
-                    Some(tokens) if Self::password_ok(tokens, &password.password) => {
+                    Some(tokens) if crate::netsql::password_ok(tokens, &password.password, "PostgreSQL") => {
                         return self.accept(client).await;
                     }
                     _ => {
