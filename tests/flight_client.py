@@ -119,9 +119,8 @@ def cancel(uri, token, sql):
         client.do_get(info.endpoints[0].ticket, options).read_all()
         out["query"] = "ok"
     except BaseException as e:  # noqa: BLE001 - pyarrow re-raises CANCELLED as KeyboardInterrupt
-        if not isinstance(e, Exception) and not out.get("cancel"):
-            raise
-        out["query"] = type(e).__name__ + ": " + str(e).splitlines()[0]
+        cause = e if isinstance(e, Exception) else (e.__context__ or e)
+        out["query"] = type(cause).__name__ + ": " + str(cause).splitlines()[0]
     out["seconds"] = round(time.time() - started, 1)
     thread.join()
     return out
