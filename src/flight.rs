@@ -30,27 +30,13 @@ use base64::Engine as _;
 use futures::Stream;
 use lockstep_engine::Store;
 use lockstep_ingest::server::TokenSet;
-use lockstep_query::QueryLimits;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::netsql::Shared;
+use crate::netsql::{ListenerOptions, Shared};
 
 /// The zone of timestamps sent without one.
 const UTC: &str = "UTC";
-
-/// Settings of the Flight SQL listener.
-#[derive(Debug, Clone)]
-pub struct FlightOptions {
-    /// Accepted tokens; `None` accepts every call.
-    pub tokens: Option<TokenSet>,
-    /// PEM certificate chain and key for TLS; plaintext when `None`.
-    pub tls: Option<(Vec<u8>, Vec<u8>)>,
-    /// Memory limit of each statement.
-    pub limits: QueryLimits,
-    /// Time limit of each statement (planning and streaming its rows).
-    pub timeout: Duration,
-}
 
 /// The credential a call was authenticated with (for the handshake's answer).
 #[derive(Debug, Clone)]
@@ -122,10 +108,10 @@ type Handshake = Request<Streaming<HandshakeRequest>>;
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<Store>,
-    options: FlightOptions,
+    options: ListenerOptions,
     stop: impl std::future::Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let shared = Arc::new(Shared { store, limits: options.limits.clone(), timeout: options.timeout });
+    let shared = Arc::new(Shared::new(store, &options));
     let service = FlightServiceServer::new(query::Service::new(shared)?)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);

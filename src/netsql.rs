@@ -13,10 +13,25 @@ use std::time::Duration;
 use arrow::array::{RecordBatch, make_array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
+use datafusion::common::ScalarValue;
+use datafusion::execution::SendableRecordBatchStream;
 use futures::Stream;
 use lockstep_engine::Store;
 use lockstep_ingest::server::{Role, TokenSet};
 use lockstep_query::{ClockVersion, QueryEngine, QueryError, QueryLimits};
+
+/// Settings of a network SQL listener.
+#[derive(Debug, Clone)]
+pub struct ListenerOptions {
+    /// Accepted tokens (bearer, or as the password); `None` accepts every client.
+    pub tokens: Option<TokenSet>,
+    /// PEM certificate chain and key for TLS; plaintext when `None`.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// Memory limit of each statement.
+    pub limits: QueryLimits,
+    /// Time limit of each statement (planning and streaming its rows).
+    pub timeout: Duration,
+}
 
 /// What every statement of a listener shares: the store and the statement limits.
 #[derive(Debug)]
@@ -30,6 +45,30 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// What the statements of a listener with `options` over `store` share.
+    pub fn new(store: Arc<Store>, options: &ListenerOptions) -> Self {
+        Shared { store, limits: options.limits.clone(), timeout: options.timeout }
+    }
+
+    /// Plans `sql` in a fresh session, binds `parameters` (`$1`, ...) and starts it: the
+    /// result schema as sent (timestamps without a zone in `zone`) and the batches as
+    /// DataFusion produces them (see [`wire_batch`]).
+    pub async fn execute(
+        &self,
+        sql: &str,
+        parameters: Vec<ScalarValue>,
+        zone: &str,
+    ) -> Result<(SchemaRef, SendableRecordBatchStream), QueryError> {
+        let engine = self.engine()?;
+        let mut frame = engine.sql(sql).await?;
+        if !parameters.is_empty() {
+            frame = frame.with_param_values(parameters)?;
+        }
+        let schema = Arc::new(wire_schema(frame.schema().as_arrow(), zone));
+        let batches = frame.execute_stream().await.map_err(QueryError::from)?;
+        Ok((schema, batches))
+    }
+
     /// A fresh read-only session over the store, with the newest clock models and its own
     /// memory pool of the statement limit.
     pub fn engine(&self) -> Result<QueryEngine, QueryError> {

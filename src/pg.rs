@@ -27,7 +27,6 @@ use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use lockstep_engine::Store;
 use lockstep_ingest::server::TokenSet;
-use lockstep_query::QueryLimits;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers, PidSecretKeyGenerator};
@@ -37,20 +36,7 @@ use pgwire::messages::startup::Authentication;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::tokio_rustls::TlsAcceptor;
 
-use crate::netsql::{CancelFlag, Shared};
-
-/// Settings of the PostgreSQL listener.
-#[derive(Debug, Clone)]
-pub struct PgOptions {
-    /// Accepted tokens (the password); `None` accepts any user without a password.
-    pub tokens: Option<TokenSet>,
-    /// PEM certificate chain and key for TLS (`sslmode=require`); plaintext when `None`.
-    pub tls: Option<(Vec<u8>, Vec<u8>)>,
-    /// Memory limit of each statement.
-    pub limits: QueryLimits,
-    /// Time limit of each statement (planning and streaming its rows).
-    pub timeout: Duration,
-}
+use crate::netsql::{CancelFlag, ListenerOptions, Shared};
 
 /// Connections by backend pid: their secret key and cancel flag.
 type Registry = Mutex<HashMap<i32, (Vec<u8>, Arc<CancelFlag>)>>;
@@ -80,8 +66,8 @@ struct Handlers {
 }
 
 impl Handlers {
-    fn new(store: Arc<Store>, options: &PgOptions) -> Self {
-        let shared = Arc::new(Shared { store, limits: options.limits.clone(), timeout: options.timeout });
+    fn new(store: Arc<Store>, options: &ListenerOptions) -> Self {
+        let shared = Arc::new(Shared::new(store, options));
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("16.6 (Lockstep {})", env!("CARGO_PKG_VERSION"));
         parameters.default_transaction_read_only = true;
@@ -207,7 +193,7 @@ fn tls_acceptor(cert: &[u8], key: &[u8]) -> anyhow::Result<TlsAcceptor> {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<Store>,
-    options: PgOptions,
+    options: ListenerOptions,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let tls = match &options.tls {

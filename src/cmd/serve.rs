@@ -339,19 +339,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .or(file.query.memory_limit_mb)
         .map_or_else(lockstep_query::QueryLimits::default, lockstep_query::QueryLimits::memory_mb);
     let query_timeout = Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1));
-    let sql_tls = tls.as_ref().map(|t| (t.cert.clone(), t.key.clone()));
-    let pg = pg_listen.map(|_| crate::pg::PgOptions {
+    let sql_options = crate::netsql::ListenerOptions {
         tokens: tokens.clone(),
-        tls: sql_tls.clone(),
-        limits: query_limits.clone(),
-        timeout: query_timeout,
-    });
-    let flight = flight_listen.map(|_| crate::flight::FlightOptions {
-        tokens: tokens.clone(),
-        tls: sql_tls,
+        tls: tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
         limits: query_limits,
         timeout: query_timeout,
-    });
+    };
+    let pg = pg_listen.map(|_| sql_options.clone());
+    let flight = flight_listen.map(|_| sql_options);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {

@@ -177,17 +177,7 @@ impl Service {
         };
         let flag = registered.as_ref().map(|(flag, _)| flag.clone());
         let mut stop = crate::netsql::interrupt(flag, timeout, move |cancelled| interrupted(timeout, cancelled));
-        let shared = self.shared.clone();
-        let plan = async move {
-            let engine = shared.engine()?;
-            let mut frame = engine.sql(&sql).await?;
-            if !parameters.is_empty() {
-                frame = frame.with_param_values(parameters)?;
-            }
-            let schema = Arc::new(wire_schema(frame.schema().as_arrow(), UTC));
-            let batches = frame.execute_stream().await.map_err(QueryError::from)?;
-            Ok::<_, QueryError>((schema, batches))
-        };
+        let plan = self.shared.execute(&sql, parameters, UTC);
         let (schema, batches) = tokio::select! {
             planned = plan => planned.map_err(|e| status(&e))?,
             e = &mut stop => return Err(e),
@@ -499,7 +489,7 @@ impl FlightSqlService for Service {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         flight_info(&schema, query.as_any(), request.into_inner())
     }
 
@@ -566,7 +556,7 @@ impl FlightSqlService for Service {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         flight_info(&schema, query.as_any(), request.into_inner())
     }
 
@@ -705,7 +695,7 @@ mod tests {
             ("b", Arc::new(arrow::array::StringArray::from(vec!["x"])) as arrow::array::ArrayRef),
         ])
         .unwrap();
-        let values = parameter_values(&[batch.clone()], &[Some(DataType::Float64), None]).unwrap();
+        let values = parameter_values(std::slice::from_ref(&batch), &[Some(DataType::Float64), None]).unwrap();
         assert_eq!(values, vec![ScalarValue::Float64(Some(5.0)), ScalarValue::Utf8(Some("x".into()))]);
         let two = arrow::compute::concat_batches(&batch.schema(), [&batch, &batch]).unwrap();
         assert_eq!(parameter_values(&[two], &[]).unwrap_err().code(), tonic::Code::InvalidArgument);

@@ -177,18 +177,7 @@ impl Handlers {
         let flag = client.session_extensions().get::<Arc<CancelFlag>>().map(|f| f.as_ref().clone());
         let timeout = self.shared.timeout;
         let mut stop = crate::netsql::interrupt(flag, timeout, move |cancelled| interrupted(timeout, cancelled));
-        let shared = self.shared.clone();
-        let sql = statement.sql.clone();
-        let plan = async move {
-            let engine = shared.engine()?;
-            let mut frame = engine.sql(&sql).await?;
-            if !parameters.is_empty() {
-                frame = frame.with_param_values(parameters)?;
-            }
-            let schema = Arc::new(wire_schema(frame.schema().as_arrow(), UTC));
-            let batches = frame.execute_stream().await.map_err(QueryError::from)?;
-            Ok::<_, QueryError>((schema, batches))
-        };
+        let plan = self.shared.execute(&statement.sql, parameters, UTC);
         let (schema, batches) = tokio::select! {
             planned = plan => planned.map_err(|e| user_error(&e))?,
             e = &mut stop => return Err(e),
