@@ -6,11 +6,12 @@
 //! the server's store, under `--query-memory-limit-mb` (`RESOURCE_EXHAUSTED` past it) and
 //! `--query-timeout-secs` (`DEADLINE_EXCEEDED`); results stream as Arrow record batches, with
 //! timestamps without a zone (`samples.time`) sent as `Timestamp(ns, "UTC")`. A client that
-//! goes away stops its statement. DDL, DML and the update commands are refused
-//! (`PERMISSION_DENIED`).
+//! goes away stops its statement, and so does the `CancelFlightInfo` action. DDL, DML and the
+//! update commands are refused (`PERMISSION_DENIED`).
 //!
-//! Statements are stateless on the server: the ticket of `GetFlightInfo` carries the SQL.
-//! Prepared statements (what ADBC uses for parameters) live in a bounded table.
+//! Statements are stateless on the server: the ticket of `GetFlightInfo` carries a statement
+//! id (for cancelling) and the SQL. Prepared statements (what ADBC uses for parameters) live in
+//! a bounded table.
 //!
 //! Authentication follows the gRPC port: without a tokens file (loopback, or `--insecure`)
 //! every call is accepted; with one, each call carries `authorization: Bearer <token>` or

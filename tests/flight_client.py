@@ -154,6 +154,15 @@ def raw(uri, token):
     # A prepared statement handle this server never issued.
     handle = packed(b"CommandPreparedStatementQuery", field(1, b"abcd"))
     attempt("unknown_handle", lambda: client.do_get(fl.Ticket(handle), options).read_all())
+
+    def update():
+        import pyarrow as pa
+
+        command = packed(b"CommandStatementUpdate", field(1, b"DELETE FROM samples"))
+        writer, _ = client.do_put(fl.FlightDescriptor.for_command(command), pa.schema([]), options)
+        writer.close()
+
+    attempt("update", update)
     return out
 
 

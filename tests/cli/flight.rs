@@ -142,6 +142,7 @@ fn adbc_reads_what_lockstep_sql_reads() {
     }
     assert!(raw["unknown_handle"].as_str().unwrap().contains("unknown prepared statement"), "{raw}");
     assert!(raw["bad_utf8_ticket"].as_str().unwrap().contains("UTF-8"), "{raw}");
+    assert!(raw["update"].as_str().unwrap().contains("read-only"), "{raw}");
     let again = client(&json!({"uri": uri, "steps": [{"sql": compared[0]}]}));
     assert_same_rows(db, compared[0], &again[0]);
 }
