@@ -2,6 +2,8 @@
 //! the query layer and ingestion.
 
 mod cmd;
+mod flight;
+mod netsql;
 mod output;
 mod pg;
 

@@ -20,15 +20,13 @@ mod query;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use lockstep_engine::Store;
-use lockstep_ingest::server::{Role, TokenSet};
-use lockstep_query::QueryLimits;
+use lockstep_ingest::server::TokenSet;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers, PidSecretKeyGenerator};
@@ -38,52 +36,7 @@ use pgwire::messages::startup::Authentication;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::tokio_rustls::TlsAcceptor;
 
-/// Settings of the PostgreSQL listener.
-#[derive(Debug, Clone)]
-pub struct PgOptions {
-    /// Accepted tokens (the password); `None` accepts any user without a password.
-    pub tokens: Option<TokenSet>,
-    /// PEM certificate chain and key for TLS (`sslmode=require`); plaintext when `None`.
-    pub tls: Option<(Vec<u8>, Vec<u8>)>,
-    /// Memory limit of each statement.
-    pub limits: QueryLimits,
-    /// Time limit of each statement (planning and streaming its rows).
-    pub timeout: Duration,
-}
-
-/// What every connection shares.
-#[derive(Debug)]
-struct Shared {
-    store: Arc<Store>,
-    limits: QueryLimits,
-    timeout: Duration,
-}
-
-/// The cancel flag of one connection: a cancel request bumps `epoch`; a statement that
-/// started at another epoch stops.
-#[derive(Debug, Default)]
-struct CancelFlag {
-    epoch: AtomicU64,
-    notify: tokio::sync::Notify,
-}
-
-impl CancelFlag {
-    fn cancel(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-
-    /// Resolves once a cancel request arrives after `started` was read from `epoch`.
-    async fn cancelled(&self, started: u64) {
-        loop {
-            let notified = self.notify.notified();
-            if self.epoch.load(Ordering::SeqCst) != started {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
+use crate::netsql::{CancelFlag, ListenerOptions, Shared};
 
 /// Connections by backend pid: their secret key and cancel flag.
 type Registry = Mutex<HashMap<i32, (Vec<u8>, Arc<CancelFlag>)>>;
@@ -113,8 +66,8 @@ struct Handlers {
 }
 
 impl Handlers {
-    fn new(store: Arc<Store>, options: &PgOptions) -> Self {
-        let shared = Arc::new(Shared { store, limits: options.limits.clone(), timeout: options.timeout });
+    fn new(store: Arc<Store>, options: &ListenerOptions) -> Self {
+        let shared = Arc::new(Shared::new(store, options));
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = format!("16.6 (Lockstep {})", env!("CARGO_PKG_VERSION"));
         parameters.default_transaction_read_only = true;
@@ -127,18 +80,6 @@ impl Handlers {
             parameters,
             pids: pgwire::api::RandomPidSecretKeyGenerator::default(),
             registry: Arc::new(Mutex::new(HashMap::new())),
-        }
-    }
-
-    /// Whether `password` is a token with the read role.
-    fn password_ok(tokens: &TokenSet, password: &str) -> bool {
-        let mut metadata = tonic::metadata::MetadataMap::new();
-        match format!("Bearer {password}").parse() {
-            Ok(value) => {
-                metadata.insert("authorization", value);
-                tokens.authorize(&metadata, Role::Read, "PostgreSQL").is_ok()
-            }
-            Err(_) => false,
         }
     }
 
@@ -183,7 +124,7 @@ impl StartupHandler for Handlers {
                 let password = password.into_password()?;
                 let user = client.metadata().get(pgwire::api::METADATA_USER).cloned().unwrap_or_default();
                 match &self.tokens {
-                    Some(tokens) if Self::password_ok(tokens, &password.password) => {
+                    Some(tokens) if crate::netsql::password_ok(tokens, &password.password, "PostgreSQL") => {
                         return self.accept(client).await;
                     }
                     _ => {
@@ -252,7 +193,7 @@ fn tls_acceptor(cert: &[u8], key: &[u8]) -> anyhow::Result<TlsAcceptor> {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<Store>,
-    options: PgOptions,
+    options: ListenerOptions,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let tls = match &options.tls {

@@ -1,6 +1,7 @@
 //! `lockstep serve`: the gRPC ingestion server (native writes, clock sync, OTLP, stats);
 //! with `--http-listen`, Prometheus remote write 1.0 over HTTP; with `--pg-listen`, read-only
-//! SQL over the PostgreSQL wire protocol (see [`crate::pg`]).
+//! SQL over the PostgreSQL wire protocol (see [`crate::pg`]); with `--flight-listen`, the same
+//! SQL over Arrow Flight SQL (see [`crate::flight`]).
 //!
 //! Settings come from flags, then environment variables (`LOCKSTEP_*`, listed in each flag's
 //! help), then the TOML file given with `--config`, then defaults. See `docs/ingest-server.md`.
@@ -42,6 +43,11 @@ pub struct Args {
     /// this address (port 0 picks a free port); same tokens (as the password) and TLS.
     #[arg(long, env = "LOCKSTEP_PG_LISTEN")]
     pg_listen: Option<SocketAddr>,
+    /// Also serve read-only SQL over Arrow Flight SQL (ADBC, JDBC, Grafana's Flight SQL data
+    /// source) on this address (port 0 picks a free port); same tokens (bearer, or as the
+    /// password) and TLS.
+    #[arg(long, env = "LOCKSTEP_FLIGHT_LISTEN")]
+    flight_listen: Option<SocketAddr>,
     /// Memory limit of each SQL statement of the network listeners, MiB (0 = unbounded;
     /// default: a quarter of the machine's memory, at least 256 MiB).
     #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
@@ -149,6 +155,7 @@ struct FileConfig {
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
     pg_listen: Option<SocketAddr>,
+    flight_listen: Option<SocketAddr>,
     token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -230,6 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 4317)));
     let http_listen = args.http_listen.or(file.http_listen);
     let pg_listen = args.pg_listen.or(file.pg_listen);
+    let flight_listen = args.flight_listen.or(file.flight_listen);
     let token_file = args.token_file.or(file.token_file);
     let insecure = args.insecure || file.insecure.unwrap_or(false);
     let tls_cert = args.tls_cert.or(file.tls_cert);
@@ -273,7 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     check_exposure(listen, tokens.is_some(), insecure)?;
-    for addr in [http_listen, pg_listen].into_iter().flatten() {
+    for addr in [http_listen, pg_listen, flight_listen].into_iter().flatten() {
         check_exposure(addr, tokens.is_some(), insecure)?;
     }
     let tls = match (&tls_cert, &tls_key) {
@@ -289,7 +297,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if tokens.is_none() {
         eprintln!("warning: serving without authentication (no --token-file)");
     } else if tls.is_none()
-        && ![Some(listen), http_listen, pg_listen].into_iter().flatten().all(|a| a.ip().is_loopback())
+        && ![Some(listen), http_listen, pg_listen, flight_listen].into_iter().flatten().all(|a| a.ip().is_loopback())
     {
         eprintln!("warning: bearer tokens travel in cleartext without --tls-cert/--tls-key");
     }
@@ -326,15 +334,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()
         .context("starting background maintenance")?;
 
-    let pg = pg_listen.map(|_| crate::pg::PgOptions {
+    let query_limits = args
+        .query_memory_limit_mb
+        .or(file.query.memory_limit_mb)
+        .map_or_else(lockstep_query::QueryLimits::default, lockstep_query::QueryLimits::memory_mb);
+    let query_timeout = Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1));
+    let sql_options = crate::netsql::ListenerOptions {
         tokens: tokens.clone(),
         tls: tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
-        limits: args
-            .query_memory_limit_mb
-            .or(file.query.memory_limit_mb)
-            .map_or_else(lockstep_query::QueryLimits::default, lockstep_query::QueryLimits::memory_mb),
-        timeout: Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1)),
-    });
+        limits: query_limits,
+        timeout: query_timeout,
+    };
+    let pg = pg_listen.map(|_| sql_options.clone());
+    let flight = flight_listen.map(|_| sql_options);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {
@@ -345,6 +357,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => None,
         };
         let pg_listener = match pg_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
+            None => None,
+        };
+        let flight_listener = match flight_listen {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?),
             None => None,
         };
@@ -363,6 +379,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(pg) = &pg_listener {
                 writeln!(out, "postgresql on {}{}", pg.local_addr()?, if tls.is_some() { " (tls)" } else { "" })?;
             }
+            if let Some(flight) = &flight_listener {
+                writeln!(out, "flight sql on {}{}", flight.local_addr()?, if tls.is_some() { " (tls)" } else { "" })?;
+            }
             out.flush()?;
         }
         if let (Some(pg_listener), Some(pg)) = (pg_listener, pg) {
@@ -370,6 +389,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tokio::spawn(async move {
                 if let Err(e) = crate::pg::serve(pg_listener, store, pg, stop).await {
                     tracing::error!(error = %e, "the PostgreSQL listener stopped");
+                }
+            });
+        }
+        if let (Some(flight_listener), Some(flight)) = (flight_listener, flight) {
+            let (store, stop) = (store.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::flight::serve(flight_listener, store, flight, stop).await {
+                    tracing::error!(error = %e, "the Flight SQL listener stopped");
                 }
             });
         }

@@ -3,16 +3,14 @@
 //! Arrow → Postgres encoding (timestamps as `timestamptz`) and the statement limits.
 
 use std::fmt::Debug;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
-use futures::{Sink, Stream, StreamExt};
-use lockstep_query::{ClockVersion, QueryEngine, QueryError};
+use futures::{Sink, StreamExt};
+use lockstep_query::QueryError;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
@@ -24,6 +22,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
 
 use super::{CancelFlag, Handlers, Shared};
+use crate::netsql::{Guarded, wire_schema};
 
 /// The time zone timestamps without one are sent in.
 const UTC: &str = "+00:00";
@@ -72,12 +71,6 @@ pub struct Parser {
     pub(super) shared: Arc<Shared>,
 }
 
-impl Shared {
-    fn engine(&self) -> Result<QueryEngine, QueryError> {
-        QueryEngine::with_limits(self.store.clone(), ClockVersion::Newest, self.limits.clone())
-    }
-}
-
 #[async_trait]
 impl QueryParser for Parser {
     type Statement = Statement;
@@ -93,7 +86,7 @@ impl QueryParser for Parser {
             let frame = engine.sql(sql).await.map_err(|e| user_error(&e))?;
             let types = frame.logical_plan().get_parameter_types().map_err(|e| user_error(&e.into()))?;
             parameters = (1..=types.len()).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
-            schema = Some(Arc::new(wire_schema(frame.schema().as_arrow())));
+            schema = Some(Arc::new(wire_schema(frame.schema().as_arrow(), UTC)));
         }
         Ok(Some(Statement { sql: sql.to_string(), kind, schema, parameters }))
     }
@@ -114,38 +107,12 @@ impl QueryParser for Parser {
 
 /// The Postgres type of a parameter that DataFusion inferred.
 fn pg_type(data_type: &DataType) -> Type {
-    arrow_pg::datatypes::into_pg_type(&wire_type(data_type)).unwrap_or(Type::UNKNOWN)
+    arrow_pg::datatypes::into_pg_type(&crate::netsql::wire_type(data_type, UTC)).unwrap_or(Type::UNKNOWN)
 }
 
-/// The type a column is sent as: timestamps without a zone get UTC.
-fn wire_type(data_type: &DataType) -> DataType {
-    match data_type {
-        DataType::Timestamp(unit, None) => DataType::Timestamp(*unit, Some(UTC.into())),
-        other => other.clone(),
-    }
-}
-
-fn wire_schema(schema: &Schema) -> Schema {
-    let fields: Vec<Field> =
-        schema.fields().iter().map(|f| f.as_ref().clone().with_data_type(wire_type(f.data_type()))).collect();
-    Schema::new(fields)
-}
-
-/// `batch` with its timestamps in UTC (the values are unchanged: they already are UTC).
+/// `batch` with its timestamps in UTC.
 fn wire_batch(batch: RecordBatch, schema: &SchemaRef) -> PgWireResult<RecordBatch> {
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(column, field)| {
-            if column.data_type() == field.data_type() {
-                Ok(column.clone())
-            } else {
-                arrow::compute::cast(column, field.data_type()).map_err(|e| internal(e.to_string()))
-            }
-        })
-        .collect::<PgWireResult<Vec<_>>>()?;
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| internal(e.to_string()))
+    crate::netsql::wire_batch(batch, schema).map_err(|e| internal(e.to_string()))
 }
 
 fn error(code: &str, message: String) -> PgWireError {
@@ -191,54 +158,6 @@ fn interrupted(timeout: std::time::Duration, cancelled: bool) -> PgWireError {
     }
 }
 
-/// A future that resolves with the error once the statement is cancelled or out of time.
-type Interrupt = Pin<Box<dyn std::future::Future<Output = PgWireError> + Send>>;
-
-fn interrupt(flag: Option<Arc<CancelFlag>>, timeout: std::time::Duration) -> Interrupt {
-    let started = flag.as_ref().map(|f| f.epoch.load(std::sync::atomic::Ordering::SeqCst));
-    Box::pin(async move {
-        let cancel = async {
-            match (&flag, started) {
-                (Some(flag), Some(started)) => flag.cancelled(started).await,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = cancel => interrupted(timeout, true),
-            () = tokio::time::sleep(timeout) => interrupted(timeout, false),
-        }
-    })
-}
-
-/// Rows that end with the interrupt's error when it fires first.
-struct Guarded {
-    rows: Pin<Box<dyn Stream<Item = PgWireResult<DataRow>> + Send>>,
-    stop: Option<Interrupt>,
-}
-
-impl Stream for Guarded {
-    type Item = PgWireResult<DataRow>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let Some(stop) = self.stop.as_mut() else { return Poll::Ready(None) };
-        if let Poll::Ready(e) = stop.as_mut().poll(cx) {
-            self.stop = None;
-            return Poll::Ready(Some(Err(e)));
-        }
-        match self.rows.as_mut().poll_next(cx) {
-            Poll::Ready(None) => {
-                self.stop = None;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Err(e))) => {
-                self.stop = None;
-                Poll::Ready(Some(Err(e)))
-            }
-            other => other,
-        }
-    }
-}
-
 impl Handlers {
     /// Runs one statement: plans it in a fresh session (binding `parameters`), and returns
     /// its rows as a stream under the statement's memory pool, time limit and cancel flag.
@@ -256,19 +175,9 @@ impl Handlers {
             Kind::Query => {}
         }
         let flag = client.session_extensions().get::<Arc<CancelFlag>>().map(|f| f.as_ref().clone());
-        let mut stop = interrupt(flag, self.shared.timeout);
-        let shared = self.shared.clone();
-        let sql = statement.sql.clone();
-        let plan = async move {
-            let engine = shared.engine()?;
-            let mut frame = engine.sql(&sql).await?;
-            if !parameters.is_empty() {
-                frame = frame.with_param_values(parameters)?;
-            }
-            let schema = Arc::new(wire_schema(frame.schema().as_arrow()));
-            let batches = frame.execute_stream().await.map_err(QueryError::from)?;
-            Ok::<_, QueryError>((schema, batches))
-        };
+        let timeout = self.shared.timeout;
+        let mut stop = crate::netsql::interrupt(flag, timeout, move |cancelled| interrupted(timeout, cancelled));
+        let plan = self.shared.execute(&statement.sql, parameters, UTC);
         let (schema, batches) = tokio::select! {
             planned = plan => planned.map_err(|e| user_error(&e))?,
             e = &mut stop => return Err(e),
@@ -285,7 +194,7 @@ impl Handlers {
                 futures::stream::iter(rows)
             })
             .flatten();
-        let guarded = Guarded { rows: Box::pin(rows), stop: Some(stop) };
+        let guarded = Guarded::new(Box::pin(rows), stop);
         Ok(Response::Query(QueryResponse::new(fields, guarded)))
     }
 }
@@ -403,6 +312,7 @@ fn parameter(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use arrow::datatypes::{Field, Schema};
 
     #[test]
     fn statements_are_classified() {
@@ -422,7 +332,7 @@ mod tests {
             Field::new("time", DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None), false),
             Field::new("value", DataType::Float64, false),
         ]);
-        let wire = wire_schema(&schema);
+        let wire = wire_schema(&schema, UTC);
         assert_eq!(
             wire.field(0).data_type(),
             &DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, Some(UTC.into()))

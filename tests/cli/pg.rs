@@ -22,10 +22,12 @@ const FROM: &str = "2026-03-02T08:59:00Z";
 const TO: &str = "2026-03-02T09:05:00Z";
 
 /// A running `lockstep serve`; killed on drop.
-struct Serve {
+pub(super) struct Serve {
     child: Child,
-    grpc: String,
-    pg: String,
+    pub(super) grpc: String,
+    pub(super) pg: String,
+    /// The rest of its standard output (the lines of further listeners).
+    pub(super) stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl Drop for Serve {
@@ -37,7 +39,7 @@ impl Drop for Serve {
 
 impl Serve {
     /// Starts `serve --pg-listen` on `db` with `extra` flags; `Err(stderr)` when it refuses.
-    fn start(db: &Path, pg_listen: &str, extra: &[&str]) -> Result<Serve, String> {
+    pub(super) fn start(db: &Path, pg_listen: &str, extra: &[&str]) -> Result<Serve, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
             .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--pg-listen", pg_listen])
             .args(extra)
@@ -57,7 +59,7 @@ impl Serve {
         stdout.read_line(&mut pg).unwrap();
         let pg = pg.strip_prefix("postgresql on ").unwrap_or_else(|| panic!("no pg address: {pg:?}"));
         let word = |s: &str| s.split_whitespace().next().unwrap().to_string();
-        Ok(Serve { grpc: word(grpc.trim_start_matches("listening on ")), pg: word(pg), child })
+        Ok(Serve { grpc: word(grpc.trim_start_matches("listening on ")), pg: word(pg), child, stdout })
     }
 
     fn port(&self) -> &str {
@@ -73,7 +75,7 @@ impl Serve {
 }
 
 /// Whether a client is installed; panics when missing but required (`LOCKSTEP_REQUIRE_*`).
-fn have(what: &str, probe: &mut Command, require: &str) -> bool {
+pub(super) fn have(what: &str, probe: &mut Command, require: &str) -> bool {
     if probe.output().is_ok_and(|o| o.status.success()) {
         return true;
     }
@@ -90,8 +92,22 @@ fn have_psycopg() -> bool {
     have("psycopg", Command::new("python3").args(["-c", "import psycopg"]), "LOCKSTEP_REQUIRE_PSYCOPG")
 }
 
+/// A self-signed certificate for 127.0.0.1 and its key, made with the openssl CLI.
+pub(super) fn test_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("pg-cert.pem"), dir.join("pg-key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl CLI makes the test certificate");
+    assert!(made.success());
+    (cert, key)
+}
+
 /// A store holding a small simulated job (4 nodes, 3 minutes).
-fn simulated_store(dir: &Path) -> PathBuf {
+pub(super) fn simulated_store(dir: &Path) -> PathBuf {
     let bundle = dir.join("bundle");
     ok(&[
         "simulate",
@@ -110,7 +126,7 @@ fn simulated_store(dir: &Path) -> PathBuf {
 }
 
 /// Writes `pg_probe{host="live"}` = 1..=5 at 09:01:00..04 into the running server over gRPC.
-fn write_live_samples(server: &Serve, token: Option<&str>) {
+pub(super) fn write_live_samples(server: &Serve, token: Option<&str>) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let channel =
@@ -323,15 +339,7 @@ fn pg_auth_limits_cancel_and_tls() {
     let db = simulated_store(tmp.path());
     let tokens = tmp.path().join("tokens");
     std::fs::write(&tokens, format!("read {READ_TOKEN}\nwrite {WRITE_TOKEN}\n")).unwrap();
-    let (cert, key) = (tmp.path().join("pg-cert.pem"), tmp.path().join("pg-key.pem"));
-    let made = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .status()
-        .expect("the openssl CLI makes the test certificate");
-    assert!(made.success());
+    let (cert, key) = test_certificate(tmp.path());
     let server = Serve::start(
         &db,
         "127.0.0.1:0",
