@@ -51,6 +51,12 @@ fn base(unit: &str) -> (f64, String, Family) {
     (mult, format!("{name}{per_s}"), family)
 }
 
+/// The factor from `unit` to its base unit ([`base_unit`]): 1e-6 for microseconds, 100 for a
+/// ratio (shown in %).
+pub fn to_base(unit: &str) -> f64 {
+    base(unit).0
+}
+
 /// The unit a chart groups lanes by (lanes in ratio and percent share one `%` axis).
 pub fn base_unit(unit: &str) -> String {
     base(unit).1
@@ -139,6 +145,10 @@ mod tests {
         assert_eq!(scale("errors/s", 12_000.0).unit, "k errors/s");
         assert_eq!(scale("", 5.0).unit, "");
         assert_eq!(base_unit("ratio"), base_unit("percent"));
+        assert_eq!((to_base("ratio"), to_base("percent")), (100.0, 1.0));
+        // A chart in its base unit: microseconds become seconds, then a readable scale again.
+        assert_eq!(base_unit("microseconds"), "s");
+        assert_eq!(scale("s", 850.0 * to_base("microseconds")).unit, "µs");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use lockstep_engine::model::SEC;
 use lockstep_query::diagnose::format::{fmt_duration, fmt_rfc3339, fmt_time};
 use lockstep_query::diagnose::{ClockMode, Diagnosis, Lane, UNCERTAINTY_UNKNOWN};
 
-use super::axis::{Scale, base_unit, fmt_value, scale, ticks, time_ticks};
+use super::axis::{Scale, base_unit, fmt_value, scale, ticks, time_ticks, to_base};
 
 const WIDTH: f64 = 1120.0;
 /// Left margin of a chart (y tick labels and the unit).
@@ -182,8 +182,8 @@ pub fn legends(labels: &[&str]) -> (String, Vec<String>) {
 
 /// A robust y range (1st to 99th percentile over the chart's lines), from 0 when the values are
 /// non-negative and not far from it; never empty.
-fn y_range(lanes: &[&Lane]) -> (f64, f64) {
-    let mut v: Vec<f64> = lanes.iter().flat_map(|l| l.values.iter().copied()).filter(|x| x.is_finite()).collect();
+fn y_range(values: &[Vec<f64>]) -> (f64, f64) {
+    let mut v: Vec<f64> = values.iter().flatten().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return (0.0, 1.0);
     }
@@ -219,8 +219,11 @@ fn charts(h: &mut String, d: &Diagnosis, (from, to): (i64, i64)) {
     for (ci, chart) in group_charts(&d.lanes).iter().enumerate() {
         let labels: Vec<&str> = chart.lanes.iter().map(|l| l.label.as_str()).collect();
         let (common, legend) = legends(&labels);
-        let (lo, hi) = y_range(&chart.lanes);
-        let sc: Scale = scale(&chart.lanes[0].unit, lo.abs().max(hi.abs()));
+        // Every line in the chart's base unit (a ratio and a percentage share one % axis).
+        let values: Vec<Vec<f64>> =
+            chart.lanes.iter().map(|l| l.values.iter().map(|v| v * to_base(&l.unit)).collect()).collect();
+        let (lo, hi) = y_range(&values);
+        let sc: Scale = scale(&chart.unit, lo.abs().max(hi.abs()));
         let yt = ticks(lo * sc.mult, hi * sc.mult, 4);
         let step = if yt.len() > 1 { yt[1] - yt[0] } else { 1.0 };
         let y_of = |v: f64| TOP + PLOT_H - PLOT_H * ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
@@ -307,9 +310,10 @@ fn charts(h: &mut String, d: &Diagnosis, (from, to): (i64, i64)) {
         // X axis.
         for t in time_ticks(from, to, 8) {
             let x = x_of(t);
+            let anchor = if x > WIDTH - RIGHT - 24.0 { "end" } else { "middle" };
             let _ = writeln!(
                 h,
-                "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
                 TOP + PLOT_H,
                 TOP + PLOT_H + 14.0,
                 &fmt_time(t)[..8]
@@ -327,7 +331,7 @@ fn charts(h: &mut String, d: &Diagnosis, (from, to): (i64, i64)) {
             let mut pts = String::new();
             let (mut ts, mut vs) = (String::new(), String::new());
             let every = (lane.times.len() / MAX_POINTS).max(1);
-            for (k, (&t, &v)) in lane.times.iter().zip(&lane.values).enumerate() {
+            for (k, (&t, &v)) in lane.times.iter().zip(&values[li]).enumerate() {
                 if k % every != 0 || !v.is_finite() || t < from || t > to {
                     continue;
                 }
@@ -586,10 +590,12 @@ mod tests {
 
     #[test]
     fn y_range_starts_at_zero_for_rates() {
-        let lane =
-            Lane { group: "g".into(), label: "l".into(), unit: "s".into(), times: vec![0, 1], values: vec![1.0, 4.0] };
-        let (lo, hi) = y_range(&[&lane]);
+        let (lo, hi) = y_range(&[vec![1.0, 4.0]]);
         assert_eq!(lo, 0.0);
         assert!(hi >= 4.0);
+        // An outlier far above the rest is clipped, not the scale of the chart.
+        let mut v = vec![10.0; 200];
+        v.push(1e6);
+        assert!(y_range(&[v]).1 < 20.0);
     }
 }

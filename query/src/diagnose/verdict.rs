@@ -209,7 +209,13 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
             link: None,
         });
     }
-    merge_link_ends(&mut d.suspects, ctx);
+    // Which entities show a fabric fault (errors, drops, congestion) and which its source
+    // (errors, flaps): only such link ends are one fault, not two ends that merely carry traffic.
+    let mut fabric: HashMap<&str, bool> = HashMap::new();
+    for s in scored.iter().filter(|s| is_fabric_fault(s)) {
+        *fabric.entry(s.meta.entity.as_str()).or_default() |= is_fault_source(s.meta);
+    }
+    merge_link_ends(&mut d.suspects, ctx, &fabric);
     // Other jobs on the root-cause pool or link: the aggressor (a suspect of its own) and the
     // blast radius.
     let shared = matches!(primary.domain, "storage" | "network") && primary.entity != ctx.job.job;
@@ -283,10 +289,16 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
 /// Merges the two ends of one link into the earlier (better) suspect: a bad cable or
 /// transceiver shows at both receivers and backs up the transmit queue of the other end; it is
 /// one fault, whose next step is to inspect that link.
-fn merge_link_ends(suspects: &mut Vec<Suspect>, ctx: &JobContext) {
+/// `fabric`: the entities with a changed fabric-fault series, true when one is a fault source.
+fn merge_link_ends(suspects: &mut Vec<Suspect>, ctx: &JobContext, fabric: &HashMap<&str, bool>) {
     let mut i = 0;
     while i < suspects.len() {
-        let peer = ctx.links.get(&suspects[i].entity).cloned();
+        let me = suspects[i].entity.as_str();
+        let peer = ctx.links.get(me).filter(|p| match (fabric.get(me), fabric.get(p.as_str())) {
+            (Some(a), Some(b)) => *a || *b,
+            _ => false,
+        });
+        let peer = peer.cloned();
         let at = peer.as_ref().and_then(|p| suspects.iter().skip(i + 1).position(|s| &s.entity == p));
         if let (Some(peer), Some(j)) = (peer, at) {
             let other = suspects.remove(i + 1 + j);
