@@ -127,7 +127,7 @@ impl<W: std::io::Write> std::io::Write for PipeWriter<W> {
 
 /// Formats ns since the epoch as RFC 3339 UTC with nanoseconds (the diagnosis text's
 /// formatter, shared so every output of the binary prints time the same way).
-pub use lockstep_query::diagnose::text::fmt_rfc3339 as format_ns;
+pub use lockstep_query::diagnose::format::fmt_rfc3339 as format_ns;
 
 #[cfg(test)]
 mod tests {

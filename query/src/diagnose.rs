@@ -34,12 +34,11 @@ mod assoc;
 mod compare;
 mod context;
 mod episodes;
+pub mod format;
 mod load;
-pub mod report;
 mod signal;
 mod stats;
 pub mod table;
-pub mod text;
 mod verdict;
 
 use std::sync::Arc;
@@ -165,6 +164,24 @@ pub struct Suspect {
     /// SQL reproducing each evidence line that comes from a series (same order as the series
     /// evidence; may be shorter than `evidence`).
     pub sql: Vec<String>,
+    /// The other end of the same link (a NIC port and its switch port, or two switch ports),
+    /// when both ends changed: one fault, merged into this suspect ("inspect that link").
+    pub link: Option<String>,
+}
+
+/// Another job that shares the root-cause pool or port during an episode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherJob {
+    /// The job (as in `jobs.json`).
+    pub job: String,
+    /// `aggressor` (its own traffic on the shared entity rose with the slowdown: a cause, also
+    /// listed as a suspect) or `victim` (it uses the entity during the episode: affected too,
+    /// the blast radius).
+    pub role: String,
+    /// The shared pool or port.
+    pub via: String,
+    /// Why: the aggressor's traffic change, or what the victim shares.
+    pub evidence: String,
 }
 
 /// One link of the evidence chain.
@@ -270,6 +287,10 @@ pub struct Episode {
     /// For a pool or fabric root cause: the other jobs that use that pool or port during the
     /// episode (the aggressor, when the evidence names one, and the blast radius).
     pub other_jobs: Vec<String>,
+    /// The same jobs with their role (aggressors first, then victims) and what they share.
+    pub blast_radius: Vec<OtherJob>,
+    /// One concrete next step for an operator: what to inspect, which command or SQL to run.
+    pub next_action: String,
 }
 
 impl Episode {
@@ -287,6 +308,8 @@ impl Episode {
             decomposition: Decomposition::default(),
             confidence: 0.0,
             other_jobs: Vec::new(),
+            blast_radius: Vec::new(),
+            next_action: String::new(),
         }
     }
 

@@ -136,9 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &job,
         &lockstep_query::diagnose::DiagnoseOptions { lanes: true, ..Default::default() },
     )?;
-    print!("{}", lockstep_query::diagnose::text::render(&diagnosis));
+    print!("{}", lockstep::report::text::render(&diagnosis));
     let report = args.dir.join("report.html");
-    std::fs::write(&report, lockstep_query::diagnose::report::render(&diagnosis))
+    std::fs::write(&report, lockstep::report::html::render(&diagnosis))
         .with_context(|| format!("writing {}", report.display()))?;
     println!("== verdict: {}", diagnosis.verdict);
     println!("== report: {}  (diagnosed in {} ms)", report.display(), diagnosis.elapsed_ms);

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use lockstep::report::{html, text};
 use lockstep_engine::topology::parse_rfc3339;
-use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, compare, diagnose, report, text};
+use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, compare, diagnose};
 
 /// Output formats of `lockstep diagnose`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Format::Json => println!("{}", d.to_json()),
     }
     if let Some(path) = &args.report {
-        std::fs::write(path, report::render(&d)).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, html::render(&d)).with_context(|| format!("writing {}", path.display()))?;
         if args.format == Format::Text {
             println!("\nreport: {}", path.display());
         }

@@ -102,7 +102,7 @@ fn check_scenario(scenario: Scenario, seed: u64) {
         truth.fault_entity,
         d.bottleneck,
         d.suspects.first().map(|s| &s.entity),
-        lockstep_query::diagnose::text::render(&d)
+        lockstep::report::text::render(&d)
     );
     if scenario == Scenario::Healthy {
         assert_eq!(d.bottleneck, None, "{summary}");
@@ -289,29 +289,22 @@ fn corrected_clocks_blame_the_fabric_raw_clocks_blame_storage() {
     assert!(lockstep_engine::clock::before(f.time, f.uncertainty_ns, l.time, l.uncertainty_ns), "{f:?} {l:?}");
 }
 
-/// The report renders in a real headless browser without console errors, and the screenshot
-/// is not blank. Skips (loudly) only when chromium is missing and LOCKSTEP_REQUIRE_CHROMIUM is
-/// unset.
-#[test]
-fn report_renders_in_headless_chromium() {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+/// The first installed Chromium, or None (then the browser tests skip loudly, unless
+/// LOCKSTEP_REQUIRE_CHROMIUM is set).
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
-        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
-    else {
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+    if found.is_none() {
         assert!(std::env::var_os("LOCKSTEP_REQUIRE_CHROMIUM").is_none(), "chromium is required but not installed");
-        eprintln!(
-            "!!!!!!!! SKIPPED report_renders_in_headless_chromium: chromium not found (apt-get install chromium) !!!!!!!!"
-        );
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let (db, truth) = prepare(tmp.path(), Scenario::ThermalThrottle, 22, &no_skew);
-    let d = run(&db, &truth.job, ClockMode::Corrected);
-    assert!(!d.lanes.is_empty());
-    let html = tmp.path().join("report.html");
-    std::fs::write(&html, lockstep_query::diagnose::report::render(&d)).unwrap();
-    let png = tmp.path().join("shot.png");
-    let profile = tmp.path().join("profile");
+        eprintln!("!!!!!!!! SKIPPED: chromium not found (apt-get install chromium) !!!!!!!!");
+    }
+    found
+}
+
+/// Runs headless Chromium on `html` with `mode` (`--screenshot=…` or `--dump-dom`).
+fn headless(chromium: &str, dir: &Path, html: &Path, mode: &str) -> std::process::Output {
+    let profile = dir.join("profile");
     let out = std::process::Command::new(chromium)
         .args([
             "--headless",
@@ -323,7 +316,7 @@ fn report_renders_in_headless_chromium() {
             "--v=0",
             "--window-size=1200,1400",
             &format!("--user-data-dir={}", profile.display()),
-            &format!("--screenshot={}", png.display()),
+            mode,
             &format!("file://{}", html.display()),
         ])
         .output()
@@ -332,8 +325,150 @@ fn report_renders_in_headless_chromium() {
     assert!(out.status.success(), "chromium failed: {log}");
     let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect();
     assert!(console.is_empty(), "console messages: {console:?}");
+    out
+}
+
+/// The text of the element with `id` in a dumped DOM (up to its closing tag, tags removed).
+fn element_text(dom: &str, id: &str, close: &str) -> String {
+    let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in the DOM"));
+    let rest = &dom[at..];
+    let body = &rest[rest.find('>').unwrap() + 1..rest.find(close).unwrap()];
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+}
+
+/// The report renders in a real headless browser without console errors, the screenshot is not
+/// blank, and the DOM holds what an operator reads: the verdict, the next action, y axes with
+/// units, the blast radius naming the other job on the pool, every chart's episode shading, and
+/// a shown window that starts at the data although jobs.json starts the job an hour earlier.
+#[test]
+fn report_renders_in_headless_chromium() {
+    let Some(chromium) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // A degraded server of the pool that the other job (vlm-8b) uses too.
+    let (db, truth) = prepare(tmp.path(), Scenario::StorageLatency, 22, &no_skew);
+    let d = run(&db, &truth.job, ClockMode::Corrected);
+    assert!(!d.lanes.is_empty());
+    let first_sample = *d.lanes.iter().filter_map(|l| l.times.first()).min().unwrap();
+    let sec = lockstep_engine::model::SEC;
+    assert!(first_sample - d.from > 30 * 60 * sec, "premise: jobs.json starts the job long before its data");
+    let html = tmp.path().join("report.html");
+    std::fs::write(&html, lockstep::report::html::render(&d)).unwrap();
+
+    let png = tmp.path().join("shot.png");
+    headless(chromium, tmp.path(), &html, &format!("--screenshot={}", png.display()));
     let colours = distinct_colours(&png);
     assert!(colours > 10, "screenshot looks blank: {colours} distinct colours");
+
+    let out = headless(chromium, tmp.path(), &html, "--dump-dom");
+    let dom = String::from_utf8(out.stdout).unwrap();
+    let pool = truth.fault_entity.clone().unwrap();
+    let verdict = element_text(&dom, "verdict", "</div>");
+    assert!(verdict.contains("Verdict (slowdown).") && verdict.contains(&pool), "{verdict}");
+    assert!(verdict.contains(&d.verdict), "{verdict}\nvs {}", d.verdict);
+    let action = element_text(&dom, "next-action", "</div>");
+    assert!(
+        action.starts_with("Next action.") && action.contains(&pool) && action.contains("lockstep sql"),
+        "{action}"
+    );
+    assert!(action.contains(&d.next_action.replace('`', "")), "{action}\nvs {}", d.next_action);
+    // Y axes: tick values and units (seconds shown as s or ms, GPU activity in %).
+    let charts = dom.matches("<svg class=\"chart\"").count();
+    assert!(charts >= 4, "{charts} charts");
+    let units: Vec<String> = dom
+        .split("class=\"axis yunit\"")
+        .skip(1)
+        .map(|p| p[p.find('>').unwrap() + 1..p.find('<').unwrap()].to_string())
+        .collect();
+    assert_eq!(units.len(), charts, "{units:?}");
+    assert!(units.iter().any(|u| u == "%"), "{units:?}");
+    assert!(units.iter().any(|u| u == "s" || u == "ms"), "{units:?}");
+    assert!(dom.matches("class=\"axis ytick\"").count() >= 2 * charts);
+    assert!(dom.contains("<figcaption><b>step time</b>"), "chart titles");
+    // Every chart shades the episode.
+    assert!(dom.matches("class=\"episode\"").count() >= charts * d.episodes.len().max(1));
+    // The blast radius names the other job on the pool.
+    let blast = element_text(&dom, "blast-radius", "</section>");
+    assert!(blast.contains("vlm-8b") && blast.contains("victim") && blast.contains(&pool), "{blast}");
+    // The shown window starts at the data (within its margin), not at the job's start.
+    let window = element_text(&dom, "window", "</p>");
+    let shown = window.strip_prefix("Shown: ").and_then(|w| w.split(' ').next()).unwrap();
+    let shown = lockstep_engine::topology::parse_rfc3339(shown).unwrap();
+    assert!(shown <= first_sample && first_sample - shown <= 15 * sec, "shown from {shown}, data from {first_sample}");
+    // Hover values: the chart data for the tooltip is there, one line per lane.
+    assert!(dom.contains("id=\"chart-data\"") && dom.contains("id=\"tip\""));
+}
+
+/// A bad cable shows errors at both ends of its link: one suspect named at the host end, the
+/// switch end merged into it, "inspect that link" in the evidence, the text and the report, and
+/// a next action that names both ports.
+#[test]
+fn both_ends_of_one_link_are_one_suspect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, truth) = prepare(tmp.path(), Scenario::IbLinkErrors, 11, &no_skew);
+    let fault = truth.fault_entity.clone().unwrap();
+    let d = run(&db, &truth.job, ClockMode::Corrected);
+    let text = lockstep::report::text::render(&d);
+    let top = &d.suspects[0];
+    assert_eq!(top.entity, fault, "{text}");
+    let peer = top.link.clone().unwrap_or_else(|| panic!("the switch end is not merged:\n{text}"));
+    assert!(peer.starts_with("leaf-"), "{peer}");
+    assert!(!d.suspects.iter().any(|s| s.entity == peer), "the switch end is a second suspect:\n{text}");
+    assert!(top.evidence.iter().any(|e| e.contains(&peer) && e.contains("inspect that link")), "{text}");
+    assert!(d.next_action.contains(&fault) && d.next_action.contains(&peer), "{}", d.next_action);
+    assert!(text.contains(&format!("{fault} ↔ {peer} (one link: inspect that link)")), "{text}");
+    let suspects = text.split("\nsuspects:").nth(1).unwrap().split("\n\n").next().unwrap();
+    assert_eq!(suspects.lines().filter(|l| l.contains(&peer) && !l.starts_with("      ")).count(), 1, "{suspects}");
+    let html = lockstep::report::html::render(&d);
+    assert!(html.contains(&format!("<b>{fault}</b> ↔ <b>{peer}</b>")) && html.contains("one link: inspect that link"));
+    // The report draws both ends.
+    assert!(d.lanes.iter().any(|l| l.label.starts_with(&peer)), "no lane of the switch end");
+}
+
+/// Blast radius on the shared pool: a degraded server slows both jobs on it (the other job is a
+/// victim); another job's checkpoint storm floods it (the other job is the aggressor, a suspect
+/// right after the pool, and the next action is to throttle it).
+#[test]
+fn blast_radius_names_the_other_jobs_on_the_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, truth) = prepare(&tmp.path().join("server"), Scenario::StorageLatency, 13, &no_skew);
+    let pool = truth.fault_entity.clone().unwrap();
+    let dbs = db.to_str().unwrap();
+    let out = ok(&["diagnose", "--data-dir", dbs, "--job", &truth.job, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["root_cause_domain"], "storage", "{v}");
+    let blast = v["blast_radius"].as_array().unwrap();
+    assert_eq!(blast.len(), 1, "{v}");
+    assert_eq!((blast[0]["job"].as_str(), blast[0]["role"].as_str()), (Some("vlm-8b"), Some("victim")));
+    assert_eq!(blast[0]["via"], pool.as_str());
+    assert_eq!(v["other_jobs"], serde_json::json!(["vlm-8b"]));
+    assert!(v["suspects"].as_array().unwrap().iter().all(|s| s["entity"] != "vlm-8b"), "a victim is no suspect");
+    let text = ok(&["diagnose", "--data-dir", dbs, "--job", &truth.job]);
+    let section = text.split("blast radius (other jobs on ").nth(1).unwrap_or_else(|| panic!("{text}"));
+    assert!(section.starts_with(&pool) && section.lines().nth(1).unwrap().contains("vlm-8b"), "{text}");
+    assert!(text.contains("next action: Check storage pool"), "{text}");
+
+    let (db, truth) = prepare(&tmp.path().join("storm"), Scenario::CheckpointStorm, 14, &no_skew);
+    let d = run(&db, &truth.job, ClockMode::Corrected);
+    let text = lockstep::report::text::render(&d);
+    assert_eq!(d.suspects[0].entity, truth.fault_entity.clone().unwrap(), "{text}");
+    assert_eq!(d.suspects[1].entity, "vlm-8b", "the aggressor is the second suspect:\n{text}");
+    assert!(d.suspects[1].evidence[0].contains("aggressor"), "{text}");
+    assert_eq!(d.blast_radius[0].job, "vlm-8b");
+    assert_eq!(d.blast_radius[0].role, "aggressor", "{text}");
+    assert!(d.next_action.contains("vlm-8b"), "{}", d.next_action);
+    let html = lockstep::report::html::render(&d);
+    let section = &html[html.find("id=\"blast-radius\"").unwrap()..];
+    assert!(section[..section.find("</section>").unwrap()].contains("<tr class=\"aggressor\"><td><b>vlm-8b</b>"));
 }
 
 /// Counts distinct RGB colours of a PNG (python3 standard library: zlib + PNG unfiltering).

@@ -199,7 +199,7 @@ impl Comparison {
     /// One warning per window that holds no samples of the job (a window outside the data,
     /// e.g. a mistyped date): its columns are NaN.
     pub fn warnings(&self) -> Vec<String> {
-        let t = super::text::fmt_rfc3339;
+        let t = super::format::fmt_rfc3339;
         [("before", self.before, self.samples.0), ("after", self.after, self.samples.1)]
             .into_iter()
             .filter(|(_, _, n)| *n == 0)
@@ -218,7 +218,7 @@ impl Comparison {
     /// A text table of what changed.
     pub fn render(&self) -> String {
         use std::fmt::Write as _;
-        let t = super::text::fmt_rfc3339;
+        let t = super::format::fmt_rfc3339;
         let mut o = format!(
             "job {}: before [{} .. {}) vs after [{} .. {})\n",
             self.job,
@@ -233,7 +233,7 @@ impl Comparison {
             "quantity", "before p50", "before p99", "after p50", "after p99", "change"
         );
         for m in &self.metrics {
-            let n = super::text::fmt_num;
+            let n = super::format::fmt_num;
             let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };
             let _ = writeln!(
                 o,

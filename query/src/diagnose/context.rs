@@ -96,6 +96,9 @@ pub(crate) struct JobContext {
     /// Switch port entity → the host NIC port cabled to it (`leaf-1:22` → `node-06/mlx5_1:1`),
     /// from the topology: the two ends of one host link.
     pub host_links: HashMap<String, String>,
+    /// Both ends of every link, in both directions: host links (NIC port ↔ switch port) and
+    /// switch-to-switch links (`leaf-1:31` ↔ `spine-1:4`).
+    pub links: HashMap<String, String>,
     /// Entities of every job (for the other jobs sharing a pool or a link).
     pub index: JobIndex,
     /// The store has no `topology.json`: nodes and GPUs come from jobs.json and the GPU labels,
@@ -194,6 +197,7 @@ impl JobContext {
                 })
             })
             .collect();
+        let links = link_ends(&topology);
         Ok(JobContext {
             pool: found.storage_pool.clone(),
             job: found,
@@ -201,6 +205,7 @@ impl JobContext {
             to,
             series,
             host_links,
+            links,
             index,
             no_topology,
         })
@@ -221,6 +226,28 @@ impl JobContext {
         out.dedup();
         out
     }
+}
+
+/// Both ends of every link of the topology, in both directions.
+fn link_ends(topology: &Topology) -> HashMap<String, String> {
+    use lockstep_engine::metrics::entity::switch_port_name;
+    let mut out = HashMap::new();
+    for (host, nics) in topology.hosts() {
+        for n in nics {
+            let (a, b) = (n.entity(host), n.switch_port_entity());
+            out.insert(b.clone(), a.clone());
+            out.insert(a, b);
+        }
+    }
+    let switches: HashSet<&str> = topology.switches.iter().map(|s| s.name.as_str()).collect();
+    for s in &topology.switches {
+        for l in s.links.iter().filter(|l| switches.contains(l.peer.as_str())) {
+            let (a, b) = (switch_port_name(&s.name, &l.port), switch_port_name(&l.peer, &l.peer_port));
+            out.insert(b.clone(), a.clone());
+            out.insert(a, b);
+        }
+    }
+    out
 }
 
 /// The peer-group key: metric, the relation domain and every non-entity label.

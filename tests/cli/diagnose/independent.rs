@@ -6,8 +6,9 @@
 
 use std::path::Path;
 
+use lockstep::report::text;
 use lockstep_engine::{Store, StoreConfig};
-use lockstep_query::diagnose::{DiagnoseOptions, Diagnosis, diagnose, text};
+use lockstep_query::diagnose::{DiagnoseOptions, Diagnosis, diagnose};
 use lockstep_sim::independent::{IndependentConfig, IndependentTruth, START_NS, Situation, generate};
 
 /// Generates `situation` into a fresh store under `dir` and diagnoses the truth's window.

@@ -19,20 +19,19 @@ pub(super) fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Pr
     let headline = "the collectives slowed because the fabric did: the fastest rank's all-reduce time rose".to_string();
     match best_entity(&candidates) {
         Some((score, entity, list)) => {
-            let mut evidence = vec![format!(
+            let evidence = vec![format!(
                 "{headline}; {entity} is the port whose error and congestion counters changed first and most against its peers"
             )];
             // Both ends of one host link changed: a bad cable or transceiver shows errors at
             // either receiver and backs up the switch end. The link is the culprit; it is named at
-            // its host end, the end a job owns.
+            // its host end (the end a job owns) when that end shows errors itself.
             let (entity, list) = match ev.ctx.host_links.get(&entity) {
                 Some(nic) => {
                     let nic_list: Vec<&Scored<'_>> =
                         candidates.iter().copied().filter(|s| &s.meta.entity == nic).collect();
+                    // (The merge of the two ends into one suspect, with "inspect that link", is
+                    // `merge_link_ends`.)
                     if nic_list.iter().any(|s| is_fault_source(s.meta)) {
-                        evidence.push(format!(
-                            "{nic} and {entity} are the two ends of one host link and both changed: inspect that link (cable, transceivers)"
-                        ));
                         let mut nic_list = nic_list;
                         nic_list.sort_by(|a, b| b.score.total_cmp(&a.score));
                         (nic.clone(), nic_list)

@@ -119,7 +119,7 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
         let from = earlier_from(ctx, data);
         d.suggested_from = (from < ctx.from).then_some(from);
         let hint = match d.suggested_from {
-            Some(t) => format!("try --from {}", super::super::text::fmt_rfc3339(t)),
+            Some(t) => format!("try --from {}", super::super::format::fmt_rfc3339(t)),
             None => "the job's data starts with the window; no earlier --from can help".to_string(),
         };
         d.verdict = format!(

@@ -1,9 +1,11 @@
-//! The diagnosis as a human reads it, and the SQL that reproduces each piece of evidence.
+//! Formatting of times, durations and changes in the diagnosis' evidence, and the SQL that
+//! reproduces each piece of evidence. (Rendering the diagnosis as text or HTML is the
+//! binary's job: `src/report/`.)
 
 use std::fmt::Write as _;
 
+use super::UNCERTAINTY_UNKNOWN;
 use super::context::SeriesMeta;
-use super::{Diagnosis, UNCERTAINTY_UNKNOWN};
 use lockstep_engine::model::{MILLI, SEC};
 
 /// `HH:MM:SS.mmm` (UTC) of a reference time.
@@ -113,107 +115,6 @@ pub(crate) fn sql_gpu_aggregate(metric: &str, job: &str, from: i64, to: i64) -> 
         fmt_rfc3339(from),
         fmt_rfc3339(to)
     )
-}
-
-/// The text report: the chain, the verdict, the suspects and the SQL for each piece of evidence.
-pub fn render(d: &Diagnosis) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "job {}  window {} .. {}", d.job, fmt_rfc3339(d.from), fmt_rfc3339(d.to));
-    let _ = writeln!(
-        o,
-        "timeline: {} (clock models v{}, {}/{} hosts modelled)",
-        match d.clock.mode {
-            super::ClockMode::Corrected => "corrected reference time",
-            super::ClockMode::Raw => "RAW collector timestamps (uncorrected)",
-        },
-        d.clock.version,
-        d.clock.hosts_with_model,
-        d.clock.hosts
-    );
-    let _ = writeln!(o, "status: {} (confidence {:.2})", d.status, d.confidence);
-    for m in &d.missing {
-        let _ = writeln!(o, "missing: {m}");
-    }
-    if let Some(t) = d.suggested_from {
-        let _ = writeln!(o, "the window starts inside the slowdown: try --from {}", fmt_rfc3339(t));
-    }
-    if d.slowdown.time.is_none() {
-        let _ = writeln!(o, "\nverdict: {}", d.verdict);
-        return o;
-    }
-    let _ = writeln!(o, "\nslowdown episodes ({}):", d.episodes.len());
-    for (i, e) in d.episodes.iter().enumerate() {
-        let main = if e.start() == d.main.start() { "*" } else { " " };
-        let end = e.recovery.map_or("(not recovered)".to_string(), fmt_time);
-        let pct =
-            if e.slowdown.baseline > 0.0 { (e.slowdown.degraded / e.slowdown.baseline - 1.0) * 100.0 } else { 0.0 };
-        let top = e.suspects.first().map_or("-", |s| s.entity.as_str());
-        let _ = writeln!(
-            o,
-            "{main}{:>2}. {} → {:<15} {:+5.0} %  {:<12} {:<26} confidence {:.2}",
-            i + 1,
-            fmt_time(e.start()),
-            end,
-            pct,
-            e.root_cause_domain.as_deref().unwrap_or("-"),
-            top,
-            e.confidence
-        );
-        if d.episodes.len() > 1 {
-            let _ = writeln!(o, "      {}", e.verdict);
-        }
-    }
-    let _ = writeln!(o, "  (*: the main episode, detailed below)\n");
-    let dec = &d.decomposition;
-    let _ = writeln!(
-        o,
-        "step-time rise {:+.3} s per step = input wait {:+.3} s | transfer {:+.3} s | straggler wait {:+.3} s",
-        dec.step, dec.input_wait, dec.transfer, dec.straggler
-    );
-    let _ = writeln!(o, "\nevidence chain (corrected time, ± clock uncertainty):");
-    for (i, c) in d.chain.iter().enumerate() {
-        let order = if i == 0 || c.after_previous { " " } else { "≈" };
-        let _ = writeln!(
-            o,
-            "{order}{} ±{:<9} {:<12} {:<22} {} {}",
-            fmt_time(c.time),
-            fmt_duration(c.uncertainty_ns),
-            c.domain,
-            c.entity,
-            c.metric,
-            c.change
-        );
-    }
-    let _ = writeln!(o, "  (≈: not ordered after the previous line beyond the clock uncertainty)");
-    let _ = writeln!(o, "\nverdict: {}", d.verdict);
-    let _ = writeln!(o, "\nsuspects:");
-    for (i, s) in d.suspects.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "{:>2}. {:<24} {:<12} score {:.2}  onset {}",
-            i + 1,
-            s.entity,
-            s.domain,
-            s.score,
-            fmt_time(s.onset)
-        );
-        for e in &s.evidence {
-            let _ = writeln!(o, "      - {e}");
-        }
-        if i >= 4 {
-            break;
-        }
-    }
-    let _ = writeln!(o, "\nreproduce the evidence:");
-    for c in &d.chain {
-        let _ = writeln!(o, "-- {} {} {}\n{};", c.entity, c.metric, c.change, c.sql);
-    }
-    if let Some(top) = d.suspects.first() {
-        for q in &top.sql {
-            let _ = writeln!(o, "-- suspect {}\n{q};", top.entity);
-        }
-    }
-    o
 }
 
 /// Howard Hinnant's days → civil date.
