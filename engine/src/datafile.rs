@@ -8,7 +8,9 @@
 //!   group stores nulls instead (series of one scrape share their timestamps);
 //! - `value_int` Int64 (nullable) + `value_scale` Int8 (nullable): values that are exact
 //!   decimals `m / 10^k` are stored as the integer mantissa `m` (one scale per series run),
-//!   delta-encoded, so counters and rounded gauges cost a few bits per sample;
+//!   `BYTE_STREAM_SPLIT` (byte planes that zstd compresses: high bytes that neighbours share
+//!   cost almost nothing); a counter's run stores differences of mantissas instead, flagged
+//!   by `value_scale + 32` (`datafile/codec.rs`);
 //! - `value_float` Float64 (nullable): every other value (NaN, ±inf, full-precision floats),
 //!   `BYTE_STREAM_SPLIT`.
 //!
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use roaring::RoaringBitmap;
 
-pub use codec::{decode_values, encode_values};
+pub use codec::{ValueDecoder, decode_values, encode_values};
 pub use read::{RowGroups, read_file};
 pub use split::{Chunk, Columns, FileFooter, GroupStats};
 pub use write::{DataFileWriter, write_file, write_file_range};

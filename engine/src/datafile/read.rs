@@ -8,7 +8,7 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::statistics::Statistics;
 
-use super::{RowFilter, decode_values, file_schema};
+use super::{RowFilter, ValueDecoder, file_schema};
 use crate::error::{Error, Result};
 use crate::model::Rows;
 use crate::storage::Storage;
@@ -101,10 +101,11 @@ impl RowGroups {
             .map_err(|e| invalid(e.to_string()))?;
         let filter = RowFilter { time: self.time, series: self.series.as_ref() };
         let mut runs = RunTimes::default();
+        let mut values = ValueDecoder::default();
         let mut out = Rows::default();
         for batch in reader {
             let batch = batch.map_err(|e| invalid(format!("decode failed: {e}")))?;
-            append_batch(&batch, &filter, &mut runs, &mut out)
+            append_batch(&batch, &filter, &mut runs, &mut values, &mut out)
                 .map_err(|e| invalid(format!("row group {group}: {e}")))?;
         }
         Ok(out)
@@ -174,6 +175,7 @@ fn append_batch(
     batch: &RecordBatch,
     filter: &RowFilter<'_>,
     runs: &mut RunTimes,
+    decoder: &mut ValueDecoder,
     out: &mut Rows,
 ) -> std::result::Result<(), String> {
     let series = column::<UInt32Array>(batch, 0)?;
@@ -184,7 +186,8 @@ fn append_batch(
     if series.null_count() > 0 {
         return Err("null series_id".into());
     }
-    let values = decode_values(vint, vscale, vfloat)?;
+    let mut values = Vec::with_capacity(vint.len());
+    decoder.decode(vint, vscale, vfloat, &mut values)?;
     let (s, t) = (series.values(), time.values());
     out.series.reserve(s.len());
     out.time.reserve(s.len());

@@ -36,7 +36,7 @@ fn writer_properties(opts: WriteOptions) -> Result<WriterProperties> {
         .set_column_dictionary_enabled(col(columns::VALUE_SCALE), false)
         .set_column_encoding(col(columns::VALUE_SCALE), Encoding::DELTA_BINARY_PACKED)
         .set_column_dictionary_enabled(col(columns::VALUE_INT), false)
-        .set_column_encoding(col(columns::VALUE_INT), Encoding::DELTA_BINARY_PACKED)
+        .set_column_encoding(col(columns::VALUE_INT), Encoding::BYTE_STREAM_SPLIT)
         .set_column_dictionary_enabled(col(columns::VALUE_FLOAT), false)
         .set_column_encoding(col(columns::VALUE_FLOAT), Encoding::BYTE_STREAM_SPLIT)
         .build())

@@ -292,6 +292,49 @@ fn fixture_data_files_of_each_format_decode_exactly() {
     }
 }
 
+/// `engine/tests/fixtures/datafile-v3/counters.parquet`, the third data-file format:
+/// `value_int` byte-stream-split, counter runs difference-coded (`value_scale` + 32). Series 0:
+/// an integer counter; 1: a two-decimal counter interrupted by a full-precision float (the
+/// differences restart after it); 2: a gauge (stored as values).
+fn file_v3_rows() -> Rows {
+    let mut samples = Vec::new();
+    for i in 0..12i64 {
+        samples.push((0, T0 + i * S, (1_000_000_000_000 + i * 4096 + i % 3) as f64));
+    }
+    for i in 0..8i64 {
+        let v = if i == 4 { 0.1 + 0.2 } else { (500_000 + i * 1250) as f64 / 100.0 };
+        samples.push((1, T0 + i * S, v));
+    }
+    for (i, v) in [0.0, 97.0, 3.0, 88.0, 12.0, 95.0, 7.0, 91.0].into_iter().enumerate() {
+        samples.push((2, T0 + i as i64 * S, v));
+    }
+    rows(&samples)
+}
+
+fn file_v3_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/datafile-v3/counters.parquet")
+}
+
+#[test]
+fn fixture_difference_coded_data_file_decodes_exactly() {
+    let path = file_v3_path();
+    let got = datafile::read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
+    assert_eq!(tuples(&got), tuples(&file_v3_rows()));
+    let meta =
+        ArrowReaderMetadata::load(&Bytes::from(std::fs::read(&path).unwrap()), ArrowReaderOptions::default()).unwrap();
+    let value_int = meta.metadata().row_group(0).column(2);
+    assert!(value_int.encodings().any(|e| e == parquet::basic::Encoding::BYTE_STREAM_SPLIT));
+}
+
+#[test]
+#[ignore = "writes the committed compatibility fixture; run once, never again"]
+fn generate_fixture_difference_coded_data_file() {
+    let path = std::env::var_os("LOCKSTEP_FIXTURE_OUT").map_or_else(file_v3_path, PathBuf::from);
+    assert!(!path.exists(), "{} exists: committed fixtures are never regenerated", path.display());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    datafile::write_file(&OsStorage, &path, &file_v3_rows(), WriteOptions { zstd_level: 3 }).unwrap();
+}
+
 #[test]
 fn fixture_wal_segments_decode_record_by_record() {
     let dir = fixture_copy();
