@@ -10,6 +10,8 @@ mod diagnose;
 mod docs;
 #[path = "cli/examples.rs"]
 mod examples;
+#[path = "cli/objstore.rs"]
+mod objstore;
 #[path = "cli/pg.rs"]
 mod pg;
 #[path = "cli/prom.rs"]
