@@ -535,6 +535,12 @@ impl Drop for ObjectFile {
     }
 }
 
+/// The process that wrote a download or upload spool file (`<name>.part-<pid>-<n>`).
+fn spool_owner(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    name.rsplit_once(".part-")?.1.split('-').next()?.parse().ok()
+}
+
 /// The local read cache of data files: whole files under `dir`, least recently used evicted
 /// beyond `capacity` bytes. Files are immutable, so a cached copy is never stale; an evicted
 /// file that a reader still maps stays readable (unlink keeps the pages).
@@ -565,8 +571,12 @@ impl ReadCache {
                 let Ok(meta) = entry.metadata() else { continue };
                 if meta.is_dir() {
                     stack.push(path);
-                } else if path.to_string_lossy().contains(".part-") {
-                    let _ = fs::remove_file(&path);
+                } else if let Some(owner) = spool_owner(&path) {
+                    // Another process sharing the directory (a reader on the writer's
+                    // `--data-dir`) may be writing it; only a dead process's file goes.
+                    if !Path::new("/proc").join(owner.to_string()).exists() {
+                        let _ = fs::remove_file(&path);
+                    }
                 } else if let Some(rel) = path.strip_prefix(&dir).ok().and_then(|r| r.to_str()) {
                     found.push((meta.modified().ok(), rel.to_string(), meta.len()));
                 }

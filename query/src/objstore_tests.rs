@@ -134,9 +134,15 @@ fn the_cache_evicts_least_recently_used_files_and_survives_restart() {
     assert!(!s.is_cached(&file(9)));
     assert_eq!(s.read(&file(9)).unwrap().len(), 40);
     assert_eq!(s.cached_bytes(), 20);
-    // A restarted process adopts the cache directory.
+    // A restarted process adopts the cache directory, removes the spool files of dead
+    // processes and leaves those of live ones (a writer sharing the directory).
     drop(s);
+    let dead = root.join("cache/data/p1/000000000007.parquet.part-4294967-0");
+    let live = root.join(format!("cache/data/p1/000000000008.parquet.part-{}-0", std::process::id()));
+    fs::write(&dead, b"partial").unwrap();
+    fs::write(&live, b"partial").unwrap();
     let s = ObjectStorage::with_store(mem, "node-a", root, 25, "memory://test/node-a");
+    assert!(!dead.exists() && live.exists());
     assert_eq!(s.cached_bytes(), 20);
     assert!(s.is_cached(&file(1)) && s.is_cached(&file(2)));
 }

@@ -159,6 +159,18 @@ fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
         assert!(expected.lines().count() >= 2, "{expected}");
     }
     eprintln!("import: {local_import:?} local, {s3_import:?} to moto");
+    // The diagnosis too (all but its run time).
+    let diagnosis = |out: String| {
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_object_mut().unwrap().remove("elapsed_ms");
+        v
+    };
+    let job = ["--job", "llm-70b", "--format", "json"];
+    let expected = diagnosis(super::ok(&[&["diagnose", "--data-dir", &s(&local)][..], &job].concat()));
+    let reader_dir = s(&reader);
+    let args = [&["diagnose", "--data-dir", &reader_dir, "--data-url", url][..], &job].concat();
+    assert_eq!(diagnosis(ok_s3(&moto.endpoint, &args)), expected);
+    assert!(expected["suspects"].as_array().is_some_and(|f| !f.is_empty()), "{expected}");
     // The reader cached the data files it read; no manifest or WAL of its own.
     assert!(reader.join("cache/data").is_dir());
     assert!(!reader.join("manifest.json").exists());
