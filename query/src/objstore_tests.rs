@@ -243,3 +243,23 @@ fn an_unflushed_write_is_recovered_from_the_wal_then_flushed_to_the_bucket() {
     store.flush().unwrap();
     assert!(keys(&mem).iter().any(|k| k.starts_with("node-a/data/p")));
 }
+
+#[test]
+fn a_bucket_with_data_files_but_no_manifest_is_refused_not_emptied() {
+    let node = tempfile::tempdir().unwrap();
+    let (mem, s) = in_memory(node.path(), 0);
+    let store = open(node.path(), s);
+    store.write(&sample_batch(10)).unwrap();
+    store.close().unwrap();
+    block({
+        let mem = mem.clone();
+        async move { Ok(mem.delete(&ObjectPath::from("node-a/manifest.json")).await) }
+    })
+    .unwrap()
+    .unwrap();
+    let storage = ObjectStorage::with_store(mem.clone(), "node-a", node.path(), 0, "memory://x");
+    let config = StoreConfig { max_future_ns: None, ..Default::default() };
+    let err = Store::open_with(node.path(), config, Arc::new(storage), Arc::new(SystemClock)).unwrap_err();
+    assert!(matches!(err, lockstep_engine::Error::ManifestMissing { files: 1, .. }), "{err}");
+    assert!(keys(&mem).iter().any(|k| k.starts_with("node-a/data/p")));
+}
