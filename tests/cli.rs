@@ -12,6 +12,8 @@ mod docs;
 mod examples;
 #[path = "cli/flight.rs"]
 mod flight;
+#[path = "cli/objstore.rs"]
+mod objstore;
 #[path = "cli/pg.rs"]
 mod pg;
 #[path = "cli/prom.rs"]

@@ -61,11 +61,30 @@ pub trait Storage: Send + Sync + Debug {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Whether the path exists.
     fn exists(&self, path: &Path) -> bool;
+    /// Replaces `path` by `bytes` atomically and durably: a reader sees the old or the new
+    /// content, never a mix. The default writes a temporary file, syncs it, renames it over
+    /// `path` and syncs the directory; a storage with atomic whole-file writes (an object
+    /// store's `put`) does one write instead.
+    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        write_via_rename(self, path, bytes)
+    }
+    /// What a read-only snapshot keeps of one of its data files so that the file stays
+    /// readable after the writer deletes it. The default reads it (memory-mapped where the
+    /// storage maps, which outlives an unlink); `Ok(None)` means "checked that it exists, not
+    /// kept": a storage whose reads are remote fetches them when a scan needs them.
+    fn snapshot_pin(&self, path: &Path) -> io::Result<Option<bytes::Bytes>> {
+        self.read(path).map(Some)
+    }
 }
 
-/// Writes `bytes` to `path` atomically: write a temporary file, sync it, rename it over
-/// `path`, then sync the directory.
+/// Writes `bytes` to `path` atomically through the storage's [`Storage::write_atomic`].
 pub fn write_atomic(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    storage.write_atomic(path, bytes)
+}
+
+/// The default [`Storage::write_atomic`]: write a temporary file, sync it, rename it over
+/// `path`, then sync the directory.
+pub fn write_via_rename<S: Storage + ?Sized>(storage: &S, path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
         let mut file = storage.create(&tmp)?;

@@ -9,6 +9,7 @@ pub mod domain;
 pub mod error;
 pub mod functions;
 pub mod limits;
+pub mod objstore;
 pub mod plan;
 pub mod samples;
 pub mod script;

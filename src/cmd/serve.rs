@@ -324,10 +324,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         store_config.compaction_min_files = n.max(2);
     }
     let maintenance_interval = args.maintenance_interval_secs.or(file.store.maintenance_interval_secs).unwrap_or(30);
-    let store = Arc::new(
-        Store::open(&args.store.data_dir, store_config)
-            .with_context(|| format!("opening store {}", args.store.data_dir.display()))?,
-    );
+    let store = Arc::new(args.store.open_with(store_config)?);
     let stop_maintenance = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let maintenance = (maintenance_interval > 0)
         .then(|| spawn_maintenance(store.clone(), Duration::from_secs(maintenance_interval), stop_maintenance.clone()))

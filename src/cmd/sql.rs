@@ -137,7 +137,7 @@ fn shell(args: &Args, runtime: &Runtime) -> anyhow::Result<()> {
     }
     let on = match &args.server {
         Some(url) => url.split_once('@').map_or(url.as_str(), |(_, host)| host).to_string(),
-        None => args.store.data_dir.display().to_string(),
+        None => args.store.describe(),
     };
     eprintln!("Lockstep SQL on {on} (read-only). End statements with ';'; \\q quits.");
     let mut pending = String::new();

@@ -32,8 +32,9 @@ impl ReadOnlyStorage {
     /// Reads `path` now and serves later reads of it from these bytes (memory-mapped where the
     /// inner storage maps: data files are never truncated, only unlinked, which a map survives).
     pub fn pin(&self, path: &Path) -> io::Result<()> {
-        let bytes = self.inner.read(path)?;
-        self.pinned.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(path.to_path_buf(), bytes);
+        if let Some(bytes) = self.inner.snapshot_pin(path)? {
+            self.pinned.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(path.to_path_buf(), bytes);
+        }
         Ok(())
     }
 

@@ -272,7 +272,8 @@ fn count_store_files(storage: &dyn Storage, dir: &Path) -> Result<usize> {
     let mut n = 0;
     let data = dir.join("data");
     for part in storage.list_dir(&data).map_err(|e| Error::io(&data, e))? {
-        if part.is_dir() {
+        // A partition is a local directory, or (on an object store) a prefix with no local path.
+        if part.is_dir() || !part.exists() {
             n += storage.list_dir(&part).map_err(|e| Error::io(&part, e))?.len();
         }
     }

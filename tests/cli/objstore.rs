@@ -1,0 +1,398 @@
+//! The store on object storage (`--data-url s3://…`) against a real S3-compatible server:
+//! `moto` in server mode (PyPI `moto[server]`), started on loopback by each test. Skipped
+//! (loudly) when moto is missing, unless `LOCKSTEP_REQUIRE_MOTO` is set.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lockstep_proto::ingest::v1::write_client::WriteClient;
+use lockstep_proto::ingest::v1::{SeriesDefinition, SeriesSamples, WriteRequest};
+use tonic::Code;
+
+use super::T;
+
+fn have_moto() -> bool {
+    let probe = Command::new("python3").args(["-c", "import moto.server, boto3"]).output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("LOCKSTEP_REQUIRE_MOTO").is_none(),
+        "moto is required (LOCKSTEP_REQUIRE_MOTO) but missing"
+    );
+    eprintln!("skipped: moto is not installed (python3 -m pip install 'moto[server]')");
+    false
+}
+
+/// A moto server and a temporary directory; `None` (the test is skipped) without moto.
+fn moto_and_tmp() -> Option<(Moto, tempfile::TempDir)> {
+    have_moto().then(|| (Moto::start(), tempfile::tempdir().unwrap()))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A moto S3 server on loopback; killed on drop.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let port = free_port();
+        let child = Command::new("python3")
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+        moto.boto3(&[], "s3.create_bucket(Bucket='lockstep')");
+        moto
+    }
+
+    /// Runs python with `s3` a boto3 client of this server; returns stdout.
+    fn boto3(&self, args: &[&str], code: &str) -> String {
+        let script = format!(
+            "import sys, boto3\ns3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1')\n{code}\n",
+            self.endpoint
+        );
+        let out = Command::new("python3").arg("-c").arg(script).args(args).output().unwrap();
+        assert!(out.status.success(), "boto3 failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The object keys under `prefix`, sorted.
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        let out = self.boto3(
+            &[prefix],
+            "p = s3.get_paginator('list_objects_v2')\nfor page in p.paginate(Bucket='lockstep', Prefix=sys.argv[1]):\n    \
+             for o in page.get('Contents', []): print(o['Key'])",
+        );
+        let mut keys: Vec<String> = out.lines().map(str::to_string).collect();
+        keys.sort();
+        keys
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `lockstep` with the S3 environment of `endpoint` (test credentials, plain HTTP).
+fn lockstep_s3(endpoint: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ALLOW_HTTP", "true");
+    cmd
+}
+
+fn ok_s3(endpoint: &str, args: &[&str]) -> String {
+    let out = lockstep_s3(endpoint, args).output().unwrap();
+    assert!(out.status.success(), "lockstep {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const QUERIES: [&str; 4] = [
+    "SELECT count(*) AS n, sum(value) AS s, min(time) AS t0, max(time) AS t1 FROM samples",
+    "SELECT host, count(*) AS n, sum(value) AS s, max(value) AS hi FROM samples GROUP BY host ORDER BY host",
+    "SELECT count(*) AS n FROM jobs",
+    "SELECT count(*) AS n FROM clock_models",
+];
+
+/// `lockstep import` into s3://lockstep/… from one process; `lockstep sql` from another with
+/// an empty local directory returns exactly what the same import into a local store returns.
+#[test]
+fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
+    let Some((moto, tmp)) = moto_and_tmp() else { return };
+    let bundle = tmp.path().join("bundle");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    super::ok(&["simulate", "--out", &s(&bundle), "--nodes", "4", "--minutes", "3", "--scenario", "storage-latency"]);
+    let local = tmp.path().join("local");
+    let started = Instant::now();
+    super::ok(&["import", "--data-dir", &s(&local), &s(&bundle)]);
+    let local_import = started.elapsed();
+    let node = tmp.path().join("node");
+    let url = "s3://lockstep/cluster-a/node-0";
+    let started = Instant::now();
+    let out = ok_s3(&moto.endpoint, &["import", "--data-dir", &s(&node), "--data-url", url, &s(&bundle)]);
+    let s3_import = started.elapsed();
+    assert!(out.contains("imported"), "{out}");
+
+    // The bucket holds the store; the local directory only the WAL, the lock and the cache.
+    let keys = moto.keys("cluster-a/node-0/");
+    for k in ["cluster-a/node-0/manifest.json", "cluster-a/node-0/series.json", "cluster-a/node-0/jobs.json"] {
+        assert!(keys.iter().any(|x| x == k), "{k} not in {keys:?}");
+    }
+    assert!(keys.iter().any(|k| k.starts_with("cluster-a/node-0/data/p") && k.ends_with(".parquet")), "{keys:?}");
+    assert!(keys.iter().any(|k| k.starts_with("cluster-a/node-0/clock/")), "{keys:?}");
+    assert!(!node.join("manifest.json").exists() && !node.join("data").exists());
+    assert!(node.join("wal").is_dir());
+
+    let reader = tmp.path().join("reader");
+    for q in QUERIES {
+        let expected = super::ok(&["sql", "--data-dir", &s(&local), "--format", "csv", q]);
+        let started = Instant::now();
+        let got = ok_s3(&moto.endpoint, &["sql", "--data-dir", &s(&reader), "--data-url", url, "--format", "csv", q]);
+        eprintln!("{q}: {:?} from s3", started.elapsed());
+        assert_eq!(got, expected, "{q}");
+        assert!(expected.lines().count() >= 2, "{expected}");
+    }
+    eprintln!("import: {local_import:?} local, {s3_import:?} to moto");
+    // The diagnosis too (all but its run time).
+    let diagnosis = |out: String| {
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_object_mut().unwrap().remove("elapsed_ms");
+        v
+    };
+    let job = ["--job", "llm-70b", "--format", "json"];
+    let expected = diagnosis(super::ok(&[&["diagnose", "--data-dir", &s(&local)][..], &job].concat()));
+    let reader_dir = s(&reader);
+    let args = [&["diagnose", "--data-dir", &reader_dir, "--data-url", url][..], &job].concat();
+    assert_eq!(diagnosis(ok_s3(&moto.endpoint, &args)), expected);
+    assert!(expected["suspects"].as_array().is_some_and(|f| !f.is_empty()), "{expected}");
+    // The reader cached the data files it read; no manifest or WAL of its own.
+    assert!(reader.join("cache/data").is_dir());
+    assert!(!reader.join("manifest.json").exists());
+    // A URL without the prefix of a store is no store.
+    let out = lockstep_s3(
+        &moto.endpoint,
+        &["sql", "--data-dir", &s(&reader), "--data-url", "s3://lockstep/none", "SELECT 1"],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+}
+
+/// A running `lockstep serve --data-url`; killed on drop.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(endpoint: &str, data_dir: &Path, data_url: &str, extra: &[&str]) -> Serve {
+        let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap(), "--data-url", data_url];
+        args.extend_from_slice(&["--listen", "127.0.0.1:0", "--insecure"]);
+        args.extend_from_slice(extra);
+        let mut child = lockstep_s3(endpoint, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let Some(addr) = line.strip_prefix("listening on ").and_then(|r| r.split_whitespace().next()) else {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("serve did not start: {line}{err}");
+        };
+        Serve { url: format!("http://{addr}"), child }
+    }
+
+    /// SIGTERM (the store flushes and closes), then success.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(status.success(), "serve exited with {status}: {err}");
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One request of `n` samples of `objstore_probe{host="h<batch % 4>"}` (value = batch),
+/// at distinct times per batch.
+fn request(batch: i64, n: i64) -> WriteRequest {
+    let mut labels = std::collections::HashMap::new();
+    labels.insert("host".to_string(), format!("h{}", batch % 4));
+    let mut prev = 0;
+    let deltas = (0..n)
+        .map(|i| {
+            let t = T + (batch * n + i) * 1_000_000;
+            let d = t - prev;
+            prev = t;
+            d
+        })
+        .collect();
+    WriteRequest {
+        definitions: vec![SeriesDefinition { r#ref: 1, metric: "objstore_probe".into(), labels }],
+        series: vec![SeriesSamples { r#ref: 1, timestamp_deltas: deltas, values: vec![batch as f64; n as usize] }],
+        sequence: batch as u64,
+        columns: None,
+    }
+}
+
+/// Sends batches `batches` of `n` samples; returns (acknowledged samples, sum of their values,
+/// refusals with a retryable status).
+fn send(url: &str, batches: std::ops::Range<i64>, n: i64) -> (u64, f64, usize) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(url.to_string()).unwrap().connect().await.unwrap();
+        let mut client = WriteClient::new(channel);
+        let (mut acked, mut sum, mut refused) = (0, 0.0, 0);
+        for b in batches {
+            match client.write(request(b, n)).await {
+                Ok(r) => {
+                    let accepted = r.into_inner().accepted;
+                    assert_eq!(accepted, n as u64);
+                    acked += accepted;
+                    sum += b as f64 * n as f64;
+                }
+                Err(s) if matches!(s.code(), Code::ResourceExhausted | Code::Unavailable) => refused += 1,
+                Err(s) => panic!("write {b} failed: {s}"),
+            }
+        }
+        (acked, sum, refused)
+    })
+}
+
+fn count_and_sum(endpoint: &str, reader: &Path, url: &str) -> (u64, f64) {
+    let q = "SELECT count(*) AS n, sum(value) AS s FROM samples WHERE metric = 'objstore_probe'";
+    let out =
+        ok_s3(endpoint, &["sql", "--data-dir", reader.to_str().unwrap(), "--data-url", url, "--format", "json", q]);
+    let row: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    (row["n"].as_u64().unwrap(), row["s"].as_f64().unwrap_or(0.0))
+}
+
+/// kill -9 of `serve --data-url` before any flush: a restart on the same local directory
+/// replays the WAL; after its flush the data is in the bucket for a fresh reader.
+#[test]
+fn serve_killed_before_a_flush_recovers_from_the_wal_into_the_bucket() {
+    let Some((moto, tmp)) = moto_and_tmp() else { return };
+    let node = tmp.path().join("node");
+    let url = "s3://lockstep/cluster-b/node-0";
+    let server = Serve::start(&moto.endpoint, &node, url, &["--maintenance-interval-secs", "0"]);
+    let (acked, sum, refused) = send(&server.url, 0..20, 500);
+    assert_eq!((acked, refused), (10_000, 0));
+    server.kill9();
+    // Nothing was flushed: no data file in the bucket, the samples are only in the local WAL.
+    assert!(!moto.keys("cluster-b/node-0/data/").iter().any(|k| k.ends_with(".parquet")));
+    // A reader on the writer's directory sees them (it replays the WAL) ...
+    assert_eq!(count_and_sum(&moto.endpoint, &node, url), (10_000, sum));
+    // ... a reader elsewhere does not yet.
+    assert_eq!(count_and_sum(&moto.endpoint, &tmp.path().join("elsewhere"), url).0, 0);
+    let server = Serve::start(&moto.endpoint, &node, url, &["--maintenance-interval-secs", "0"]);
+    server.stop();
+    assert!(moto.keys("cluster-b/node-0/data/").iter().any(|k| k.ends_with(".parquet")));
+    assert_eq!(count_and_sum(&moto.endpoint, &tmp.path().join("fresh"), url), (10_000, sum));
+}
+
+/// A TCP relay to moto that the test can cut: "the bucket is unreachable" (moto itself keeps
+/// running, so the bucket keeps its objects; restarting moto in memory would lose them).
+struct Relay {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Relay {
+    fn start(upstream: u16) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (cut2, open2) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(down) = conn else { continue };
+                if cut2.load(Ordering::SeqCst) {
+                    drop(down);
+                    continue;
+                }
+                let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+                let mut list = open2.lock().unwrap();
+                list.push(down.try_clone().unwrap());
+                list.push(up.try_clone().unwrap());
+                for (mut from, mut to) in [(down.try_clone().unwrap(), up.try_clone().unwrap()), (up, down)] {
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { port, cut, open }
+    }
+
+    /// Cuts every open connection and refuses new ones (`true`), or lets them through again.
+    fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+        if cut {
+            for s in self.open.lock().unwrap().drain(..) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// The bucket unreachable while `serve` runs: writes are still acknowledged (WAL + buffer),
+/// flushes fail, and writes are refused with a retryable status only once the buffer is at its
+/// limit; when the bucket is back the backlog lands and nothing acknowledged is missing.
+#[test]
+fn bucket_unreachable_acknowledged_writes_land_when_it_returns() {
+    let Some((moto, tmp)) = moto_and_tmp() else { return };
+    let relay = Relay::start(moto.endpoint.rsplit(':').next().unwrap().parse().unwrap());
+    let via_relay = format!("http://127.0.0.1:{}", relay.port);
+    let node = tmp.path().join("node");
+    let url = "s3://lockstep/cluster-c/node-0";
+    let extra = ["--flush-rows", "2000", "--maintenance-interval-secs", "1"];
+    let server = Serve::start(&via_relay, &node, url, &extra);
+    // Reachable: 4000 samples, flushed as they come.
+    let (acked1, sum1, refused) = send(&server.url, 0..8, 500);
+    assert_eq!((acked1, refused), (4000, 0));
+    relay.set_cut(true);
+    // Unreachable: the first writes are acknowledged (WAL fsync), then the buffer limit
+    // (2 x flush rows) is reached and writes are refused with a retryable status.
+    let (acked2, sum2, refused) = send(&server.url, 8..40, 500);
+    eprintln!("while unreachable: {acked2} samples acknowledged, {refused} requests refused");
+    assert!(acked2 >= 1500, "{acked2}");
+    assert!(refused > 0, "no write was refused");
+    relay.set_cut(false);
+    // Reachable again: the maintenance thread's retry flushes the backlog; writes are taken.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (acked3, sum3) = loop {
+        let (a, s, r) = send(&server.url, 40..41, 500);
+        if r == 0 {
+            break (a, s);
+        }
+        assert!(Instant::now() < deadline, "writes still refused a minute after the bucket came back");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    server.stop();
+    let total = acked1 + acked2 + acked3;
+    assert_eq!(count_and_sum(&moto.endpoint, &tmp.path().join("fresh"), url), (total, sum1 + sum2 + sum3));
+}
