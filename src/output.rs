@@ -125,6 +125,17 @@ impl<W: std::io::Write> std::io::Write for PipeWriter<W> {
     }
 }
 
+/// Writes `text` to stdout. A reader that went away (`| head`) ends the output quietly, not
+/// with a panic as `print!` would; other write errors are returned.
+pub fn print_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = PipeWriter::new(std::io::stdout().lock());
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(_) if out.closed() => Ok(()),
+        r => r,
+    }
+}
+
 /// Formats ns since the epoch as RFC 3339 UTC with nanoseconds (the diagnosis text's
 /// formatter, shared so every output of the binary prints time the same way).
 pub use lockstep_query::diagnose::format::fmt_rfc3339 as format_ns;

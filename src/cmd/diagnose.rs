@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use lockstep::report::{html, text};
+
+use crate::output::print_stdout;
 use lockstep_engine::topology::parse_rfc3339;
 use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, compare, diagnose};
 
@@ -76,8 +78,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
         match args.format {
-            Format::Text => print!("{}", c.render()),
-            Format::Json => println!("{}", c.to_json()),
+            Format::Text => print_stdout(&c.render())?,
+            Format::Json => print_stdout(&format!("{}\n", c.to_json()))?,
         }
         return Ok(());
     }
@@ -90,13 +92,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let d = diagnose(&store, &args.job, &opts)?;
     match args.format {
-        Format::Text => print!("{}", text::render(&d)),
-        Format::Json => println!("{}", d.to_json()),
+        Format::Text => print_stdout(&text::render(&d))?,
+        Format::Json => print_stdout(&format!("{}\n", d.to_json()))?,
     }
     if let Some(path) = &args.report {
         std::fs::write(path, html::render(&d)).with_context(|| format!("writing {}", path.display()))?;
         if args.format == Format::Text {
-            println!("\nreport: {}", path.display());
+            print_stdout(&format!("\nreport: {}\n", path.display()))?;
         }
     }
     Ok(())
