@@ -125,6 +125,15 @@ impl<W: std::io::Write> std::io::Write for PipeWriter<W> {
     }
 }
 
+/// `println!` for the commands' output: through [`print_stdout`], so a closed pipe ends the
+/// output quietly; other write errors return from the enclosing function (`?`).
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::print_stdout(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+pub(crate) use outln;
+
 /// Writes `text` to stdout. A reader that went away (`| head`) ends the output quietly, not
 /// with a panic as `print!` would; other write errors are returned.
 pub fn print_stdout(text: &str) -> std::io::Result<()> {

@@ -33,6 +33,21 @@ fn lockstep(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_lockstep")).args(args).output().expect("run lockstep")
 }
 
+/// Runs lockstep with its stdout closed before it writes (a reader that went away, `| head`):
+/// the output must end quietly, with success and no panic.
+fn ok_with_closed_stdout(args: &[&str]) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lockstep");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("panicked"), "lockstep {args:?}: {:?}: {stderr}", out.status);
+}
+
 fn ok(args: &[&str]) -> String {
     let out = lockstep(args);
     assert!(out.status.success(), "lockstep {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -88,6 +103,12 @@ fn import_then_query() {
 
     let out = ok(&["sql", "--data-dir", db, "SELECT count(*) AS n FROM samples WHERE host IN ('node-01', 'x')"]);
     assert!(out.contains("| 3000 |"), "{out}");
+
+    // `lockstep import … | head`: the import finishes, its summary ends quietly.
+    let other = tmp.path().join("db2");
+    let other = other.to_str().unwrap();
+    ok_with_closed_stdout(&["import", "--data-dir", other, bundle.to_str().unwrap()]);
+    assert!(ok(&["sql", "--data-dir", other, "SELECT count(*) FROM samples"]).contains("| 3000 "));
 }
 
 /// A bundle's `metrics.toml` extends the catalog used by SQL; switch series that carry only

@@ -11,6 +11,7 @@ use lockstep_ingest::import::{ImportOptions, import_bundle};
 use lockstep_query::QueryEngine;
 use lockstep_sim::simulate;
 
+use crate::output::outln;
 use crate::output::{Format, print_batches};
 
 /// Arguments of `lockstep demo`.
@@ -72,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Validate everything before the disk is touched.
     let cfg = super::simulate::config(&sim)?;
     prepare_dir(&args.dir)?;
-    println!(
+    outln!(
         "== 1. simulating a {}-GPU job ({} nodes x 8 GPUs, plus {} nodes of a second job) for {} min, scenario {}",
         args.nodes * 8,
         args.nodes,
@@ -82,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let started = std::time::Instant::now();
     let summary = simulate(&cfg, &bundle)?;
-    println!(
+    outln!(
         "   {} series, {} samples, {:.1} MB bundle in {:.1} s",
         summary.series,
         summary.samples,
@@ -90,12 +91,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
-    println!("== 2. importing into the embedded store {}", db.display());
+    outln!("== 2. importing into the embedded store {}", db.display());
     let store = Store::open(&db, StoreConfig { max_future_ns: None, ..Default::default() })?;
     let report = import_bundle(&store, &bundle, &ImportOptions::default(), &mut |_, _| {})?;
     store.compact(false)?;
     let manifest = store.manifest()?;
-    println!(
+    outln!(
         "   {} samples of {} series in {:.1} s ({:.1} M samples/s), {:.2} bytes/sample on disk",
         report.samples,
         report.series,
@@ -125,30 +126,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let engine = QueryEngine::new(Arc::new(store))?;
     for (title, sql) in &queries {
-        println!("== 3. {title}\n   {sql}");
+        outln!("== 3. {title}\n   {sql}");
         let batches = runtime.block_on(engine.collect(sql))?;
         print_batches(&batches, Format::Table, &mut std::io::stdout().lock())?;
     }
-    println!("== 4. diagnosis of {job} (lockstep diagnose --data-dir {} --job {job})", db.display());
+    outln!("== 4. diagnosis of {job} (lockstep diagnose --data-dir {} --job {job})", db.display());
     let store = engine.store();
     let diagnosis = lockstep_query::diagnose::diagnose(
         store,
         &job,
         &lockstep_query::diagnose::DiagnoseOptions { lanes: true, ..Default::default() },
     )?;
-    print!("{}", lockstep::report::text::render(&diagnosis));
+    crate::output::print_stdout(&lockstep::report::text::render(&diagnosis))?;
     let report = args.dir.join("report.html");
     std::fs::write(&report, lockstep::report::html::render(&diagnosis))
         .with_context(|| format!("writing {}", report.display()))?;
-    println!("== verdict: {}", diagnosis.verdict);
-    println!("== report: {}  (diagnosed in {} ms)", report.display(), diagnosis.elapsed_ms);
-    println!(
+    outln!("== verdict: {}", diagnosis.verdict);
+    outln!("== report: {}  (diagnosed in {} ms)", report.display(), diagnosis.elapsed_ms);
+    outln!(
         "== injected fault (truth.json): {} on {} ({}) at {}",
         summary.truth.scenario,
         summary.truth.fault_entity.as_deref().unwrap_or("none"),
         summary.truth.fault_domain,
         summary.truth.onset_ns.map_or("-".to_string(), crate::output::format_ns)
     );
-    println!("== store: {}  (try: lockstep sql --data-dir {} \"SELECT ...\")", db.display(), db.display());
+    outln!("== store: {}  (try: lockstep sql --data-dir {} \"SELECT ...\")", db.display(), db.display());
     Ok(())
 }

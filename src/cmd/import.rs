@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use crate::output::outln;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_ingest::import::prom::{PromImportOptions, import_prom_files};
@@ -77,27 +78,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => "empty".into(),
     };
     if report.file.as_os_str().is_empty() {
-        println!("no samples file in {}", bundle.display());
+        outln!("no samples file in {}", bundle.display());
     } else {
-        println!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
-        println!("time span: {span}");
-        println!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
+        outln!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
+        outln!("time span: {span}");
+        outln!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
     }
     for (name, version) in &report.documents {
-        println!("stored {name} (version {version})");
+        outln!("stored {name} (version {version})");
     }
     if report.clock_exchanges + report.clock_offsets + report.clock_barriers > 0 {
-        println!(
+        outln!(
             "clock sync: {} exchanges, {} direct offsets, {} collective barriers; clock models version {}",
-            report.clock_exchanges, report.clock_offsets, report.clock_barriers, report.clock_version
+            report.clock_exchanges,
+            report.clock_offsets,
+            report.clock_barriers,
+            report.clock_version
         );
     } else if report.clock_version == 0 {
-        println!("clock sync: none (no clock_sync or clock_offsets file); times stay uncorrected");
+        outln!("clock sync: none (no clock_sync or clock_offsets file); times stay uncorrected");
     }
     if report.skipped > 0 {
-        println!("skipped {} bad rows, e.g.:", report.skipped);
+        outln!("skipped {} bad rows, e.g.:", report.skipped);
         for example in &report.skipped_examples {
-            println!("  {example}");
+            outln!("  {example}");
         }
     }
     Ok(())
@@ -129,12 +133,7 @@ fn import_scrapes(args: Args) -> anyhow::Result<()> {
         Some((lo, hi)) => format!("{} .. {}", crate::output::format_ns(lo), crate::output::format_ns(hi)),
         None => "empty".into(),
     };
-    println!(
-        "imported {} samples of {} series from {} scrape file(s)",
-        report.samples,
-        report.series,
-        args.paths.len()
-    );
-    println!("time span: {span}");
+    outln!("imported {} samples of {} series from {} scrape file(s)", report.samples, report.series, args.paths.len());
+    outln!("time span: {span}");
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::output::outln;
 use anyhow::Context;
 use lockstep_sim::{Scenario, SimConfig, simulate};
 
@@ -38,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = config(&args)?;
     let started = std::time::Instant::now();
     let summary = simulate(&cfg, &args.out).with_context(|| format!("simulating into {}", args.out.display()))?;
-    println!(
+    outln!(
         "wrote {} ({} series, {} samples, {} clock exchanges, {:.1} MB) in {:.1} s",
         args.out.display(),
         summary.series,
@@ -47,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         summary.bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
-    println!(
+    outln!(
         "injected: {} ({}) on {} at {}",
         summary.truth.scenario,
         summary.truth.fault_domain,

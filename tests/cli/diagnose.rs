@@ -196,16 +196,7 @@ fn cli_json_text_sql_and_compare() {
     }
 
     // A reader that goes away (`| head`) ends the output quietly: no panic, success.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["diagnose", "--data-dir", dbs, "--job", &truth.job])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let closed = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&closed.stderr);
-    assert!(closed.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", closed.status);
+    super::ok_with_closed_stdout(&["diagnose", "--data-dir", dbs, "--job", &truth.job]);
 
     let report = tmp.path().join("report.html");
     let text = ok(&["diagnose", "--data-dir", dbs, "--job", &truth.job, "--report", report.to_str().unwrap()]);
