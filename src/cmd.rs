@@ -6,6 +6,7 @@ pub mod import;
 pub mod serve;
 pub mod simulate;
 pub mod sql;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,13 +55,24 @@ impl StoreArgs {
     }
 
     /// The local file system, or the object store of --data-url.
-    fn storage(&self) -> anyhow::Result<Arc<dyn Storage>> {
+    pub fn storage(&self) -> anyhow::Result<Arc<dyn Storage>> {
         Ok(match &self.data_url {
             None => Arc::new(OsStorage),
             Some(url) => {
                 Arc::new(ObjectStorage::open(url, &self.data_dir, self.cache_size_mb.saturating_mul(1 << 20))?)
             }
         })
+    }
+
+    /// The dataset's identity shared by a distributed query's coordinator and workers: the
+    /// URL (without a trailing `/`), or the canonical store directory.
+    pub fn dataset_name(&self) -> String {
+        match &self.data_url {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => {
+                std::fs::canonicalize(&self.data_dir).unwrap_or_else(|_| self.data_dir.clone()).display().to_string()
+            }
+        }
     }
 
     /// The store named in messages: the directory, and the URL if there is one.

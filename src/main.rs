@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Run the gRPC ingestion server (native writes, clock sync, OTLP) until SIGTERM.
     Serve(Box<cmd::serve::Args>),
+    /// Run a distributed-SQL worker over a store until SIGTERM (`lockstep sql --workers`).
+    Worker(cmd::worker::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Diagnose(args) => cmd::diagnose::run(args),
         Command::Serve(args) => cmd::serve::run(*args),
+        Command::Worker(args) => cmd::worker::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -6,6 +6,8 @@
 mod clock;
 #[path = "cli/diagnose.rs"]
 mod diagnose;
+#[path = "cli/distributed.rs"]
+mod distributed;
 #[path = "cli/docs.rs"]
 mod docs;
 #[path = "cli/examples.rs"]

@@ -51,7 +51,7 @@ use crate::wallclock::WallClock;
 use lock::WriterLock;
 
 pub use import::{BulkImport, ImportSummary};
-pub use scan::{Scan, ScanRequest, ScanUnit, SplitScan, rows_to_batch, scan_schema};
+pub use scan::{PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SplitScan, rows_to_batch, scan_schema};
 
 /// The documents a store keeps beside its data (see [`Store::read_document`]).
 pub const DOCUMENTS: [&str; 3] = ["topology.json", "jobs.json", "metrics.toml"];

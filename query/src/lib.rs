@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod clock;
 pub mod diagnose;
+pub mod distributed;
 pub mod domain;
 pub mod error;
 pub mod functions;

@@ -119,7 +119,7 @@ pub fn session_state_with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv
     session_builder(config).with_runtime_env(runtime).build()
 }
 
-fn session_builder(config: SessionConfig) -> SessionStateBuilder {
+pub(crate) fn session_builder(config: SessionConfig) -> SessionStateBuilder {
     SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()

@@ -29,6 +29,7 @@
 //! columns share one key array per batch. `count(*)` (an empty projection) over row groups a
 //! filter covers entirely reads no column at all: the row counts come from the file footers.
 
+pub mod exec;
 pub mod pushdown;
 
 use std::sync::Arc;
@@ -43,12 +44,9 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
 use lockstep_engine::datafile::{Chunk, Columns};
@@ -180,19 +178,17 @@ impl TableProvider for SamplesTable {
             None => None,
         };
         let shards = state.config().target_partitions().max(1);
-        let assignment = split.as_ref().map(|s| assign(s.units(), shards)).unwrap_or_default();
-        let job = Arc::new(ScanJob { decode: decode_columns(&output), output, plan, split });
-        let partitions: Vec<Arc<dyn PartitionStream>> = (0..shards)
-            .map(|shard| {
-                Arc::new(SamplesPartition {
-                    schema: schema.clone(),
-                    job: job.clone(),
-                    shard,
-                    units: assignment.get(shard).cloned().unwrap_or_default(),
-                }) as Arc<dyn PartitionStream>
-            })
-            .collect();
-        Ok(Arc::new(StreamingTableExec::try_new(schema, partitions, None, [], false, limit)?))
+        let mut assignment = split.as_ref().map(|s| assign(s.units(), shards)).unwrap_or_default();
+        assignment.resize(shards, Vec::new());
+        let job = Arc::new(ScanJob {
+            decode: decode_columns(&output),
+            output,
+            plan,
+            split,
+            labels,
+            root: self.store.dir().to_path_buf(),
+        });
+        Ok(Arc::new(exec::SamplesExec::new(schema, job, assignment, limit)))
     }
 }
 
@@ -238,6 +234,10 @@ struct ScanJob {
     /// Output columns (indices into the full schema).
     output: Vec<usize>,
     decode: Columns,
+    /// The label columns of the table's schema (a worker rebuilds the same schema).
+    labels: Vec<String>,
+    /// The store directory (data-file paths are sent relative to it).
+    root: std::path::PathBuf,
 }
 
 /// Everything a scan needs, computed once per query and shared by its partitions.
@@ -263,34 +263,12 @@ impl ScanPlan {
         labels: &[String],
         pushdown: &Pushdown,
     ) -> DfResult<Self> {
-        let (series, dict_values, series_host, hosts) = store
-            .with_catalog(|c| {
-                let series = pushdown.has_series_filter().then(|| c.select(&pushdown.series));
-                let keys = c.keys();
-                let metric: StringArray = keys.iter().map(|k| Some(k.metric.as_str())).collect();
-                let domain: StringArray =
-                    keys.iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
-                let entity: StringArray = keys.iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
-                let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
-                for label in labels {
-                    let values: StringArray = keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
-                    cols.push(Arc::new(values));
-                }
-                let mut hosts: Vec<String> = Vec::new();
-                let mut index = std::collections::HashMap::<&str, u32>::new();
-                let series_host = keys
-                    .iter()
-                    .map(|k| match k.host() {
-                        Some(h) => *index.entry(h).or_insert_with(|| {
-                            hosts.push(h.to_string());
-                            (hosts.len() - 1) as u32
-                        }),
-                        None => u32::MAX,
-                    })
-                    .collect::<Vec<_>>();
-                (series, cols, series_host, hosts)
-            })
-            .map_err(engine_err)?;
+        let series = if pushdown.has_series_filter() {
+            Some(store.with_catalog(|c| c.select(&pushdown.series)).map_err(engine_err)?)
+        } else {
+            None
+        };
+        let (dict_values, series_host, hosts) = dictionaries(store, catalog, labels)?;
         let mut plan = ScanPlan { request: None, dict_values, clocks, series_host, hosts };
         if series.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(plan);
@@ -312,6 +290,19 @@ impl ScanPlan {
         }
         plan.request = Some(ScanRequest { time, series });
         Ok(plan)
+    }
+
+    /// The plan for a request made elsewhere (a distributed query's worker): the same
+    /// dictionaries and clock lookup, built from this process's view of the store.
+    fn for_request(
+        store: &Store,
+        catalog: &MetricCatalog,
+        clocks: Arc<ClockSet>,
+        labels: &[String],
+        request: Option<ScanRequest>,
+    ) -> DfResult<Self> {
+        let (dict_values, series_host, hosts) = dictionaries(store, catalog, labels)?;
+        Ok(ScanPlan { request, dict_values, clocks, series_host, hosts })
     }
 
     /// The smallest local-time range `[lo, hi)` holding every sample of the selected series
@@ -349,37 +340,41 @@ impl ScanPlan {
     }
 }
 
-#[derive(Debug)]
-struct SamplesPartition {
-    schema: SchemaRef,
-    job: Arc<ScanJob>,
-    shard: usize,
-    /// The scan units this partition reads.
-    units: Vec<usize>,
-}
-
-impl PartitionStream for SamplesPartition {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    fn execute(&self, ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema.clone(), 4);
-        let tx = builder.tx();
-        let schema = self.schema.clone();
-        let job = self.job.clone();
-        let units = self.units.clone();
-        let reservation = MemoryConsumer::new(format!("SamplesScan[{}]", self.shard)).register(ctx.memory_pool());
-        builder.spawn_blocking(move || {
-            let emit = |batch| tx.blocking_send(Ok(batch)).is_ok();
-            let result = run_scan(&schema, &job, &units, &reservation, emit);
-            if let Err(e) = result {
-                let _ = tx.blocking_send(Err(e));
+/// Dictionary values per series id (metric, domain, entity, then each label), the host index
+/// of every series id and the host names.
+#[allow(clippy::type_complexity)]
+fn dictionaries(
+    store: &Store,
+    catalog: &MetricCatalog,
+    labels: &[String],
+) -> DfResult<(Vec<ArrayRef>, Vec<u32>, Vec<String>)> {
+    store
+        .with_catalog(|c| {
+            let keys = c.keys();
+            let metric: StringArray = keys.iter().map(|k| Some(k.metric.as_str())).collect();
+            let domain: StringArray =
+                keys.iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
+            let entity: StringArray = keys.iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
+            let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
+            for label in labels {
+                let values: StringArray = keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
+                cols.push(Arc::new(values));
             }
-            Ok(())
-        });
-        builder.build()
-    }
+            let mut hosts: Vec<String> = Vec::new();
+            let mut index = std::collections::HashMap::<&str, u32>::new();
+            let series_host = keys
+                .iter()
+                .map(|k| match k.host() {
+                    Some(h) => *index.entry(h).or_insert_with(|| {
+                        hosts.push(h.to_string());
+                        (hosts.len() - 1) as u32
+                    }),
+                    None => u32::MAX,
+                })
+                .collect::<Vec<_>>();
+            (cols, series_host, hosts)
+        })
+        .map_err(engine_err)
 }
 
 fn engine_err(e: lockstep_engine::Error) -> DataFusionError {

@@ -53,10 +53,33 @@ impl QueryEngine {
 
     /// Builds a session with the given clock-model version and resource limits.
     pub fn with_limits(store: Arc<Store>, clock: ClockVersion, limits: QueryLimits) -> Result<Self> {
+        Self::build(store, clock, limits, None)
+    }
+
+    /// Builds a coordinator's session: its queries are planned here and run on the workers of
+    /// `cluster` (see [`crate::distributed`]); everything else is as [`Self::with_limits`].
+    pub fn distributed(
+        store: Arc<Store>,
+        clock: ClockVersion,
+        limits: QueryLimits,
+        cluster: &crate::distributed::ClusterConfig,
+    ) -> Result<Self> {
+        Self::build(store, clock, limits, Some(cluster))
+    }
+
+    fn build(
+        store: Arc<Store>,
+        clock: ClockVersion,
+        limits: QueryLimits,
+        cluster: Option<&crate::distributed::ClusterConfig>,
+    ) -> Result<Self> {
         clock.resolve(&store)?;
         let config = limits.fit(SessionConfig::new().with_information_schema(true));
-        let state = crate::plan::session_state_with_runtime(config, limits.runtime_env()?);
-        let ctx = SessionContext::new_with_state(state);
+        let mut builder = crate::plan::session_builder(config).with_runtime_env(limits.runtime_env()?);
+        if let Some(cluster) = cluster {
+            builder = crate::distributed::coordinator(builder, cluster, store.clone());
+        }
+        let ctx = SessionContext::new_with_state(builder.build());
         let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
         ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;

@@ -427,7 +427,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// The handlers must exist before the server announces its address: a supervisor (or a test)
 /// may send SIGTERM the moment it reads "listening on", and a signal that arrives before
 /// registration would kill the process with the default action instead of draining.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;

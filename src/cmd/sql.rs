@@ -47,6 +47,15 @@ pub struct Args {
     /// apply, not --memory-limit-mb; the newest clock models).
     #[arg(long, env = "LOCKSTEP_SERVER", value_name = "URL", conflicts_with = "clock_version")]
     server: Option<String>,
+    /// Run the statements distributed on these `lockstep worker` processes (comma-separated
+    /// `host:port`), this process planning them: each worker reads its share of the data
+    /// files. Workers must serve the same --data-url (or --data-dir). See docs/distributed.md.
+    #[arg(long, env = "LOCKSTEP_WORKERS", value_name = "HOST:PORT,...", conflicts_with = "server")]
+    workers: Option<String>,
+    /// With --workers: rows of stored samples per task of a scan (a scan of n rows runs on
+    /// ceil(n / rows) workers, at most all of them).
+    #[arg(long, default_value_t = lockstep_query::distributed::DEFAULT_ROWS_PER_TASK, value_name = "ROWS")]
+    rows_per_task: u64,
 }
 
 /// Where statements run.
@@ -193,7 +202,18 @@ enum Printed {
 async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Result<Printed> {
     let limits = args.memory_limit_mb.map_or_else(QueryLimits::default, QueryLimits::memory_mb);
     let clock = args.clock_version.map_or(ClockVersion::Newest, ClockVersion::Pinned);
-    let engine = QueryEngine::with_limits(store, clock, limits)?;
+    let engine = match &args.workers {
+        None => QueryEngine::with_limits(store, clock, limits)?,
+        Some(list) => {
+            let cluster = lockstep_query::distributed::ClusterConfig {
+                workers: lockstep_query::distributed::ClusterConfig::parse_workers(list)
+                    .map_err(|e| anyhow::anyhow!("--workers: {e}"))?,
+                rows_per_task: args.rows_per_task,
+                dataset: args.store.dataset_name(),
+            };
+            QueryEngine::distributed(store, clock, limits, &cluster)?
+        }
+    };
     let mut stream = engine.stream(sql).await?;
     // The table's batches are held until the end: they count against the statement's limit.
     let held = MemoryConsumer::new("the table output (--format csv or json streams instead)")

@@ -30,7 +30,7 @@ fn have_moto() -> bool {
 }
 
 /// A moto server and a temporary directory; `None` (the test is skipped) without moto.
-fn moto_and_tmp() -> Option<(Moto, tempfile::TempDir)> {
+pub(super) fn moto_and_tmp() -> Option<(Moto, tempfile::TempDir)> {
     have_moto().then(|| (Moto::start(), tempfile::tempdir().unwrap()))
 }
 
@@ -39,9 +39,9 @@ fn free_port() -> u16 {
 }
 
 /// A moto S3 server on loopback; killed on drop.
-struct Moto {
+pub(super) struct Moto {
     child: Child,
-    endpoint: String,
+    pub(super) endpoint: String,
 }
 
 impl Moto {
@@ -96,7 +96,7 @@ impl Drop for Moto {
 }
 
 /// `lockstep` with the S3 environment of `endpoint` (test credentials, plain HTTP).
-fn lockstep_s3(endpoint: &str, args: &[&str]) -> Command {
+pub(super) fn lockstep_s3(endpoint: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
     cmd.args(args)
         .env("AWS_ACCESS_KEY_ID", "test")

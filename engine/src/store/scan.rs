@@ -9,6 +9,7 @@
 //!   once ([`crate::storage::Storage::read_range`] per column chunk). For parallel queries.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt32Array};
@@ -219,7 +220,11 @@ impl ScanUnit {
 pub struct SplitScan {
     storage: Arc<dyn Storage>,
     request: ScanRequest,
-    files: Vec<(Arc<LiveFile>, FileFooter)>,
+    /// Data files (absolute paths) with their footers.
+    files: Vec<(PathBuf, FileFooter)>,
+    /// The snapshot's files, kept alive (a compaction in this process cannot delete them);
+    /// empty for a scan rebuilt from a [`PortableScan`].
+    _live: Vec<Arc<LiveFile>>,
     buffered: Vec<Rows>,
     units: Vec<ScanUnit>,
 }
@@ -258,6 +263,7 @@ impl Store {
             storage: self.storage.clone(),
             request: request.clone(),
             files: Vec::new(),
+            _live: Vec::new(),
             buffered: Vec::new(),
             units: Vec::new(),
         };
@@ -279,7 +285,8 @@ impl Store {
                         });
                     }
                 }
-                scan.files.push((live.clone(), footer));
+                scan.files.push((live.path.clone(), footer));
+                scan._live.push(live.clone());
             }
             if let Some(rows) = buffered_by_partition.remove(&partition) {
                 let rows = sort_dedup_owned(rows);
@@ -433,6 +440,158 @@ impl SplitScan {
                 Ok(Chunk::from(out))
             }
         }
+    }
+}
+
+/// Some units of a [`SplitScan`] in a form another process can read (a distributed query's
+/// worker, which opens the same store from its URL): the request, the data files the units
+/// touch (paths relative to the store directory), the buffered rows they hold (copied: a
+/// worker has no access to the planning process's write buffer), and each unit's parts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PortableScan {
+    /// Local-time range `[lo, hi)`; `None` = all time.
+    pub time: Option<(i64, i64)>,
+    /// Series to read; `None` = all series.
+    pub series: Option<RoaringBitmap>,
+    /// Data files, relative to the store directory (`data/p<partition>/<id>.parquet`).
+    pub files: Vec<PathBuf>,
+    /// Buffered rows, each sorted by (series, time) and deduplicated.
+    pub buffered: Vec<Rows>,
+    /// Units: (source rank, part) in reading order.
+    pub units: Vec<Vec<(u32, PortablePart)>>,
+}
+
+/// One part of a [`PortableScan`] unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortablePart {
+    /// Row group `group` of `PortableScan::files[file]`.
+    Group {
+        /// Index into `files`.
+        file: u32,
+        /// Row group of that file.
+        group: u32,
+    },
+    /// All rows of `PortableScan::buffered[buffer]`.
+    Buffered {
+        /// Index into `buffered`.
+        buffer: u32,
+    },
+}
+
+impl SplitScan {
+    /// Units `units` (indices into [`Self::units`]) as a [`PortableScan`], with file paths
+    /// relative to `root` (the store directory); the portable scan's units are numbered in
+    /// the order given.
+    pub fn portable(&self, units: &[usize], root: &Path) -> Result<PortableScan> {
+        let mut out =
+            PortableScan { time: self.request.time, series: self.request.series.clone(), ..Default::default() };
+        let mut file_index: BTreeMap<usize, u32> = BTreeMap::new();
+        for &u in units {
+            let unit = self.units.get(u).ok_or_else(|| crate::error::Error::Internal {
+                reason: format!("scan unit {u} of {}", self.units.len()),
+            })?;
+            let mut parts = Vec::with_capacity(unit.parts.len());
+            for (rank, part) in &unit.parts {
+                let rank = u32::try_from(*rank).unwrap_or(u32::MAX);
+                let part = match part {
+                    Part::Group { file, group } => {
+                        let index = match file_index.get(file) {
+                            Some(&i) => i,
+                            None => {
+                                let (path, _) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
+                                    reason: format!("scan file {file} of {}", self.files.len()),
+                                })?;
+                                let relative = path.strip_prefix(root).map_err(|_| crate::error::Error::Internal {
+                                    reason: format!("data file {} is not under {}", path.display(), root.display()),
+                                })?;
+                                out.files.push(relative.to_path_buf());
+                                let i = (out.files.len() - 1) as u32;
+                                file_index.insert(*file, i);
+                                i
+                            }
+                        };
+                        PortablePart::Group { file: index, group: *group as u32 }
+                    }
+                    Part::Buffered { .. } => {
+                        out.buffered.push(self.read_part(part, Columns::ALL).map(|c| Rows {
+                            series: c.series,
+                            time: c.time,
+                            value: c.value,
+                        })?);
+                        PortablePart::Buffered { buffer: (out.buffered.len() - 1) as u32 }
+                    }
+                };
+                parts.push((rank, part));
+            }
+            out.units.push(parts);
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// A split scan of exactly the units of `portable` (made by [`SplitScan::portable`] in
+    /// another process over the same store), reading its data files through this store's
+    /// storage. Footers are read again here; a file that no longer exists (compacted away
+    /// since the scan was planned) fails the scan, which can then be planned again.
+    pub fn split_scan_portable(&self, portable: &PortableScan) -> Result<SplitScan> {
+        let mut files = Vec::with_capacity(portable.files.len());
+        for relative in &portable.files {
+            let plain = relative.components().all(|c| matches!(c, Component::Normal(_)));
+            if !plain || !relative.starts_with("data") {
+                return Err(crate::error::Error::Internal {
+                    reason: format!("portable scan names a file outside the store's data: {}", relative.display()),
+                });
+            }
+            let path = self.dir.join(relative);
+            let footer = FileFooter::read(self.storage.as_ref(), &path)?;
+            files.push((path, footer));
+        }
+        let count = |what: &str, i: u32, len: usize| {
+            if (i as usize) < len {
+                Ok(i as usize)
+            } else {
+                Err(crate::error::Error::Internal { reason: format!("portable scan: {what} {i} of {len}") })
+            }
+        };
+        let mut buffered = Vec::with_capacity(portable.buffered.len());
+        for rows in &portable.buffered {
+            if rows.time.len() != rows.series.len() || rows.value.len() != rows.series.len() {
+                return Err(crate::error::Error::Internal { reason: "portable scan: ragged buffered rows".into() });
+            }
+            buffered.push(rows.clone());
+        }
+        let mut units = Vec::with_capacity(portable.units.len());
+        for parts in &portable.units {
+            let mut unit = ScanUnit { parts: Vec::with_capacity(parts.len()), rows: 0 };
+            for (rank, part) in parts {
+                let part = match *part {
+                    PortablePart::Group { file, group } => {
+                        let file = count("file", file, files.len())?;
+                        let stats = files[file].1.groups();
+                        let group = count("row group", group, stats.len())?;
+                        unit.rows += stats[group].rows;
+                        Part::Group { file, group }
+                    }
+                    PortablePart::Buffered { buffer } => {
+                        let buffer = count("buffer", buffer, buffered.len())?;
+                        let len = buffered[buffer].len();
+                        unit.rows += len as u64;
+                        Part::Buffered { buffer, range: 0..len }
+                    }
+                };
+                unit.parts.push((*rank as usize, part));
+            }
+            units.push(unit);
+        }
+        Ok(SplitScan {
+            storage: self.storage.clone(),
+            request: ScanRequest { time: portable.time, series: portable.series.clone() },
+            files,
+            _live: Vec::new(),
+            buffered,
+            units,
+        })
     }
 }
 
