@@ -236,6 +236,14 @@ pub enum Error {
         /// Attempts made.
         attempts: u32,
     },
+    /// The nodes of a dataset cannot be read as one store (see `Store::open_dataset_read_only`).
+    #[error("dataset {path}: {reason}")]
+    DatasetInvalid {
+        /// The dataset root.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A persisted clock-sync log or model version failed to parse or its CRC check.
     #[error("clock state file {path} is corrupt: {reason}")]
     ClockStateCorrupt {
@@ -258,7 +266,8 @@ impl Error {
             | Error::TopologyInvalid { .. }
             | Error::MetricCatalogInvalid { .. }
             | Error::ClockSync { .. }
-            | Error::GridTooSparse { .. } => ErrorKind::InvalidArgument,
+            | Error::GridTooSparse { .. }
+            | Error::DatasetInvalid { .. } => ErrorKind::InvalidArgument,
             Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
             Error::NotInTopology { .. } => ErrorKind::NotFound,
             Error::Unavailable { .. } | Error::StoreLocked { .. } | Error::SnapshotRace { .. } => {
@@ -296,6 +305,7 @@ impl Error {
                 | Error::ManifestMissing { .. }
                 | Error::ReadOnly { .. }
                 | Error::SnapshotRace { .. }
+                | Error::DatasetInvalid { .. }
                 | Error::ClockStateCorrupt { .. }
         )
     }

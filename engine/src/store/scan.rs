@@ -85,7 +85,10 @@ impl Store {
     /// The data files (by partition, oldest first) and buffered rows (by partition, unsorted,
     /// oldest first) that may hold rows matching `request`, from one consistent snapshot.
     #[allow(clippy::type_complexity)]
-    fn snapshot(&self, request: &ScanRequest) -> Result<(BTreeMap<i64, Vec<Arc<LiveFile>>>, BTreeMap<i64, Rows>)> {
+    pub(super) fn snapshot(
+        &self,
+        request: &ScanRequest,
+    ) -> Result<(BTreeMap<i64, Vec<Arc<LiveFile>>>, BTreeMap<i64, Rows>)> {
         let (files, frozen, active, partition_ns) = {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.files.clone(), s.frozen.clone(), s.active.clone(), s.manifest.partition_ns)
@@ -100,7 +103,10 @@ impl Store {
                 continue;
             }
             if let Some(set) = &request.series
-                && set.range_cardinality(e.stats.min_series..=e.stats.max_series) == 0
+                && set.range_cardinality(
+                    f.series_offset.saturating_add(e.stats.min_series)
+                        ..=f.series_offset.saturating_add(e.stats.max_series),
+                ) == 0
             {
                 continue;
             }
@@ -154,11 +160,11 @@ impl Scan {
         let buffered = self.buffered.remove(&partition);
         match (files.as_slice(), buffered) {
             ([], Some(b)) => Ok(sort_dedup(&b)),
-            ([only], None) => datafile::read_file(self.storage.as_ref(), &only.path, &filter),
+            ([only], None) => read_file(self.storage.as_ref(), only, &filter),
             (files, buffered) => {
                 let mut rows = Rows::default();
                 for f in files {
-                    rows.extend_from(&datafile::read_file(self.storage.as_ref(), &f.path, &filter)?);
+                    rows.extend_from(&read_file(self.storage.as_ref(), f, &filter)?);
                 }
                 if let Some(b) = buffered {
                     rows.extend_from(&b);
@@ -167,6 +173,32 @@ impl Scan {
             }
         }
     }
+}
+
+/// `series` (ids of the store) as the ids stored in a file whose ids are shifted by `offset`
+/// (a node of a dataset union, see [`LiveFile::series_offset`]); `None` when `offset` is 0 or
+/// there is no series filter (the ids are the store's own, or every series is wanted).
+fn shifted_series(series: Option<&RoaringBitmap>, offset: u32) -> Option<RoaringBitmap> {
+    if offset == 0 {
+        return None;
+    }
+    series.map(|s| s.range(offset..).map(|id| id - offset).collect())
+}
+
+/// Shifts a file's series ids to the store's ids (see [`LiveFile::series_offset`]).
+fn shift_ids(series: &mut [u32], offset: u32) {
+    if offset != 0 {
+        series.iter_mut().for_each(|id| *id = id.saturating_add(offset));
+    }
+}
+
+/// Reads one whole file through `filter` (in the store's ids), its rows in the store's ids.
+fn read_file(storage: &dyn Storage, file: &LiveFile, filter: &RowFilter<'_>) -> Result<Rows> {
+    let shifted = shifted_series(filter.series, file.series_offset);
+    let local = RowFilter { time: filter.time, series: shifted.as_ref().or(filter.series) };
+    let mut rows = datafile::read_file(storage, &file.path, &local)?;
+    shift_ids(&mut rows.series, file.series_offset);
+    Ok(rows)
 }
 
 impl Iterator for Scan {
@@ -220,6 +252,8 @@ pub struct SplitScan {
     storage: Arc<dyn Storage>,
     request: ScanRequest,
     files: Vec<(Arc<LiveFile>, FileFooter)>,
+    /// The request's series in the ids of files with a series offset (a dataset union), by offset.
+    shifted: BTreeMap<u32, RoaringBitmap>,
     buffered: Vec<Rows>,
     units: Vec<ScanUnit>,
 }
@@ -258,6 +292,7 @@ impl Store {
             storage: self.storage.clone(),
             request: request.clone(),
             files: Vec::new(),
+            shifted: BTreeMap::new(),
             buffered: Vec::new(),
             units: Vec::new(),
         };
@@ -268,12 +303,18 @@ impl Store {
             for (rank, live) in files.iter().enumerate() {
                 let footer = FileFooter::read(self.storage.as_ref(), &live.path)?;
                 let file = scan.files.len();
+                let offset = live.series_offset;
+                if let Some(ids) = shifted_series(request.series.as_ref(), offset) {
+                    scan.shifted.entry(offset).or_insert(ids);
+                }
+                let local = RowFilter { time: filter.time, series: scan.shifted.get(&offset).or(filter.series) };
                 for (group, stats) in footer.groups().into_iter().enumerate() {
-                    if stats.may_match(&filter) {
+                    if stats.may_match(&local) {
+                        let (lo, hi) = stats.series.unwrap_or((0, u32::MAX - offset));
                         items.push(Item {
                             rank,
                             part: Part::Group { file, group },
-                            series: stats.series.unwrap_or((0, u32::MAX)),
+                            series: (lo.saturating_add(offset), hi.saturating_add(offset)),
                             time: stats.time.unwrap_or((i64::MIN, i64::MAX)),
                             rows: stats.rows,
                         });
@@ -419,10 +460,14 @@ impl SplitScan {
         let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref() };
         match part {
             Part::Group { file, group } => {
-                let (_, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
+                let (live, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
                     reason: format!("scan file {file} of {}", self.files.len()),
                 })?;
-                footer.read_group(self.storage.as_ref(), *group, columns, &filter)
+                let offset = live.series_offset;
+                let local = RowFilter { time: filter.time, series: self.shifted.get(&offset).or(filter.series) };
+                let mut chunk = footer.read_group(self.storage.as_ref(), *group, columns, &local)?;
+                shift_ids(&mut chunk.series, offset);
+                Ok(chunk)
             }
             Part::Buffered { buffer, range } => {
                 let rows = self.buffered.get(*buffer).filter(|r| range.end <= r.len()).ok_or_else(|| {
