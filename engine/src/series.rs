@@ -109,20 +109,31 @@ impl SeriesCatalog {
     /// present (a host written by two nodes) gets a second id: [`SeriesCatalog::get`] returns
     /// the first, the postings (and so every filter) both.
     pub fn append_catalog(&mut self, other: &SeriesCatalog) -> Result<SeriesId> {
+        self.append_catalog_prefix(other, other.len())
+    }
+
+    /// [`SeriesCatalog::append_catalog`] of the first `n` series of `other` only (its ids
+    /// `0..n`; ids are never reused, so they are the series `other` had when it had `n`).
+    pub fn append_catalog_prefix(&mut self, other: &SeriesCatalog, n: usize) -> Result<SeriesId> {
+        let keys = other.keys.get(..n).unwrap_or(&other.keys);
         let offset = SeriesId::try_from(self.keys.len())
             .ok()
-            .filter(|o| o.checked_add(u32::try_from(other.len()).unwrap_or(u32::MAX)).is_some())
+            .filter(|o| o.checked_add(u32::try_from(keys.len()).unwrap_or(u32::MAX)).is_some())
             .ok_or_else(|| Error::ResourceExhausted {
                 what: "series catalog",
                 limit: format!("{} series", u32::MAX),
             })?;
-        for k in &other.label_order {
+        // The keys of the appended series, in `other`'s first-seen order (a key's first use
+        // by `other` is among the first `n` series if any of them uses it).
+        let used: std::collections::HashSet<&str> =
+            keys.iter().flat_map(|k| k.labels.iter().map(|(k, _)| k.as_str())).collect();
+        for k in other.label_order.iter().filter(|k| used.contains(k.as_str())) {
             if !self.label_postings.contains_key(k) {
                 self.label_order.push(k.clone());
                 self.label_postings.insert(k.clone(), HashMap::new());
             }
         }
-        for (i, key) in other.keys.iter().enumerate() {
+        for (i, key) in keys.iter().enumerate() {
             let id = offset + i as SeriesId;
             self.metric_postings.entry(key.metric.clone()).or_default().insert(id);
             for (k, v) in &key.labels {

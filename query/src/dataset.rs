@@ -59,6 +59,22 @@ pub fn open_dataset_read_only(url: Option<&str>, local_dir: &Path, cache_bytes: 
     Store::open_dataset_read_only(local_dir, &nodes, config, storage, Arc::new(SystemClock))
 }
 
+/// The dataset at `url` (or in `local_dir`) with the series ids of an earlier snapshot's
+/// `Store::dataset_layout` ([`Store::open_dataset_read_only_pinned`]): what a process taking
+/// part in a query planned on that snapshot opens, so that every series has the planner's id.
+pub fn open_dataset_read_only_pinned(
+    url: Option<&str>,
+    local_dir: &Path,
+    cache_bytes: u64,
+    layout: &[(String, u32)],
+) -> Result<Store> {
+    let storage: Arc<dyn Storage> = match url {
+        None => Arc::new(OsStorage),
+        Some(url) => Arc::new(ObjectStorage::open(url, local_dir, cache_bytes).map_err(|e| Error::io(local_dir, e))?),
+    };
+    Store::open_dataset_read_only_pinned(local_dir, layout, StoreConfig::default(), storage, Arc::new(SystemClock))
+}
+
 /// Subdirectories of a local directory (candidate nodes).
 fn local_nodes(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
@@ -113,6 +129,8 @@ mod tests {
         assert_eq!(union.with_catalog(|c| c.label_keys()).unwrap(), ["host", "gpu", "nic"]);
         let rows = union.scan_all(ScanRequest::default()).unwrap();
         assert_eq!((rows.len(), rows.series.iter().max().copied()), (10, Some(1)));
+        let pinned = open_dataset_read_only_pinned(Some(&root_url), &reader, 1 << 20, &union.dataset_layout()).unwrap();
+        assert_eq!(pinned.scan_all(ScanRequest::default()).unwrap().series, rows.series);
         let one = open_dataset_read_only(Some(&format!("{root_url}/node-1")), &reader, 1 << 20).unwrap();
         assert!(one.dataset_nodes().is_empty());
         assert_eq!(one.scan_all(ScanRequest::default()).unwrap().len(), 5);

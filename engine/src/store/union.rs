@@ -13,7 +13,8 @@
 //!   ([`LiveFile::series_offset`]), so ids never collide and each node's id order is kept (a
 //!   file's rows stay sorted). The ids are stable within one snapshot, not across snapshots: a
 //!   node that defines new series shifts the ids of the nodes after it. Identify series by
-//!   their labels across queries.
+//!   their labels across queries; processes that must share one snapshot's ids open it with
+//!   [`Store::open_dataset_read_only_pinned`] and that snapshot's [`Store::dataset_layout`].
 //! - **Labels.** The label keys are the union of the nodes' keys, `host` first, then in
 //!   first-seen order, node by node.
 //! - **Clock models.** Each node fits the hosts it ingests (sharding is by host), so the union's
@@ -42,6 +43,7 @@ use crate::buffer::WriteBuffer;
 use crate::clock::{ClockRegistry, ClockSet, InputWatermark};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
+use crate::model::Rows;
 use crate::series::SeriesCatalog;
 use crate::storage::{ReadOnlyStorage, Storage};
 use crate::wallclock::WallClock;
@@ -99,11 +101,45 @@ impl Store {
         storage: Arc<dyn Storage>,
         clock: Arc<dyn WallClock>,
     ) -> Result<Self> {
-        let root = root.as_ref().to_path_buf();
-        let invalid = |reason: String| Error::DatasetInvalid { path: root.clone(), reason };
         let mut names = nodes.to_vec();
         names.sort();
         names.dedup();
+        let nodes: Vec<(String, Option<u32>)> = names.into_iter().map(|n| (n, None)).collect();
+        Self::open_union(root.as_ref(), &nodes, config, storage, clock)
+    }
+
+    /// [`Store::open_dataset_read_only`] with the series ids of an earlier snapshot's
+    /// [`Store::dataset_layout`]: the nodes in that order, each with only the series it had
+    /// then, so that every series has the id it had in that snapshot (what the processes of one
+    /// distributed query need to agree on). Data files holding series newer than the layout,
+    /// and such buffered rows, are left out of this snapshot (a file the layout's snapshot
+    /// named holds none). Fails ([`Error::DatasetInvalid`]) if a node has fewer series than
+    /// the layout says.
+    pub fn open_dataset_read_only_pinned(
+        root: impl AsRef<Path>,
+        layout: &[(String, u32)],
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Self> {
+        let nodes: Vec<(String, Option<u32>)> = layout.iter().map(|(n, s)| (n.clone(), Some(*s))).collect();
+        Self::open_union(root.as_ref(), &nodes, config, storage, clock)
+    }
+
+    /// The union of `nodes` in this order, each limited to its first `n` series if given.
+    fn open_union(
+        root: &Path,
+        nodes: &[(String, Option<u32>)],
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Self> {
+        let root = root.to_path_buf();
+        let invalid = |reason: String| Error::DatasetInvalid { path: root.clone(), reason };
+        let names: Vec<&String> = nodes.iter().map(|(n, _)| n).collect();
+        if names.iter().collect::<std::collections::BTreeSet<_>>().len() != names.len() {
+            return Err(invalid(format!("a node is named twice in {names:?}")));
+        }
         if names.is_empty() {
             return Err(Error::NoStore { path: root.clone() });
         }
@@ -125,7 +161,7 @@ impl Store {
                 documents.insert(doc.to_string(), root.clone());
             }
         }
-        for name in &names {
+        for (name, limit) in nodes {
             let dir = root.join(name);
             let node = Store::snapshot_retrying(&dir, &config, &storage, &clock, &|| ro.clone())?;
             let manifest = node.manifest()?;
@@ -140,8 +176,21 @@ impl Store {
                 Some(_) => {}
             }
             next_file_id = next_file_id.max(manifest.next_file_id);
-            let (offset, series) = node.with_catalog(|c| catalog.append_catalog(c).map(|o| (o, c.len() as u32)))??;
-            let node_files = node.state.read().map_err(lock_poisoned)?.files.clone();
+            let known = node.with_catalog(|c| c.len())?;
+            let count = match limit {
+                Some(n) if *n as usize > known => {
+                    return Err(invalid(format!(
+                        "node {name} has {known} series, fewer than the {n} of the layout pinned (was its catalog replaced?)"
+                    )));
+                }
+                Some(n) => *n,
+                None => known as u32,
+            };
+            let offset = node.with_catalog(|c| catalog.append_catalog_prefix(c, count as usize))??;
+            let node_files: Vec<Arc<LiveFile>> = (node.state.read().map_err(lock_poisoned)?.files.iter())
+                .filter(|f| f.entry.stats.max_series < count || f.entry.stats.rows == 0)
+                .cloned()
+                .collect();
             for f in node_files.iter() {
                 let mut entry = f.entry.clone();
                 entry.path = format!("{name}/{}", entry.path);
@@ -156,9 +205,12 @@ impl Store {
             }
             // Acknowledged rows not yet in files (a node read through its WAL).
             let (_, buffered) = node.snapshot(&ScanRequest::default())?;
-            for (_, mut rows) in buffered {
-                rows.series.iter_mut().for_each(|id| *id = id.saturating_add(offset));
-                active.push(rows);
+            for (_, rows) in buffered {
+                let mut kept = Rows::default();
+                for i in (0..rows.len()).filter(|&i| rows.series[i] < count) {
+                    kept.push(rows.series[i].saturating_add(offset), rows.time[i], rows.value[i]);
+                }
+                active.push(kept);
             }
             let set = node.clock_models()?;
             for (host, model) in set.models() {
@@ -174,7 +226,7 @@ impl Store {
             infos.push(DatasetNode {
                 name: name.clone(),
                 series_offset: offset,
-                series,
+                series: count,
                 files: node_files.len(),
                 clock_version: set.version(),
             });
@@ -202,6 +254,12 @@ impl Store {
         self.union.as_ref().map(|u| u.nodes.clone()).unwrap_or_default()
     }
 
+    /// The layout of this union's series ids — each node in id order with its series count —
+    /// for [`Store::open_dataset_read_only_pinned`] (empty for a store of one directory).
+    pub fn dataset_layout(&self) -> Vec<(String, u32)> {
+        self.dataset_nodes().into_iter().map(|n| (n.name, n.series)).collect()
+    }
+
     /// The directory a document is read from: the store's, or in a union the one chosen when
     /// it was opened.
     pub(super) fn document_dir(&self, name: &str) -> &Path {
@@ -216,7 +274,7 @@ impl Store {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::model::{Rows, SeriesKey, WriteBatch};
+    use crate::model::{SeriesKey, WriteBatch};
     use crate::storage::OsStorage;
     use crate::wallclock::SystemClock;
 
@@ -313,6 +371,50 @@ mod tests {
         assert!(paths.iter().any(|p| p.starts_with("node-0/data/")) && paths.iter().any(|p| p.starts_with("node-1/")));
         assert_eq!(paths.iter().collect::<std::collections::BTreeSet<_>>().len(), paths.len());
         assert!(union.write(&WriteBatch::default()).is_err() || union.is_read_only());
+    }
+
+    /// A node that defines new series shifts the ids of the nodes after it in a new snapshot;
+    /// a snapshot pinned to the earlier layout keeps every id (and the label columns) of the
+    /// earlier one and leaves the newer series out.
+    #[test]
+    fn pinned_layout_keeps_the_ids_of_an_earlier_snapshot() {
+        let root = tempfile::tempdir().unwrap();
+        node(&root.path().join("n0"), &["a"], ("gpu", "0"), true);
+        node(&root.path().join("n1"), &["b"], ("gpu", "1"), true);
+        let before = open(root.path(), &["n0", "n1"]);
+        let layout = before.dataset_layout();
+        assert_eq!(layout, [("n0".to_string(), 2), ("n1".to_string(), 2)]);
+        // n0 learns a new series (a new label key too) and writes an old one, in one new file.
+        {
+            let n0 = Store::open(root.path().join("n0"), config()).unwrap();
+            let mut b = WriteBatch::default();
+            b.push(SeriesKey::new("m", [("host", "a"), ("port", "7")]), T0, 5.0);
+            b.push(SeriesKey::new("n", [("host", "a")]), T0 + 20 * SEC, 2.0);
+            n0.write(&b).unwrap();
+            n0.flush().unwrap();
+            n0.close().unwrap();
+        }
+        let after = open(root.path(), &["n0", "n1"]);
+        assert_eq!(after.dataset_nodes()[1].series_offset, 3);
+        let pin = |layout: &[(String, u32)]| {
+            Store::open_dataset_read_only_pinned(
+                root.path(),
+                layout,
+                config(),
+                Arc::new(OsStorage),
+                Arc::new(SystemClock),
+            )
+        };
+        let pinned = pin(&layout).unwrap();
+        assert_eq!(pinned.dataset_layout(), layout);
+        let keys = |s: &Store| s.with_catalog(|c| (c.keys().to_vec(), c.label_keys())).unwrap();
+        assert_eq!(keys(&pinned), keys(&before));
+        let rows = |s: &Store| s.scan_all(ScanRequest::default()).unwrap();
+        assert_eq!(rows(&pinned).series, rows(&before).series);
+        assert_eq!(rows(&after).len(), rows(&before).len() + 2);
+        // A layout the nodes cannot satisfy is refused.
+        let err = pin(&[("n0".to_string(), 9), ("n1".to_string(), 2)]).unwrap_err();
+        assert!(matches!(err, Error::DatasetInvalid { .. }), "{err}");
     }
 
     /// A node's acknowledged rows still in its WAL are in the union (shifted); documents come
