@@ -62,12 +62,17 @@ pub fn open_dataset_read_only(url: Option<&str>, local_dir: &Path, cache_bytes: 
 /// The dataset at `url` (or in `local_dir`) with the series ids of an earlier snapshot's
 /// `Store::dataset_layout` ([`Store::open_dataset_read_only_pinned`]): what a process taking
 /// part in a query planned on that snapshot opens, so that every series has the planner's id.
+/// An empty layout (the planner read one store, not a dataset) opens as
+/// [`open_dataset_read_only`] does.
 pub fn open_dataset_read_only_pinned(
     url: Option<&str>,
     local_dir: &Path,
     cache_bytes: u64,
     layout: &[(String, u32)],
 ) -> Result<Store> {
+    if layout.is_empty() {
+        return open_dataset_read_only(url, local_dir, cache_bytes);
+    }
     let storage: Arc<dyn Storage> = match url {
         None => Arc::new(OsStorage),
         Some(url) => Arc::new(ObjectStorage::open(url, local_dir, cache_bytes).map_err(|e| Error::io(local_dir, e))?),
@@ -133,6 +138,8 @@ mod tests {
         assert_eq!(pinned.scan_all(ScanRequest::default()).unwrap().series, rows.series);
         let one = open_dataset_read_only(Some(&format!("{root_url}/node-1")), &reader, 1 << 20).unwrap();
         assert!(one.dataset_nodes().is_empty());
+        let same = open_dataset_read_only_pinned(Some(&format!("{root_url}/node-1")), &reader, 1 << 20, &[]).unwrap();
+        assert_eq!(same.scan_all(ScanRequest::default()).unwrap().len(), 5);
         assert_eq!(one.scan_all(ScanRequest::default()).unwrap().len(), 5);
         // The closed writers released their leases: a new writer on node-0 takes it at once,
         // and a third one (another data directory) is refused while it is held.
