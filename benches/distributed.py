@@ -71,14 +71,14 @@ def build_day(lockstep, work, nodes, minutes, hours, step_s):
     con = duckdb.connect()
     con.execute(f"SET threads = {os.cpu_count()}")
     con.execute(
-        f"COPY (SELECT * REPLACE (time + k * {span_ns}::BIGINT AS time) "
-        f"FROM read_parquet('{sim}/samples.parquet'), range({copies}) r(k) "
-        f"WHERE (time // 1000000000) % {step_s} = 0) TO '{day}/samples.parquet' (FORMAT parquet)"
+        f"COPY (SELECT s.* REPLACE (s.time + k * {span_ns}::BIGINT AS time) "
+        f"FROM read_parquet('{sim}/samples.parquet') s, range({copies}) r(k) "
+        f"WHERE (s.time // 1000000000) % {step_s} = 0) TO '{day}/samples.parquet' (FORMAT parquet)"
     )
     con.execute(
-        f"COPY (SELECT * REPLACE (t1 + k * {span_ns}::BIGINT AS t1, t2 + k * {span_ns}::BIGINT AS t2, "
-        f"t3 + k * {span_ns}::BIGINT AS t3, t4 + k * {span_ns}::BIGINT AS t4) "
-        f"FROM read_parquet('{sim}/clock_sync.parquet'), range({copies}) r(k)) "
+        f"COPY (SELECT c.* REPLACE (c.t1 + k * {span_ns}::BIGINT AS t1, c.t2 + k * {span_ns}::BIGINT AS t2, "
+        f"c.t3 + k * {span_ns}::BIGINT AS t3, c.t4 + k * {span_ns}::BIGINT AS t4) "
+        f"FROM read_parquet('{sim}/clock_sync.parquet') c, range({copies}) r(k)) "
         f"TO '{day}/clock_sync.parquet' (FORMAT parquet)"
     )
     for doc in ("topology.json", "jobs.json"):

@@ -10,9 +10,11 @@ pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use lockstep_engine::storage::{OsStorage, Storage};
+use lockstep_engine::store::lock::WriterLock;
 use lockstep_engine::wallclock::SystemClock;
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_query::objstore::ObjectStorage;
@@ -32,6 +34,11 @@ pub struct StoreArgs {
     /// Size of the local read cache of data files (MiB, under --data-dir/cache) with --data-url.
     #[arg(long, env = "LOCKSTEP_CACHE_SIZE_MB", default_value_t = lockstep_query::objstore::DEFAULT_CACHE_MB)]
     pub cache_size_mb: u64,
+    /// With --data-url, writers (`serve`, `import`) hold a lease on their prefix in the bucket
+    /// (`writer-lease.json`), renewed every third of this time to live: a second writer on the
+    /// prefix is refused while it is live, and takes over once a dead writer's lease expires.
+    #[arg(long, env = "LOCKSTEP_LEASE_TTL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_ttl_secs: u64,
 }
 
 impl StoreArgs {
@@ -42,26 +49,40 @@ impl StoreArgs {
     }
 
     /// Opens the store for writing with `config`.
+    /// With --data-url: the local writer lock first, then the writer lease in the bucket
+    /// (docs/object-storage.md), then the store.
     pub fn open_with(&self, config: StoreConfig) -> anyhow::Result<Store> {
-        Store::open_with(&self.data_dir, config, self.storage()?, Arc::new(SystemClock))
-            .with_context(|| format!("opening store {}", self.describe()))
+        let opened = match &self.data_url {
+            None => Store::open_with(&self.data_dir, config, Arc::new(OsStorage), Arc::new(SystemClock)),
+            Some(url) => {
+                std::fs::create_dir_all(&self.data_dir)
+                    .with_context(|| format!("creating {}", self.data_dir.display()))?;
+                let lock = WriterLock::acquire(&self.data_dir)
+                    .with_context(|| format!("opening store {}", self.describe()))?;
+                let storage = ObjectStorage::open(url, &self.data_dir, self.cache_size_mb.saturating_mul(1 << 20))?;
+                storage
+                    .acquire_lease(Duration::from_secs(self.lease_ttl_secs))
+                    .with_context(|| format!("opening store {} for writing", self.describe()))?;
+                let storage: Arc<dyn Storage> = Arc::new(storage);
+                Store::open_locked(&self.data_dir, config, storage, Arc::new(SystemClock), lock)
+            }
+        };
+        opened.with_context(|| format!("opening store {}", self.describe()))
     }
 
-    /// Opens a read-only snapshot of an existing store: changes nothing on disk and works
-    /// while a writer (`lockstep serve`) runs.
+    /// Opens a read-only snapshot of an existing store — or of a whole dataset, the union of
+    /// the stores (ingest nodes) under the URL or directory when it holds no store itself
+    /// (`lockstep_query::dataset::open_dataset_read_only`): changes nothing on disk and works
+    /// while writers (`lockstep serve`) run.
     pub fn open_read_only(&self) -> anyhow::Result<Store> {
-        Store::open_read_only_with(&self.data_dir, StoreConfig::default(), self.storage()?, Arc::new(SystemClock))
+        let cache = self.cache_size_mb.saturating_mul(1 << 20);
+        lockstep_query::dataset::open_dataset_read_only(self.data_url.as_deref(), &self.data_dir, cache)
             .with_context(|| format!("opening store {} read-only", self.describe()))
     }
 
-    /// The local file system, or the object store of --data-url.
-    pub fn storage(&self) -> anyhow::Result<Arc<dyn Storage>> {
-        Ok(match &self.data_url {
-            None => Arc::new(OsStorage),
-            Some(url) => {
-                Arc::new(ObjectStorage::open(url, &self.data_dir, self.cache_size_mb.saturating_mul(1 << 20))?)
-            }
-        })
+    /// The read cache's bound in bytes.
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_size_mb.saturating_mul(1 << 20)
     }
 
     /// The dataset's identity shared by a distributed query's coordinator and workers: the

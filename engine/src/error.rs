@@ -227,6 +227,13 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A scan planned in another process names a data file this snapshot does not have
+    /// (compacted away since, or newer than this snapshot); retryable with a newer snapshot.
+    #[error("data file {path} is not in this snapshot of the store (compacted away or newer); run the query again")]
+    ScanFileGone {
+        /// The data file.
+        path: PathBuf,
+    },
     /// A read-only open kept racing the writer (its manifest changed while the snapshot was
     /// taken); retryable.
     #[error("store {path} changed {attempts} times while a read snapshot was taken; retry")]
@@ -235,6 +242,14 @@ pub enum Error {
         path: PathBuf,
         /// Attempts made.
         attempts: u32,
+    },
+    /// The nodes of a dataset cannot be read as one store (see `Store::open_dataset_read_only`).
+    #[error("dataset {path}: {reason}")]
+    DatasetInvalid {
+        /// The dataset root.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
     },
     /// A persisted clock-sync log or model version failed to parse or its CRC check.
     #[error("clock state file {path} is corrupt: {reason}")]
@@ -258,12 +273,14 @@ impl Error {
             | Error::TopologyInvalid { .. }
             | Error::MetricCatalogInvalid { .. }
             | Error::ClockSync { .. }
-            | Error::GridTooSparse { .. } => ErrorKind::InvalidArgument,
+            | Error::GridTooSparse { .. }
+            | Error::DatasetInvalid { .. } => ErrorKind::InvalidArgument,
             Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
             Error::NotInTopology { .. } => ErrorKind::NotFound,
-            Error::Unavailable { .. } | Error::StoreLocked { .. } | Error::SnapshotRace { .. } => {
-                ErrorKind::Unavailable
-            }
+            Error::Unavailable { .. }
+            | Error::StoreLocked { .. }
+            | Error::SnapshotRace { .. }
+            | Error::ScanFileGone { .. } => ErrorKind::Unavailable,
             Error::NoStore { .. } => ErrorKind::NotFound,
             Error::ReadOnly { .. } => ErrorKind::InvalidArgument,
             Error::ManifestMissing { .. } => ErrorKind::DataCorruption,
@@ -296,6 +313,8 @@ impl Error {
                 | Error::ManifestMissing { .. }
                 | Error::ReadOnly { .. }
                 | Error::SnapshotRace { .. }
+                | Error::ScanFileGone { .. }
+                | Error::DatasetInvalid { .. }
                 | Error::ClockStateCorrupt { .. }
         )
     }

@@ -102,6 +102,49 @@ impl SeriesCatalog {
         Ok((id, true))
     }
 
+    /// Appends every series of `other`, in `other`'s id order, under the ids `len()` onward,
+    /// and returns the first of them: `other`'s id `i` is this catalog's id `offset + i`. This
+    /// is how the union of a dataset's nodes numbers its series (see `Store::open_dataset_read_only`).
+    /// Label keys new to this catalog are added in `other`'s first-seen order. A key already
+    /// present (a host written by two nodes) gets a second id: [`SeriesCatalog::get`] returns
+    /// the first, the postings (and so every filter) both.
+    pub fn append_catalog(&mut self, other: &SeriesCatalog) -> Result<SeriesId> {
+        self.append_catalog_prefix(other, other.len())
+    }
+
+    /// [`SeriesCatalog::append_catalog`] of the first `n` series of `other` only (its ids
+    /// `0..n`; ids are never reused, so they are the series `other` had when it had `n`).
+    pub fn append_catalog_prefix(&mut self, other: &SeriesCatalog, n: usize) -> Result<SeriesId> {
+        let keys = other.keys.get(..n).unwrap_or(&other.keys);
+        let offset = SeriesId::try_from(self.keys.len())
+            .ok()
+            .filter(|o| o.checked_add(u32::try_from(keys.len()).unwrap_or(u32::MAX)).is_some())
+            .ok_or_else(|| Error::ResourceExhausted {
+                what: "series catalog",
+                limit: format!("{} series", u32::MAX),
+            })?;
+        // The keys of the appended series, in `other`'s first-seen order (a key's first use
+        // by `other` is among the first `n` series if any of them uses it).
+        let used: std::collections::HashSet<&str> =
+            keys.iter().flat_map(|k| k.labels.iter().map(|(k, _)| k.as_str())).collect();
+        for k in other.label_order.iter().filter(|k| used.contains(k.as_str())) {
+            if !self.label_postings.contains_key(k) {
+                self.label_order.push(k.clone());
+                self.label_postings.insert(k.clone(), HashMap::new());
+            }
+        }
+        for (i, key) in keys.iter().enumerate() {
+            let id = offset + i as SeriesId;
+            self.metric_postings.entry(key.metric.clone()).or_default().insert(id);
+            for (k, v) in &key.labels {
+                self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default().insert(id);
+            }
+            self.ids.entry(key.clone()).or_insert(id);
+            self.keys.push(key.clone());
+        }
+        Ok(offset)
+    }
+
     /// All label keys in use: `host` first, then in first-seen order (new keys only ever
     /// append, so column positions derived from this list stay stable).
     pub fn label_keys(&self) -> Vec<String> {
@@ -194,6 +237,30 @@ mod tests {
 
     fn key(metric: &str, host: &str, gpu: &str) -> SeriesKey {
         SeriesKey::new(metric, [("host", host), ("gpu", gpu)])
+    }
+
+    /// Appending catalogs (a dataset's nodes): ids shift by the series before, label keys are
+    /// the union in first-seen order, a key in both keeps its first id for `get` and both in
+    /// the postings.
+    #[test]
+    fn append_catalog_shifts_ids_and_unions_labels() {
+        let mut a = SeriesCatalog::new();
+        a.get_or_insert(&key("m", "h1", "0")).unwrap();
+        a.get_or_insert(&SeriesKey::new("n", [("host", "h1")])).unwrap();
+        let mut b = SeriesCatalog::new();
+        b.get_or_insert(&SeriesKey::new("n", [("host", "h2"), ("port", "1")])).unwrap();
+        b.get_or_insert(&key("m", "h1", "0")).unwrap();
+        let mut union = SeriesCatalog::new();
+        assert_eq!(union.append_catalog(&a).unwrap(), 0);
+        assert_eq!(union.append_catalog(&b).unwrap(), 2);
+        assert_eq!(union.len(), 4);
+        assert_eq!(union.key(2).unwrap().as_ref(), b.key(0).unwrap().as_ref());
+        assert_eq!(union.label_keys(), ["host", "gpu", "port"]);
+        assert_eq!(union.get(&key("m", "h1", "0")), Some(0));
+        let m = SeriesFilter { metrics: Some(vec!["m".into()]), ..Default::default() };
+        assert_eq!(union.select(&m).iter().collect::<Vec<_>>(), [0, 3]);
+        let port = SeriesFilter { labels: vec![("port".into(), vec![Some("1".into())])], ..Default::default() };
+        assert_eq!(union.select(&port).iter().collect::<Vec<_>>(), [2]);
     }
 
     #[test]

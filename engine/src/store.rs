@@ -31,6 +31,7 @@ pub mod record;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod union;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,7 @@ use lock::WriterLock;
 
 pub use import::{BulkImport, ImportSummary};
 pub use scan::{PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SplitScan, rows_to_batch, scan_schema};
+pub use union::{DatasetNode, is_node_name};
 
 /// The documents a store keeps beside its data (see [`Store::read_document`]).
 pub const DOCUMENTS: [&str; 3] = ["topology.json", "jobs.json", "metrics.toml"];
@@ -164,6 +166,10 @@ pub struct LiveFile {
     pub entry: FileEntry,
     /// Absolute path.
     pub path: PathBuf,
+    /// Added to the series ids stored in the file to give the store's ids: 0, except in the
+    /// union of a dataset's nodes (see [`Store::open_dataset_read_only`]), where each node's
+    /// ids follow the previous nodes'.
+    pub series_offset: u32,
     storage: Arc<dyn Storage>,
     obsolete: AtomicBool,
 }
@@ -224,6 +230,9 @@ pub struct Store {
     metrics: StoreMetrics,
     /// Clock-sync input and fitted clock models; scans read snapshots of it.
     clocks: Mutex<ClockRegistry>,
+    /// For the union of a dataset's nodes: the nodes and where documents come from (`None`
+    /// for a store of one directory).
+    union: Option<union::Union>,
 }
 
 fn lock_poisoned<T>(_: T) -> Error {

@@ -121,9 +121,13 @@ pub(crate) fn coordinator(
 /// snapshot when a plan needs newer series or clock models than the last one (a worker).
 pub struct DatasetSource {
     dataset: String,
-    open: Option<Box<dyn Fn() -> Result<Store, String> + Send + Sync>>,
+    open: Option<OpenFn>,
     current: Mutex<Option<(Arc<Store>, Arc<MetricCatalog>)>>,
 }
+
+/// Opens a read-only snapshot of the dataset, pinned to a node layout (empty: one store, or
+/// the newest layout).
+type OpenFn = Box<dyn Fn(&[(String, u32)]) -> Result<Store, String> + Send + Sync>;
 
 impl fmt::Debug for DatasetSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -139,7 +143,10 @@ impl DatasetSource {
 
     /// A source that opens `dataset` with `open` (a read-only snapshot) when first needed
     /// and again whenever a plan was made on a newer snapshot.
-    pub fn reopening(dataset: String, open: impl Fn() -> Result<Store, String> + Send + Sync + 'static) -> Self {
+    pub fn reopening(
+        dataset: String,
+        open: impl Fn(&[(String, u32)]) -> Result<Store, String> + Send + Sync + 'static,
+    ) -> Self {
         DatasetSource { dataset, open: Some(Box::new(open)), current: Mutex::new(None) }
     }
 
@@ -151,17 +158,20 @@ impl DatasetSource {
             return Ok(catalog.clone());
         }
         let Some(open) = &self.open else { return Ok(Arc::new(MetricCatalog::builtin())) };
-        let store = Arc::new(open().map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?);
+        let store =
+            Arc::new(open(&[]).map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?);
         let catalog = catalog_of(&store);
         *current = Some((store, catalog.clone()));
         Ok(catalog)
     }
 
-    /// The store and metric catalog to decode `plan` with.
-    fn for_plan(&self, plan: &PortableSamples) -> DfResult<(Arc<Store>, Arc<MetricCatalog>)> {
+    /// The store and metric catalog to decode `plan` with: the current snapshot if it has the
+    /// plan's series ids and clock models (and `fresh` is false), else a new one.
+    fn for_plan(&self, plan: &PortableSamples, fresh: bool) -> DfResult<(Arc<Store>, Arc<MetricCatalog>)> {
         let poisoned = |_| DataFusionError::Internal("dataset source lock poisoned".into());
         let mut current = self.current.lock().map_err(poisoned)?;
         if let Some((store, catalog)) = current.as_ref()
+            && (!fresh || self.open.is_none())
             && covers(store, plan)
         {
             return Ok((store.clone(), catalog.clone()));
@@ -172,7 +182,9 @@ impl DatasetSource {
                 None => Err(DataFusionError::Internal("no store to decode the samples scan with".into())),
             };
         };
-        let store = Arc::new(open().map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?);
+        let store = Arc::new(
+            open(&plan.layout).map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?,
+        );
         let catalog = catalog_of(&store);
         *current = Some((store.clone(), catalog.clone()));
         Ok((store, catalog))
@@ -183,11 +195,26 @@ fn catalog_of(store: &Store) -> Arc<MetricCatalog> {
     Arc::new(crate::catalog::store_catalog(store).unwrap_or_else(|_| MetricCatalog::builtin()))
 }
 
-/// Whether `store` knows every series and the clock-model version `plan` was made with.
+/// Whether `store` has the series ids (the same dataset layout, every series) and the
+/// clock-model version `plan` was made with.
 fn covers(store: &Store, plan: &PortableSamples) -> bool {
+    if store.dataset_layout() != plan.layout {
+        return false;
+    }
     let series = store.with_catalog(|c| c.len() as u64).unwrap_or(0);
     let clocks = plan.clock_version == 0 || matches!(store.clock_models_version(plan.clock_version), Ok(Some(_)));
     series >= plan.series_count && clocks
+}
+
+/// Whether `e` is the engine's "file not in this snapshot".
+fn is_file_gone(e: &DataFusionError) -> bool {
+    match e {
+        DataFusionError::External(inner) => {
+            matches!(inner.downcast_ref::<lockstep_engine::Error>(), Some(lockstep_engine::Error::ScanFileGone { .. }))
+        }
+        DataFusionError::Context(_, inner) => is_file_gone(inner),
+        _ => false,
+    }
 }
 
 /// The codec of Lockstep's physical nodes (the `samples` scan) for distributed plans.
@@ -216,8 +243,15 @@ impl PhysicalExtensionCodec for SamplesCodec {
             )));
         }
         let portable = proto.into_portable()?;
-        let (store, catalog) = self.source.for_plan(&portable)?;
-        Ok(Arc::new(SamplesExec::from_portable(&store, &catalog, &portable)?))
+        let (store, catalog) = self.source.for_plan(&portable, false)?;
+        match SamplesExec::from_portable(&store, &catalog, &portable) {
+            // A file flushed after this worker's snapshot: take a newer one, once.
+            Err(e) if is_file_gone(&e) => {
+                let (store, catalog) = self.source.for_plan(&portable, true)?;
+                Ok(Arc::new(SamplesExec::from_portable(&store, &catalog, &portable)?))
+            }
+            other => Ok(Arc::new(other?)),
+        }
     }
 
     fn try_encode(
@@ -284,6 +318,16 @@ struct SamplesScanProto {
     series_count: u64,
     #[prost(message, optional, tag = "8")]
     scan: Option<ScanProto>,
+    #[prost(message, repeated, tag = "9")]
+    layout: Vec<NodeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(uint32, tag = "2")]
+    series: u32,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -398,6 +442,7 @@ impl SamplesScanProto {
             partition_units: p.partition_units.iter().map(|&n| to_u32(n, "unit count")).collect::<DfResult<_>>()?,
             series_count: p.series_count,
             scan,
+            layout: p.layout.into_iter().map(|(name, series)| NodeProto { name, series }).collect(),
         })
     }
 
@@ -459,6 +504,7 @@ impl SamplesScanProto {
             partition_units: self.partition_units.into_iter().map(|n| n as usize).collect(),
             series_count: self.series_count,
             scan,
+            layout: self.layout.into_iter().map(|n| (n.name, n.series)).collect(),
         })
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod clock;
+pub mod dataset;
 pub mod diagnose;
 pub mod distributed;
 pub mod domain;

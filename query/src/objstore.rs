@@ -35,6 +35,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 mod cache;
+pub mod lease;
 use cache::ReadCache;
 
 /// Default size of the local read cache (MiB).
@@ -92,7 +93,14 @@ struct Inner {
     prefix: String,
     /// For `file://`: the directory, to fsync what a put wrote (the local object store does not).
     fsync_root: Option<PathBuf>,
+    /// Where this URL's files sit in the cache: the URL's scheme, bucket (or directory) and
+    /// prefix as path components, so that one local directory caching several URLs (a dataset
+    /// and one of its nodes, two buckets) never serves one object for another, and a dataset's
+    /// reader and a node's reader share the copies of the same objects.
+    cache_ns: String,
     cache: ReadCache,
+    /// The writer lease, once a writer took it (`acquire_lease`): every put and delete checks it.
+    lease: OnceLock<lease::WriterLease>,
 }
 
 impl ObjectStorage {
@@ -150,9 +158,38 @@ impl ObjectStorage {
                 store,
                 prefix: prefix.trim_matches('/').to_string(),
                 fsync_root: None,
+                cache_ns: cache_namespace(url),
                 cache: ReadCache::new(root.join("cache"), cache_bytes),
+                lease: OnceLock::new(),
             }),
         }
+    }
+
+    /// Takes the writer lease of this store's prefix for the node of data directory `root`
+    /// (see [`lease`]): fails at once if another node's lease is live. From then on every put
+    /// and delete checks the lease, which a thread renews every `ttl / 3` and the storage's
+    /// drop releases. The caller holds the writer lock of `root` (`WriterLock::acquire`).
+    pub fn acquire_lease(&self, ttl: Duration) -> io::Result<()> {
+        let node = lease::node_id(&self.inner.root)?;
+        let key = self.inner.key(lease::LEASE_OBJECT);
+        let held =
+            lease::WriterLease::acquire(self.inner.store.clone(), key, &self.inner.url, &node, &self.inner.root, ttl)?;
+        self.inner
+            .lease
+            .set(held)
+            .map_err(|_| io::Error::other(format!("{}: the writer lease is held already", self.inner.url)))
+    }
+
+    /// The names of the prefixes directly under the URL (the nodes of a dataset, among others).
+    pub fn list_prefixes(&self) -> io::Result<Vec<String>> {
+        let store = self.inner.store.clone();
+        let key = (!self.inner.prefix.is_empty()).then(|| ObjectPath::from(self.inner.prefix.as_str()));
+        let listed = block(async move { Ok(store.list_with_delimiter(key.as_ref()).await) })?
+            .map_err(|e| self.inner.error("", e))?;
+        let mut names: Vec<String> =
+            listed.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect();
+        names.sort();
+        Ok(names)
     }
 
     /// Bytes in the local read cache now.
@@ -163,13 +200,26 @@ impl ObjectStorage {
     /// Whether the data file at `path` is in the local read cache.
     pub fn is_cached(&self, path: &Path) -> bool {
         match self.inner.route(path) {
-            Route::Object(rel) => self.inner.cache.lookup(&rel).is_some(),
+            Route::Object(rel) => self.inner.cache.lookup(&self.inner.cache_key(&rel)).is_some(),
             Route::Local => false,
         }
     }
 }
 
+/// The cache namespace of `url` (see `Inner::cache_ns`): its non-empty components, without
+/// `.` and `..`, joined by `/` (`s3://b/cluster/node-0` → `s3/b/cluster/node-0`).
+fn cache_namespace(url: &str) -> String {
+    let parts: Vec<&str> =
+        url.split("://").flat_map(|p| p.split('/')).filter(|c| !c.is_empty() && *c != "." && *c != "..").collect();
+    parts.join("/")
+}
+
 impl Inner {
+    /// The cache key of object `rel` (see `cache_ns`).
+    fn cache_key(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.cache_ns)
+    }
+
     fn route(&self, path: &Path) -> Route {
         let Ok(rel) = path.strip_prefix(&self.root) else { return Route::Local };
         let mut parts = Vec::new();
@@ -211,12 +261,19 @@ impl Inner {
         }
     }
 
-    /// Data files are immutable under unique names: the only files cached.
+    /// Data files are immutable under unique names: the only files cached (a store's
+    /// `data/…`, or a dataset node's `<node>/data/…`).
     fn cacheable(rel: &str) -> bool {
-        rel.starts_with("data/")
+        rel.starts_with("data/") || rel.split('/').nth(1) == Some("data")
+    }
+
+    /// The writer lease's fence (nothing without a lease: readers, tests).
+    fn check_lease(&self, rel: &str) -> io::Result<()> {
+        self.lease.get().map_or(Ok(()), |l| l.state().check(rel))
     }
 
     fn put(&self, rel: &str, bytes: Bytes) -> io::Result<()> {
+        self.check_lease(rel)?;
         let (store, key) = (self.store.clone(), self.key(rel));
         let url = self.url.clone();
         let rel_owned = rel.to_string();
@@ -257,7 +314,8 @@ impl Inner {
     }
 
     fn delete(&self, rel: &str) -> io::Result<()> {
-        self.cache.remove(rel);
+        self.check_lease(rel)?;
+        self.cache.remove(&self.cache_key(rel));
         let (store, key) = (self.store.clone(), self.key(rel));
         match block(async move { Ok(store.delete(&key).await) })? {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -268,7 +326,7 @@ impl Inner {
     /// The local cache file of data file `rel`, downloading it if missing; `None` when the
     /// cache cannot hold it.
     fn cached(&self, rel: &str) -> io::Result<Option<PathBuf>> {
-        if let Some(path) = self.cache.lookup(rel) {
+        if let Some(path) = self.cache.lookup(&self.cache_key(rel)) {
             return Ok(Some(path));
         }
         if self.cache.capacity == 0 {
@@ -278,7 +336,7 @@ impl Inner {
         if len > self.cache.capacity {
             return Ok(None);
         }
-        let spool = self.cache.spool_path(rel)?;
+        let spool = self.cache.spool_path(&self.cache_key(rel))?;
         let (store, key, target) = (self.store.clone(), self.key(rel), spool.clone());
         let downloaded = block(async move {
             let result = async {
@@ -296,7 +354,7 @@ impl Inner {
             let _ = fs::remove_file(&spool);
             return Err(self.error(rel, e));
         }
-        self.cache.insert(rel, &spool)
+        self.cache.insert(&self.cache_key(rel), &spool)
     }
 }
 
@@ -368,7 +426,7 @@ impl Storage for ObjectStorage {
     fn len(&self, path: &Path) -> io::Result<u64> {
         match self.inner.route(path) {
             Route::Local => OsStorage.len(path),
-            Route::Object(rel) => match self.inner.cache.lookup(&rel) {
+            Route::Object(rel) => match self.inner.cache.lookup(&self.inner.cache_key(&rel)) {
                 Some(local) => OsStorage.len(&local),
                 None => self.inner.head_len(&rel),
             },
@@ -393,9 +451,9 @@ impl Storage for ObjectStorage {
                 // A staged import file becoming a data file: upload it, then it is the cached copy.
                 self.inner.put(&rel, OsStorage.read(from)?)?;
                 if Inner::cacheable(&rel) && self.inner.cache.capacity > 0 {
-                    let spool = self.inner.cache.spool_path(&rel)?;
+                    let spool = self.inner.cache.spool_path(&self.inner.cache_key(&rel))?;
                     if fs::rename(from, &spool).is_ok() {
-                        self.inner.cache.insert(&rel, &spool)?;
+                        self.inner.cache.insert(&self.inner.cache_key(&rel), &spool)?;
                         return Ok(());
                     }
                 }
@@ -479,7 +537,7 @@ impl Storage for ObjectStorage {
     fn snapshot_pin(&self, path: &Path) -> io::Result<Option<Bytes>> {
         match self.inner.route(path) {
             Route::Local => OsStorage.read(path).map(Some),
-            Route::Object(rel) => match self.inner.cache.lookup(&rel) {
+            Route::Object(rel) => match self.inner.cache.lookup(&self.inner.cache_key(&rel)) {
                 Some(local) => OsStorage.read(&local).map(Some),
                 None => self.inner.head_len(&rel).map(|_| None),
             },
@@ -497,7 +555,7 @@ struct ObjectFile {
 
 impl ObjectFile {
     fn new(inner: Arc<Inner>, rel: String, initial: Bytes) -> io::Result<Self> {
-        let spool = inner.cache.spool_path(&rel)?;
+        let spool = inner.cache.spool_path(&inner.cache_key(&rel))?;
         let mut file = io::BufWriter::with_capacity(1 << 20, fs::File::create(&spool)?);
         file.write_all(&initial)?;
         Ok(ObjectFile { inner, rel, spool, file })
@@ -521,9 +579,9 @@ impl StorageFile for ObjectFile {
         self.inner.put(&self.rel, OsStorage.read(&self.spool)?)?;
         if Inner::cacheable(&self.rel) && self.inner.cache.capacity > 0 {
             // Write-through: the flushed file is read back from the cache.
-            let copy = self.inner.cache.spool_path(&self.rel)?;
+            let copy = self.inner.cache.spool_path(&self.inner.cache_key(&self.rel))?;
             if fs::hard_link(&self.spool, &copy).is_ok() {
-                self.inner.cache.insert(&self.rel, &copy)?;
+                self.inner.cache.insert(&self.inner.cache_key(&self.rel), &copy)?;
             }
         }
         Ok(())

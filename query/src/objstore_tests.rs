@@ -109,7 +109,7 @@ fn lists_directories_and_reads_ranges_through_the_cache() {
     let f = dir3.path().join("data/p1/000000000001.parquet");
     assert_eq!(&s3.read_range(&f, 0..3).unwrap()[..], b"012");
     assert!(!s3.is_cached(&f));
-    assert!(!dir3.path().join("cache/data").exists());
+    assert!(!dir3.path().join("cache/memory/test/node-a/data").exists());
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn the_cache_evicts_least_recently_used_files_and_survives_restart() {
     s.read(&file(2)).unwrap();
     assert_eq!(&s.read(&file(1)).unwrap()[..], &[b'1'; 10]);
     assert!(s.is_cached(&file(1)) && s.is_cached(&file(2)) && !s.is_cached(&file(3)));
-    assert!(!root.join("cache/data/p1/000000000003.parquet").exists());
+    assert!(!root.join("cache/memory/test/node-a/data/p1/000000000003.parquet").exists());
     // A file larger than the whole cache is read without caching.
     put_data(&s, root, "data/p1/000000000009.parquet", &[b'x'; 40]);
     assert!(!s.is_cached(&file(9)));
@@ -137,8 +137,9 @@ fn the_cache_evicts_least_recently_used_files_and_survives_restart() {
     // A restarted process adopts the cache directory, removes the spool files of dead
     // processes and leaves those of live ones (a writer sharing the directory).
     drop(s);
-    let dead = root.join("cache/data/p1/000000000007.parquet.part-4294967-0");
-    let live = root.join(format!("cache/data/p1/000000000008.parquet.part-{}-0", std::process::id()));
+    let dead = root.join("cache/memory/test/node-a/data/p1/000000000007.parquet.part-4294967-0");
+    let live =
+        root.join(format!("cache/memory/test/node-a/data/p1/000000000008.parquet.part-{}-0", std::process::id()));
     fs::write(&dead, b"partial").unwrap();
     fs::write(&live, b"partial").unwrap();
     let s = ObjectStorage::with_store(mem, "node-a", root, 25, "memory://test/node-a");

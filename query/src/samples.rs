@@ -187,6 +187,7 @@ impl TableProvider for SamplesTable {
             split,
             labels,
             root: self.store.dir().to_path_buf(),
+            layout: self.store.dataset_layout(),
         });
         Ok(Arc::new(exec::SamplesExec::new(schema, job, assignment, limit)))
     }
@@ -238,6 +239,9 @@ struct ScanJob {
     labels: Vec<String>,
     /// The store directory (data-file paths are sent relative to it).
     root: std::path::PathBuf,
+    /// The dataset's node layout (series ids; empty for one store), see
+    /// `Store::dataset_layout`.
+    layout: Vec<(String, u32)>,
 }
 
 /// Everything a scan needs, computed once per query and shared by its partitions.

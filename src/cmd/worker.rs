@@ -5,11 +5,8 @@
 //! network (see docs/distributed.md).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Context;
-use lockstep_engine::StoreConfig;
-use lockstep_engine::wallclock::SystemClock;
 use lockstep_query::QueryLimits;
 use lockstep_query::distributed::{DatasetSource, worker};
 
@@ -31,17 +28,10 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let limits = args.memory_limit_mb.map_or_else(QueryLimits::default, QueryLimits::memory_mb);
     let dataset = args.store.dataset_name();
-    // One storage (and read cache) for every snapshot the worker opens.
-    let storage = args.store.storage()?;
-    let dir = args.store.data_dir.clone();
-    let source = DatasetSource::reopening(dataset.clone(), move || {
-        lockstep_engine::Store::open_read_only_with(
-            &dir,
-            StoreConfig::default(),
-            storage.clone(),
-            Arc::new(SystemClock),
-        )
-        .map_err(|e| e.to_string())
+    let (url, dir, cache) = (args.store.data_url.clone(), args.store.data_dir.clone(), args.store.cache_bytes());
+    let source = DatasetSource::reopening(dataset.clone(), move |layout| {
+        lockstep_query::dataset::open_dataset_read_only_pinned(url.as_deref(), &dir, cache, layout)
+            .map_err(|e| e.to_string())
     });
     // Fail at start, not at the first query, when the store is not there.
     args.store.open_read_only()?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::objstore::{lockstep_s3, moto_and_tmp};
+use super::objstore::{lockstep_s3, moto_and_tmp, split_bundle};
 use super::{ok, ok_with_closed_stdout};
 
 /// A `lockstep worker` process; killed on drop.
@@ -197,19 +197,26 @@ fn killed_worker_fails_the_query_cleanly() {
     assert_eq!(n, single);
 }
 
-/// The local cluster: the dataset in a bucket of a real S3 server, two workers reading
-/// it from there with their own (empty) caches, and a coordinator with its own.
+/// The local cluster: a bucket of a real S3 server (moto), two ingest nodes writing
+/// disjoint hosts under one dataset root, two workers reading the dataset from there with their
+/// own (empty) caches, and a coordinator with its own: the same answers as one process reading
+/// the dataset.
 #[test]
-fn distributed_sql_over_a_bucket_matches_one_process() {
+fn distributed_sql_over_a_two_node_dataset_in_a_bucket_matches_one_process() {
     let Some((moto, tmp)) = moto_and_tmp() else { return };
     let endpoint = moto.endpoint.clone();
     let bundle = simulated_store(tmp.path());
-    let url = "s3://lockstep/cluster-a/node-0";
-    let writer = tmp.path().join("writer");
-    run(Some(&endpoint), &["import", "--data-dir", writer.to_str().unwrap(), "--data-url", url, &bundle]);
+    let (b0, b1) = (tmp.path().join("bundle-0"), tmp.path().join("bundle-1"));
+    split_bundle(Path::new(&bundle), [&b0, &b1]);
+    let root = "s3://lockstep/cluster-a";
+    for (b, node) in [(&b0, "node-0"), (&b1, "node-1")] {
+        let dir = tmp.path().join(format!("writer-{node}"));
+        let url = format!("{root}/{node}");
+        run(Some(&endpoint), &["import", "--data-dir", dir.to_str().unwrap(), "--data-url", &url, b.to_str().unwrap()]);
+    }
     let local = |name: &str| tmp.path().join(name).display().to_string();
     let (wa, wb, coord) = (local("wa"), local("wb"), local("coord"));
-    let a = Worker::start(&["--data-dir", &wa, "--data-url", url], Some(&endpoint));
-    let b = Worker::start(&["--data-dir", &wb, "--data-url", url], Some(&endpoint));
-    same_answers(Some(&endpoint), &["--data-dir", &coord, "--data-url", url], &format!("{},{}", a.addr, b.addr));
+    let a = Worker::start(&["--data-dir", &wa, "--data-url", root], Some(&endpoint));
+    let b = Worker::start(&["--data-dir", &wb, "--data-url", root], Some(&endpoint));
+    same_answers(Some(&endpoint), &["--data-dir", &coord, "--data-url", root], &format!("{},{}", a.addr, b.addr));
 }

@@ -160,19 +160,9 @@ fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
     }
     eprintln!("import: {local_import:?} local, {s3_import:?} to moto");
     // The diagnosis too (all but its run time).
-    let diagnosis = |out: String| {
-        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v.as_object_mut().unwrap().remove("elapsed_ms");
-        v
-    };
-    let job = ["--job", "llm-70b", "--format", "json"];
-    let expected = diagnosis(super::ok(&[&["diagnose", "--data-dir", &s(&local)][..], &job].concat()));
-    let reader_dir = s(&reader);
-    let args = [&["diagnose", "--data-dir", &reader_dir, "--data-url", url][..], &job].concat();
-    assert_eq!(diagnosis(ok_s3(&moto.endpoint, &args)), expected);
-    assert!(expected["suspects"].as_array().is_some_and(|f| !f.is_empty()), "{expected}");
+    assert_same_diagnosis(&moto.endpoint, &local, &reader, url);
     // The reader cached the data files it read; no manifest or WAL of its own.
-    assert!(reader.join("cache/data").is_dir());
+    assert!(reader.join("cache/s3/lockstep/cluster-a/node-0/data").is_dir());
     assert!(!reader.join("manifest.json").exists());
     // A URL without the prefix of a store is no store.
     let out = lockstep_s3(
@@ -184,6 +174,21 @@ fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
     assert!(!out.status.success());
 }
 
+/// `diagnose --job llm-70b --format json` of the store or dataset at `url` (read through
+/// `reader`) equals that of the local store `local`, all but its run time; it names suspects.
+fn assert_same_diagnosis(endpoint: &str, local: &Path, reader: &Path, url: &str) {
+    let diagnosis = |out: String| {
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_object_mut().unwrap().remove("elapsed_ms");
+        v
+    };
+    let job = ["--job", "llm-70b", "--format", "json"];
+    let want = diagnosis(super::ok(&[&["diagnose", "--data-dir", local.to_str().unwrap()][..], &job].concat()));
+    let args = [&["diagnose", "--data-dir", reader.to_str().unwrap(), "--data-url", url][..], &job].concat();
+    assert_eq!(diagnosis(ok_s3(endpoint, &args)), want);
+    assert!(want["suspects"].as_array().is_some_and(|f| !f.is_empty()), "{want}");
+}
+
 /// A running `lockstep serve --data-url`; killed on drop.
 struct Serve {
     child: Child,
@@ -192,18 +197,7 @@ struct Serve {
 
 impl Serve {
     fn start(endpoint: &str, data_dir: &Path, data_url: &str, extra: &[&str]) -> Serve {
-        let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap(), "--data-url", data_url];
-        args.extend_from_slice(&["--listen", "127.0.0.1:0", "--insecure"]);
-        args.extend_from_slice(extra);
-        let mut child = lockstep_s3(endpoint, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let Some(addr) = line.strip_prefix("listening on ").and_then(|r| r.split_whitespace().next()) else {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("serve did not start: {line}{err}");
-        };
-        Serve { url: format!("http://{addr}"), child }
+        Serve::try_start(endpoint, data_dir, data_url, extra).unwrap_or_else(|e| panic!("serve did not start: {e}"))
     }
 
     /// SIGTERM (the store flushes and closes), then success.
@@ -232,6 +226,11 @@ impl Drop for Serve {
 /// One request of `n` samples of `objstore_probe{host="h<batch % 4>"}` (value = batch),
 /// at distinct times per batch.
 fn request(batch: i64, n: i64) -> WriteRequest {
+    request_of("objstore_probe", batch, n)
+}
+
+/// [`request`] for another metric.
+fn request_of(metric: &str, batch: i64, n: i64) -> WriteRequest {
     let mut labels = std::collections::HashMap::new();
     labels.insert("host".to_string(), format!("h{}", batch % 4));
     let mut prev = 0;
@@ -244,7 +243,7 @@ fn request(batch: i64, n: i64) -> WriteRequest {
         })
         .collect();
     WriteRequest {
-        definitions: vec![SeriesDefinition { r#ref: 1, metric: "objstore_probe".into(), labels }],
+        definitions: vec![SeriesDefinition { r#ref: 1, metric: metric.into(), labels }],
         series: vec![SeriesSamples { r#ref: 1, timestamp_deltas: deltas, values: vec![batch as f64; n as usize] }],
         sequence: batch as u64,
         columns: None,
@@ -276,11 +275,20 @@ fn send(url: &str, batches: std::ops::Range<i64>, n: i64) -> (u64, f64, usize) {
 }
 
 fn count_and_sum(endpoint: &str, reader: &Path, url: &str) -> (u64, f64) {
+    try_count_and_sum(endpoint, reader, url).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`count_and_sum`], or the error of the query (a compaction may delete a file the reader's
+/// snapshot names: the query fails and a new one sees the compacted file).
+fn try_count_and_sum(endpoint: &str, reader: &Path, url: &str) -> Result<(u64, f64), String> {
     let q = "SELECT count(*) AS n, sum(value) AS s FROM samples WHERE metric = 'objstore_probe'";
-    let out =
-        ok_s3(endpoint, &["sql", "--data-dir", reader.to_str().unwrap(), "--data-url", url, "--format", "json", q]);
-    let row: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    (row["n"].as_u64().unwrap(), row["s"].as_f64().unwrap_or(0.0))
+    let args = ["sql", "--data-dir", reader.to_str().unwrap(), "--data-url", url, "--format", "json", q];
+    let out = lockstep_s3(endpoint, &args).output().unwrap();
+    if !out.status.success() {
+        return Err(format!("lockstep {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let row: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    Ok((row["n"].as_u64().unwrap(), row["s"].as_f64().unwrap_or(0.0)))
 }
 
 /// kill -9 of `serve --data-url` before any flush: a restart on the same local directory
@@ -395,4 +403,234 @@ fn bucket_unreachable_acknowledged_writes_land_when_it_returns() {
     server.stop();
     let total = acked1 + acked2 + acked3;
     assert_eq!(count_and_sum(&moto.endpoint, &tmp.path().join("fresh"), url), (total, sum1 + sum2 + sum3));
+}
+
+/// Copies the rows of a bundle's Parquet file (`samples.parquet`, `clock_sync.parquet`) whose
+/// `host` passes `keep` to `out`; returns the rows kept.
+fn filter_by_host(file: &Path, out: &Path, keep: &dyn Fn(&str) -> bool) -> usize {
+    use arrow::array::{Array, AsArray, BooleanArray, RecordBatchReader};
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap()).unwrap().build().unwrap();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(out).unwrap(), reader.schema(), None).unwrap();
+    let mut kept = 0;
+    for batch in reader {
+        let batch = batch.unwrap();
+        let host =
+            arrow::compute::cast(batch.column_by_name("host").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+        let host = host.as_string::<i32>();
+        let mask: BooleanArray = (0..host.len()).map(|i| Some(keep(host.value(i)))).collect();
+        let batch = arrow::compute::filter_record_batch(&batch, &mask).unwrap();
+        kept += batch.num_rows();
+        writer.write(&batch).unwrap();
+    }
+    writer.close().unwrap();
+    kept
+}
+
+/// The bundle `src` cut in two by host (sharding by host, as two ingest nodes' collectors
+/// would send it): `dst[k]` gets the samples and clock exchanges of the hosts of shard `k` and
+/// the whole topology and job list.
+pub(super) fn split_bundle(src: &Path, dst: [&Path; 2]) {
+    let shard = |host: &str| host.bytes().map(usize::from).sum::<usize>() % 2;
+    for (k, out) in dst.iter().enumerate() {
+        std::fs::create_dir_all(out).unwrap();
+        for doc in ["topology.json", "jobs.json"] {
+            std::fs::copy(src.join(doc), out.join(doc)).unwrap();
+        }
+        for file in ["samples.parquet", "clock_sync.parquet"] {
+            let rows = filter_by_host(&src.join(file), &out.join(file), &|h| shard(h) == k);
+            assert!(rows > 0, "shard {k} of {file} is empty");
+        }
+    }
+}
+
+/// JSON lines of two query results equal, floats to 1e-9 relative (the union sums the same
+/// values in another order than one store does).
+fn assert_same_rows(got: &str, want: &str, what: &str) {
+    fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value::*;
+        match (a, b) {
+            (Number(x), Number(y)) => match (x.as_f64(), y.as_f64()) {
+                (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+                _ => x == y,
+            },
+            (Object(x), Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w))),
+            (Array(x), Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w)),
+            _ => a == b,
+        }
+    }
+    let parse = |s: &str| -> Vec<serde_json::Value> { s.lines().map(|l| serde_json::from_str(l).unwrap()).collect() };
+    let (g, w) = (parse(got), parse(want));
+    assert!(!w.is_empty(), "{what}: no rows");
+    assert!(g.len() == w.len() && g.iter().zip(&w).all(|(a, b)| same(a, b)), "{what}:\n got {got}\nwant {want}");
+}
+
+const UNION_QUERIES: [&str; 9] = [
+    "SELECT count(*) AS n, sum(value) AS s, min(time) AS t0, max(time) AS t1, count(DISTINCT series_id) AS series FROM samples",
+    "SELECT host, count(*) AS n, sum(value) AS s, max(value) AS hi, min(time) AS t0 FROM samples GROUP BY host ORDER BY host",
+    "SELECT metric, quantile_cont(value, 0.9) AS q90, count(*) AS n FROM samples GROUP BY metric ORDER BY metric",
+    "SELECT r['lag_ns'] AS lag_ns, r['coef'] AS coef, r['n'] AS n FROM (SELECT lag_corr(b, x, y, INTERVAL '30 seconds') AS r \
+     FROM (SELECT date_bin(INTERVAL '1 second', time) AS b, \
+     avg(CASE WHEN metric = 'node_infiniband_port_transmit_wait_total' THEN value END) AS x, \
+     avg(CASE WHEN metric = 'train_step_duration_seconds' THEN value END) AS y FROM samples GROUP BY b))",
+    "SELECT t.role, count(*) AS n FROM samples s JOIN topology_nodes t ON s.host = t.node GROUP BY t.role ORDER BY t.role",
+    "SELECT count(*) AS n, count(DISTINCT host) AS hosts FROM samples WHERE gpu IS NOT NULL",
+    "SELECT count(*) AS n FROM jobs",
+    "SELECT count(*) AS n, count(DISTINCT host) AS hosts FROM clock_models",
+    "SELECT host, max(time_uncertainty) AS u FROM samples WHERE time_uncertainty IS NOT NULL GROUP BY host ORDER BY host",
+];
+
+/// Two ingest nodes (`import` processes running at once) write disjoint hosts of one simulated
+/// job under their own prefixes of one dataset; a reader given the dataset root sees the union:
+/// the same SQL and the same diagnosis as one local store that imported everything.
+#[test]
+fn two_nodes_one_dataset_reader_sees_the_union() {
+    let Some((moto, tmp)) = moto_and_tmp() else { return };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let bundle = tmp.path().join("bundle");
+    super::ok(&["simulate", "--out", &s(&bundle), "--nodes", "4", "--minutes", "3", "--scenario", "storage-latency"]);
+    let (b0, b1) = (tmp.path().join("bundle-0"), tmp.path().join("bundle-1"));
+    split_bundle(&bundle, [&b0, &b1]);
+    let local = tmp.path().join("local");
+    super::ok(&["import", "--data-dir", &s(&local), &s(&bundle)]);
+    let root = "s3://lockstep/cluster-d";
+    let imports: Vec<Child> = [(&b0, "node-0"), (&b1, "node-1")]
+        .into_iter()
+        .map(|(b, node)| {
+            let dir = tmp.path().join(format!("local-{node}"));
+            let url = format!("{root}/{node}");
+            lockstep_s3(&moto.endpoint, &["import", "--data-dir", &s(&dir), "--data-url", &url, &s(b)])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in imports {
+        assert!(child.wait().unwrap().success());
+    }
+    let keys = moto.keys("cluster-d/");
+    for node in ["node-0", "node-1"] {
+        for k in ["manifest.json", "series.json", "writer-lease.json", "topology.json"] {
+            assert!(keys.contains(&format!("cluster-d/{node}/{k}")), "{node}/{k} not in {keys:?}");
+        }
+        assert!(keys.iter().any(|k| k.starts_with(&format!("cluster-d/{node}/clock/"))), "{keys:?}");
+    }
+    assert!(!keys.contains(&"cluster-d/manifest.json".to_string()));
+    let reader = tmp.path().join("reader");
+    for q in UNION_QUERIES {
+        let want = super::ok(&["sql", "--data-dir", &s(&local), "--format", "json", q]);
+        let got = ok_s3(&moto.endpoint, &["sql", "--data-dir", &s(&reader), "--data-url", root, "--format", "json", q]);
+        assert_same_rows(&got, &want, q);
+    }
+    // Each node alone holds only its hosts.
+    let hosts = |url: &str| {
+        let q = "SELECT count(DISTINCT host) AS h FROM samples";
+        let out = ok_s3(&moto.endpoint, &["sql", "--data-dir", &s(&reader), "--data-url", url, "--format", "json", q]);
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()["h"].as_u64().unwrap()
+    };
+    let (h0, h1, all) = (hosts(&format!("{root}/node-0")), hosts(&format!("{root}/node-1")), hosts(root));
+    assert!(h0 > 0 && h1 > 0 && h0 + h1 == all, "{h0} + {h1} != {all}");
+    // The diagnosis over the dataset is the diagnosis of one node with all the data.
+    assert_same_diagnosis(&moto.endpoint, &local, &reader, root);
+}
+
+impl Serve {
+    /// Starts `serve`, or returns what it printed when it exited instead.
+    fn try_start(endpoint: &str, data_dir: &Path, data_url: &str, extra: &[&str]) -> Result<Serve, String> {
+        let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap(), "--data-url", data_url];
+        args.extend_from_slice(&["--listen", "127.0.0.1:0", "--insecure"]);
+        args.extend_from_slice(extra);
+        let mut child = lockstep_s3(endpoint, &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        match line.strip_prefix("listening on ").and_then(|r| r.split_whitespace().next()) {
+            Some(addr) => Ok(Serve { url: format!("http://{addr}"), child }),
+            None => {
+                let mut err = String::new();
+                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                let _ = child.wait();
+                Err(format!("{line}{err}"))
+            }
+        }
+    }
+}
+
+/// The writer lease: a second writer on a node's prefix is refused while the node lives; after
+/// a kill -9 the node restarted on its own data directory takes over at once (from its WAL),
+/// and a replacement on another machine (another data directory) takes over once the lease
+/// expires (from the bucket). Nothing acknowledged is lost.
+#[test]
+fn lease_refuses_a_second_writer_and_a_dead_node_is_replaced() {
+    let Some((moto, tmp)) = moto_and_tmp() else { return };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let url = "s3://lockstep/cluster-e/node-0";
+    let (a, b, c) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("c"));
+    let ttl = ["--lease-ttl-secs", "2", "--maintenance-interval-secs", "0"];
+    let server = Serve::start(&moto.endpoint, &a, url, &ttl);
+    let (acked1, sum1, _) = send(&server.url, 0..10, 500);
+    assert_eq!(acked1, 5000);
+    // A second writer on the prefix (another data directory, as another machine) is refused.
+    let bundle = tmp.path().join("bundle");
+    super::make_bundle(&bundle);
+    let out = lockstep_s3(&moto.endpoint, &["import", "--data-dir", &s(&b), "--data-url", url, &s(&bundle)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second writer was let in");
+    assert!(err.contains("is written by another node") && err.contains("writer-lease.json"), "{err}");
+    let refused = Serve::try_start(&moto.endpoint, &b, url, &ttl).err().unwrap_or_default();
+    assert!(refused.contains("is written by another node"), "{refused}");
+    // kill -9 before any flush: the samples are only in a's WAL.
+    server.kill9();
+    assert!(!moto.keys("cluster-e/node-0/data/").iter().any(|k| k.ends_with(".parquet")));
+    // The node restarted on its own data directory takes its lease over at once and replays
+    // its WAL; with small flushes the next writes reach the bucket.
+    let server = Serve::start(&moto.endpoint, &a, url, &["--lease-ttl-secs", "2", "--flush-rows", "500"]);
+    let (acked2, sum2, _) = send(&server.url, 10..20, 500);
+    assert_eq!(acked2, 5000);
+    let fresh = |name: &str| tmp.path().join(name);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut attempt = 0;
+    loop {
+        let got = try_count_and_sum(&moto.endpoint, &fresh(&format!("r{attempt}")), url);
+        if got == Ok((acked1 + acked2, sum1 + sum2)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "acknowledged writes did not reach the bucket: {got:?}");
+        // Rows below --flush-rows stay buffered: a write of another metric flushes them.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let channel = tonic::transport::Channel::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
+            WriteClient::new(channel).write(request_of("objstore_nudge", 100 + attempt, 500)).await.unwrap();
+        });
+        attempt += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server.kill9();
+    // A replacement elsewhere is refused until the dead node's lease expires, then takes over
+    // from what the bucket's manifest names.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server = loop {
+        match Serve::try_start(&moto.endpoint, &c, url, &ttl) {
+            Ok(server) => break server,
+            Err(e) => {
+                assert!(e.contains("is written by another node"), "{e}");
+                assert!(Instant::now() < deadline, "the lease of a dead node never expired");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    let (acked3, sum3, _) = send(&server.url, 20..30, 500);
+    server.stop();
+    let total = (acked1 + acked2 + acked3, sum1 + sum2 + sum3);
+    assert_eq!(count_and_sum(&moto.endpoint, &fresh("final"), url), total);
+    // The clean stop released the lease: the next writer (a) gets it at once.
+    let server = Serve::start(&moto.endpoint, &a, url, &ttl);
+    server.stop();
+    let lease = moto.boto3(
+        &[],
+        "print(s3.get_object(Bucket='lockstep', Key='cluster-e/node-0/writer-lease.json')['Body'].read().decode())",
+    );
+    assert!(lease.contains("\"released\":true"), "{lease}");
 }

@@ -222,6 +222,14 @@ impl ClockRegistry {
         self.versions.get(&version).cloned()
     }
 
+    /// Makes `set` a version of this registry in memory (nothing is written): how the read-only
+    /// union of a dataset's nodes presents their merged models. Version 0 is ignored.
+    pub(crate) fn adopt(&mut self, set: Arc<ClockSet>) {
+        if set.version() > 0 {
+            self.versions.insert(set.version(), set);
+        }
+    }
+
     /// All stored version numbers, ascending (0 is implicit and not listed).
     pub fn versions(&self) -> Vec<u64> {
         self.versions.keys().copied().collect()

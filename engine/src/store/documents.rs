@@ -45,7 +45,7 @@ impl Store {
     /// through [`Store::write_document`]).
     pub fn document_versions(&self, name: &str) -> Result<Vec<u64>> {
         self.document_path(name)?;
-        let history = self.dir.join(HISTORY_DIR);
+        let history = self.document_dir(name).join(HISTORY_DIR);
         let prefix = format!("{name}.");
         let mut versions: Vec<u64> = self
             .storage
@@ -61,7 +61,7 @@ impl Store {
     /// One stored version of a document; `Ok(None)` when it does not exist.
     pub fn read_document_version(&self, name: &str, version: u64) -> Result<Option<String>> {
         self.document_path(name)?;
-        self.read_text(self.dir.join(HISTORY_DIR).join(format!("{name}.{version:06}")))
+        self.read_text(self.document_dir(name).join(HISTORY_DIR).join(format!("{name}.{version:06}")))
     }
 
     fn read_text(&self, path: PathBuf) -> Result<Option<String>> {
@@ -78,7 +78,7 @@ impl Store {
         if !DOCUMENTS.contains(&name) {
             return Err(Error::Internal { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
         }
-        Ok(self.dir.join(name))
+        Ok(self.document_dir(name).join(name))
     }
 }
 

@@ -269,6 +269,7 @@ impl Store {
             files.push(Arc::new(LiveFile {
                 path: self.dir.join(&entry.path),
                 entry,
+                series_offset: 0,
                 storage: self.storage.clone(),
                 obsolete: AtomicBool::new(false),
             }));

@@ -37,6 +37,21 @@ impl Store {
         let dir = dir.as_ref().to_path_buf();
         storage.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let writer_lock = WriterLock::acquire(&dir)?;
+        Self::open_locked(dir, config, storage, clock, writer_lock)
+    }
+
+    /// [`Store::open_with`] under a writer lock the caller took on `dir` already
+    /// ([`WriterLock::acquire`]): for a writer that must hold the local lock before it takes
+    /// something else (the writer lease of a store on object storage) and opens the store.
+    pub fn open_locked(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+        writer_lock: WriterLock,
+    ) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        storage.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let manifest_path = dir.join("manifest.json");
         if !storage.exists(&manifest_path) {
             let files = count_store_files(storage.as_ref(), &dir)?;
@@ -117,6 +132,7 @@ impl Store {
     ) -> Store {
         Store {
             clocks: Mutex::new(clocks),
+            union: None,
             dir,
             storage,
             clock,
@@ -165,15 +181,27 @@ impl Store {
         storage: Arc<dyn Storage>,
         clock: Arc<dyn WallClock>,
     ) -> Result<Self> {
-        const ATTEMPTS: u32 = 50;
         let dir = dir.as_ref().to_path_buf();
+        Self::snapshot_retrying(&dir, &config, &storage, &clock, &|| Arc::new(ReadOnlyStorage::new(storage.clone())))
+    }
+
+    /// [`Store::open_read_only_with`] with the read-only storage of each attempt from `ro`
+    /// (a dataset union pins the files of all its nodes in one).
+    pub(super) fn snapshot_retrying(
+        dir: &Path,
+        config: &StoreConfig,
+        storage: &Arc<dyn Storage>,
+        clock: &Arc<dyn WallClock>,
+        ro: &dyn Fn() -> Arc<ReadOnlyStorage>,
+    ) -> Result<Self> {
+        const ATTEMPTS: u32 = 50;
         for attempt in 0..ATTEMPTS {
-            if let Some(store) = Self::try_snapshot(&dir, &config, &storage, &clock)? {
+            if let Some(store) = Self::try_snapshot(dir, config, storage, &ro(), clock)? {
                 return Ok(store);
             }
             std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt.min(20)) * 5 + 1));
         }
-        Err(Error::SnapshotRace { path: dir, attempts: ATTEMPTS })
+        Err(Error::SnapshotRace { path: dir.to_path_buf(), attempts: ATTEMPTS })
     }
 
     /// One attempt at a read-only snapshot; `Ok(None)` when it raced the writer.
@@ -181,6 +209,7 @@ impl Store {
         dir: &Path,
         config: &StoreConfig,
         inner: &Arc<dyn Storage>,
+        ro: &Arc<ReadOnlyStorage>,
         clock: &Arc<dyn WallClock>,
     ) -> Result<Option<Self>> {
         let raced = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
@@ -193,7 +222,6 @@ impl Store {
                 Error::NoStore { path: dir.to_path_buf() }
             });
         };
-        let ro = Arc::new(ReadOnlyStorage::new(inner.clone()));
         let storage: Arc<dyn Storage> = ro.clone();
         // The catalog is saved before every manifest that needs it, so this one (read after
         // the manifest) knows every series of the manifest's files.
@@ -228,19 +256,26 @@ impl Store {
         }
         let files = live_files(dir, &manifest, &storage);
         let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
-        Ok(Some(Store::assemble(
-            dir.to_path_buf(),
-            storage,
-            clock.clone(),
-            config.clone(),
-            None,
-            None,
-            catalog,
-            manifest,
-            files,
-            active,
-            clocks,
-        )))
+        let parts = (catalog, manifest, files, active, clocks);
+        Ok(Some(Store::assemble_read_only(dir.to_path_buf(), storage, clock.clone(), config.clone(), parts)))
+    }
+
+    /// A read-only store (no writer lock, no WAL) of its parts.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn assemble_read_only(
+        dir: PathBuf,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn WallClock>,
+        config: StoreConfig,
+        (catalog, manifest, files, active, clocks): (
+            SeriesCatalog,
+            Manifest,
+            Vec<Arc<LiveFile>>,
+            WriteBuffer,
+            ClockRegistry,
+        ),
+    ) -> Store {
+        Store::assemble(dir, storage, clock, config, None, None, catalog, manifest, files, active, clocks)
     }
 
     /// Deletes data files the manifest does not name and leftovers of unfinished imports.
@@ -321,6 +356,7 @@ fn live_files(dir: &Path, manifest: &Manifest, storage: &Arc<dyn Storage>) -> Ve
             Arc::new(LiveFile {
                 path: dir.join(&entry.path),
                 entry: entry.clone(),
+                series_offset: 0,
                 storage: storage.clone(),
                 obsolete: AtomicBool::new(false),
             })

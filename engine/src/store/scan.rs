@@ -86,7 +86,10 @@ impl Store {
     /// The data files (by partition, oldest first) and buffered rows (by partition, unsorted,
     /// oldest first) that may hold rows matching `request`, from one consistent snapshot.
     #[allow(clippy::type_complexity)]
-    fn snapshot(&self, request: &ScanRequest) -> Result<(BTreeMap<i64, Vec<Arc<LiveFile>>>, BTreeMap<i64, Rows>)> {
+    pub(super) fn snapshot(
+        &self,
+        request: &ScanRequest,
+    ) -> Result<(BTreeMap<i64, Vec<Arc<LiveFile>>>, BTreeMap<i64, Rows>)> {
         let (files, frozen, active, partition_ns) = {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.files.clone(), s.frozen.clone(), s.active.clone(), s.manifest.partition_ns)
@@ -101,7 +104,10 @@ impl Store {
                 continue;
             }
             if let Some(set) = &request.series
-                && set.range_cardinality(e.stats.min_series..=e.stats.max_series) == 0
+                && set.range_cardinality(
+                    f.series_offset.saturating_add(e.stats.min_series)
+                        ..=f.series_offset.saturating_add(e.stats.max_series),
+                ) == 0
             {
                 continue;
             }
@@ -155,11 +161,11 @@ impl Scan {
         let buffered = self.buffered.remove(&partition);
         match (files.as_slice(), buffered) {
             ([], Some(b)) => Ok(sort_dedup(&b)),
-            ([only], None) => datafile::read_file(self.storage.as_ref(), &only.path, &filter),
+            ([only], None) => read_file(self.storage.as_ref(), only, &filter),
             (files, buffered) => {
                 let mut rows = Rows::default();
                 for f in files {
-                    rows.extend_from(&datafile::read_file(self.storage.as_ref(), &f.path, &filter)?);
+                    rows.extend_from(&read_file(self.storage.as_ref(), f, &filter)?);
                 }
                 if let Some(b) = buffered {
                     rows.extend_from(&b);
@@ -168,6 +174,32 @@ impl Scan {
             }
         }
     }
+}
+
+/// `series` (ids of the store) as the ids stored in a file whose ids are shifted by `offset`
+/// (a node of a dataset union, see [`LiveFile::series_offset`]); `None` when `offset` is 0 or
+/// there is no series filter (the ids are the store's own, or every series is wanted).
+fn shifted_series(series: Option<&RoaringBitmap>, offset: u32) -> Option<RoaringBitmap> {
+    if offset == 0 {
+        return None;
+    }
+    series.map(|s| s.range(offset..).map(|id| id - offset).collect())
+}
+
+/// Shifts a file's series ids to the store's ids (see [`LiveFile::series_offset`]).
+fn shift_ids(series: &mut [u32], offset: u32) {
+    if offset != 0 {
+        series.iter_mut().for_each(|id| *id = id.saturating_add(offset));
+    }
+}
+
+/// Reads one whole file through `filter` (in the store's ids), its rows in the store's ids.
+fn read_file(storage: &dyn Storage, file: &LiveFile, filter: &RowFilter<'_>) -> Result<Rows> {
+    let shifted = shifted_series(filter.series, file.series_offset);
+    let local = RowFilter { time: filter.time, series: shifted.as_ref().or(filter.series) };
+    let mut rows = datafile::read_file(storage, &file.path, &local)?;
+    shift_ids(&mut rows.series, file.series_offset);
+    Ok(rows)
 }
 
 impl Iterator for Scan {
@@ -220,11 +252,9 @@ impl ScanUnit {
 pub struct SplitScan {
     storage: Arc<dyn Storage>,
     request: ScanRequest,
-    /// Data files (absolute paths) with their footers.
-    files: Vec<(PathBuf, FileFooter)>,
-    /// The snapshot's files, kept alive (a compaction in this process cannot delete them);
-    /// empty for a scan rebuilt from a [`PortableScan`].
-    _live: Vec<Arc<LiveFile>>,
+    files: Vec<(Arc<LiveFile>, FileFooter)>,
+    /// The request's series in the ids of files with a series offset (a dataset union), by offset.
+    shifted: BTreeMap<u32, RoaringBitmap>,
     buffered: Vec<Rows>,
     units: Vec<ScanUnit>,
 }
@@ -263,7 +293,7 @@ impl Store {
             storage: self.storage.clone(),
             request: request.clone(),
             files: Vec::new(),
-            _live: Vec::new(),
+            shifted: BTreeMap::new(),
             buffered: Vec::new(),
             units: Vec::new(),
         };
@@ -274,19 +304,24 @@ impl Store {
             for (rank, live) in files.iter().enumerate() {
                 let footer = FileFooter::read(self.storage.as_ref(), &live.path)?;
                 let file = scan.files.len();
+                let offset = live.series_offset;
+                if let Some(ids) = shifted_series(request.series.as_ref(), offset) {
+                    scan.shifted.entry(offset).or_insert(ids);
+                }
+                let local = RowFilter { time: filter.time, series: scan.shifted.get(&offset).or(filter.series) };
                 for (group, stats) in footer.groups().into_iter().enumerate() {
-                    if stats.may_match(&filter) {
+                    if stats.may_match(&local) {
+                        let (lo, hi) = stats.series.unwrap_or((0, u32::MAX - offset));
                         items.push(Item {
                             rank,
                             part: Part::Group { file, group },
-                            series: stats.series.unwrap_or((0, u32::MAX)),
+                            series: (lo.saturating_add(offset), hi.saturating_add(offset)),
                             time: stats.time.unwrap_or((i64::MIN, i64::MAX)),
                             rows: stats.rows,
                         });
                     }
                 }
-                scan.files.push((live.path.clone(), footer));
-                scan._live.push(live.clone());
+                scan.files.push((live.clone(), footer));
             }
             if let Some(rows) = buffered_by_partition.remove(&partition) {
                 let rows = sort_dedup_owned(rows);
@@ -426,10 +461,14 @@ impl SplitScan {
         let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref() };
         match part {
             Part::Group { file, group } => {
-                let (_, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
+                let (live, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
                     reason: format!("scan file {file} of {}", self.files.len()),
                 })?;
-                footer.read_group(self.storage.as_ref(), *group, columns, &filter)
+                let offset = live.series_offset;
+                let local = RowFilter { time: filter.time, series: self.shifted.get(&offset).or(filter.series) };
+                let mut chunk = footer.read_group(self.storage.as_ref(), *group, columns, &local)?;
+                shift_ids(&mut chunk.series, offset);
+                Ok(chunk)
             }
             Part::Buffered { buffer, range } => {
                 let rows = self.buffered.get(*buffer).filter(|r| range.end <= r.len()).ok_or_else(|| {
@@ -498,9 +537,10 @@ impl SplitScan {
                         let index = match file_index.get(file) {
                             Some(&i) => i,
                             None => {
-                                let (path, _) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
+                                let (live, _) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
                                     reason: format!("scan file {file} of {}", self.files.len()),
                                 })?;
+                                let path = &live.path;
                                 let relative = path.strip_prefix(root).map_err(|_| crate::error::Error::Internal {
                                     reason: format!("data file {} is not under {}", path.display(), root.display()),
                                 })?;
@@ -531,21 +571,26 @@ impl SplitScan {
 
 impl Store {
     /// A split scan of exactly the units of `portable` (made by [`SplitScan::portable`] in
-    /// another process over the same store), reading its data files through this store's
-    /// storage. Footers are read again here; a file that no longer exists (compacted away
-    /// since the scan was planned) fails the scan, which can then be planned again.
+    /// another process over the same store or dataset, opened with the same series ids: for a
+    /// dataset, pinned to the planner's [`Store::dataset_layout`]). Each file must be one of this
+    /// snapshot's data files; its footer is read again here. A file this snapshot does not name
+    /// (compacted away since the scan was planned, or newer than the snapshot) is
+    /// [`crate::error::Error::ScanFileGone`]: open a newer snapshot, or plan again.
     pub fn split_scan_portable(&self, portable: &PortableScan) -> Result<SplitScan> {
+        let live: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
         let mut files = Vec::with_capacity(portable.files.len());
+        let mut shifted = BTreeMap::new();
         for relative in &portable.files {
             let plain = relative.components().all(|c| matches!(c, Component::Normal(_)));
-            if !plain || !relative.starts_with("data") {
-                return Err(crate::error::Error::Internal {
-                    reason: format!("portable scan names a file outside the store's data: {}", relative.display()),
-                });
-            }
             let path = self.dir.join(relative);
-            let footer = FileFooter::read(self.storage.as_ref(), &path)?;
-            files.push((path, footer));
+            let Some(file) = live.iter().find(|f| plain && f.path == path) else {
+                return Err(crate::error::Error::ScanFileGone { path });
+            };
+            let footer = FileFooter::read(self.storage.as_ref(), &file.path)?;
+            if let Some(ids) = shifted_series(portable.series.as_ref(), file.series_offset) {
+                shifted.entry(file.series_offset).or_insert(ids);
+            }
+            files.push((file.clone(), footer));
         }
         let count = |what: &str, i: u32, len: usize| {
             if (i as usize) < len {
@@ -588,7 +633,7 @@ impl Store {
             storage: self.storage.clone(),
             request: ScanRequest { time: portable.time, series: portable.series.clone() },
             files,
-            _live: Vec::new(),
+            shifted,
             buffered,
             units,
         })

@@ -53,6 +53,9 @@ pub struct PortableSamples {
     pub series_count: u64,
     /// The units; `None`: the scan selects nothing.
     pub scan: Option<PortableScan>,
+    /// For a dataset of several nodes: each node with its series count when the scan was
+    /// planned (the series ids; a worker opens the dataset pinned to it). Empty for one store.
+    pub layout: Vec<(String, u32)>,
 }
 
 impl SamplesExec {
@@ -125,6 +128,7 @@ impl SamplesExec {
             partition_units: self.assignment.iter().map(Vec::len).collect(),
             series_count: job.plan.series_host.len() as u64,
             scan,
+            layout: job.layout.clone(),
         })
     }
 
@@ -170,6 +174,7 @@ impl SamplesExec {
             split,
             labels: p.labels.clone(),
             root: store.dir().to_path_buf(),
+            layout: p.layout.clone(),
         });
         Ok(SamplesExec::new(schema, job, assignment, p.limit))
     }
