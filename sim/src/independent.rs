@@ -139,6 +139,8 @@ pub struct Fixed {
     pub all_exporters: bool,
     /// No clock step.
     pub no_clock_step: bool,
+    /// One scrape interval (s) for every exporter.
+    pub every_s: Option<u32>,
 }
 
 /// What to generate.
@@ -414,7 +416,11 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
         _ => conv,
     };
     let mut every = || (1 + rng.below(15) as i64) * SEC;
-    let (dcgm_every, node_every, storage_every) = (every(), every(), every());
+    let drawn = (every(), every(), every());
+    let (dcgm_every, node_every, storage_every) = match cfg.fixed.every_s {
+        Some(s) => (i64::from(s.max(1)) * SEC, i64::from(s.max(1)) * SEC, i64::from(s.max(1)) * SEC),
+        None => drawn,
+    };
     let host = |n: usize| format!("gn{:03}", n + 1);
     let hosts: Vec<String> = (0..nodes).map(host).collect();
     let aux = "gn-aux".to_string();
@@ -443,7 +449,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     let gain = |kind: Kind, m: f64| match kind {
         Kind::Storm | Kind::Server | Kind::Cpu => input_gain(m),
         Kind::Link => m * step0 / base_xfer,
-        Kind::Heat => m * step0 / base_compute,
+        // The throttled GPU must also outrun the slowest healthy rank of each step (about three
+        // standard deviations of the 1.5 % compute noise) before the step slows.
+        Kind::Heat => (m * step0 + 0.045 * base_compute) / base_compute,
     };
 
     // The fault(s).

@@ -86,7 +86,13 @@ fn fixed(
         seed,
         nodes,
         minutes,
-        fixed: Fixed { shape: Some(shape), magnitude: Some(magnitude), all_exporters: true, no_clock_step: true },
+        fixed: Fixed {
+            shape: Some(shape),
+            magnitude: Some(magnitude),
+            all_exporters: true,
+            no_clock_step: true,
+            every_s: None,
+        },
     }
 }
 
@@ -100,6 +106,22 @@ fn transient_storage_storm_that_recovers() {
     let (on, off) = (t.episodes[0].0, t.episodes[0].1.unwrap());
     assert!((d.slowdown.time.unwrap() - on).abs() < 30_000_000_000, "{s}");
     assert!((d.recovery.unwrap() - off).abs() < 40_000_000_000, "{s}");
+}
+
+/// Recurring storms a minute or two apart, scraped every 12 s: the healthy time between two
+/// storms holds too few pool samples for a baseline, so each later storm is compared with the
+/// longest healthy stretch before it — every episode names the pool, not "storage unchanged".
+#[test]
+fn recurring_storms_with_short_gaps_each_name_the_pool() {
+    let mut cfg = fixed(Situation::StorageStorm, 7, 4, 14, Shape::Recurring, 0.3);
+    cfg.fixed.every_s = Some(12);
+    let (d, t, s) = case(cfg);
+    assert!(t.episodes.len() >= 2 && d.episodes.len() >= 2, "{s}");
+    for e in &d.episodes {
+        assert_eq!(e.root_cause_domain.as_deref(), Some("storage"), "{s}");
+        assert_eq!(e.suspects.first().map(|x| x.entity.as_str()), Some("weka-1"), "{s}");
+    }
+    assert!(correct(&d, &t, 1), "{s}");
 }
 
 #[test]
