@@ -124,6 +124,32 @@ fn recurring_storms_with_short_gaps_each_name_the_pool() {
     assert!(correct(&d, &t, 1), "{s}");
 }
 
+/// A degraded storage server 2¾ min into the run, everything scraped every 15 s, diagnosed from
+/// inside the slow period: the healthy time before the onset minus the 120 s lead holds only
+/// three pool samples, so the pool's latency takes lead samples for its baseline — the pool is
+/// named, not "storage latency unchanged".
+#[test]
+fn sparse_pool_samples_before_a_late_window_still_name_the_pool() {
+    let mut cfg = fixed(Situation::InsideSlowPeriod, 3, 4, 11, Shape::Persistent, 0.3);
+    cfg.fixed.every_s = Some(15);
+    let (d, t, s) = case(cfg);
+    assert_eq!(d.status, "slow_from_start", "{s}");
+    assert!(correct(&d, &t, 1), "{s}");
+}
+
+/// Two concurrent faults a minute or more apart (a node's starved loader, then a pool flooded
+/// by another job): the escalation is a stage of its own, the main verdict names what changed
+/// first and says what joined it; both are among the suspects of the episodes.
+#[test]
+fn two_concurrent_faults_name_the_earlier_first_and_both_in_the_top_three() {
+    let (d, t, s) = case(IndependentConfig::draw(Situation::TwoFaults, 15));
+    assert_eq!(t.faults.len(), 2, "{s}");
+    assert!(d.episodes.len() >= 2, "{s}");
+    assert!(correct(&d, &t, 1), "{s}");
+    assert!(correct(&d, &t, 3), "{s}");
+    assert!(d.verdict.contains("worsened"), "{s}");
+}
+
 #[test]
 fn node_loader_starvation_with_rank_and_gpu_labels() {
     let (d, t, s) = case(fixed(Situation::LoaderStarvation, 4, 6, 12, Shape::Persistent, 0.5));
