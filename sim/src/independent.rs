@@ -590,8 +590,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     };
     let (domain, entity) = faults.first().cloned().unwrap_or(("none", String::new()));
 
-    write_documents(store, &hosts, &aux, &neighbours, &servers, start, end)?;
-    write_clocks(store, &plan, &hosts, &aux, &neighbours, &servers, start, end)?;
+    let names = Hosts { job: &hosts, aux: &aux, neighbours: &neighbours, servers: &servers };
+    write_documents(store, &names, start, end)?;
+    write_clocks(store, &plan, &names, start, end)?;
     write_steps(store, &plan, &mut rng, &hosts, cfg.situation, start, end, base_compute, base_fetch, base_xfer)?;
     write_neighbour(store, &plan, &mut rng, &neighbours, nodes + 1, start, end)?;
     write_scrapes(
@@ -661,16 +662,19 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     })
 }
 
+/// The hosts of a run: the job's nodes, the other job's node, the neighbour job's nodes and
+/// the storage servers.
+#[derive(Clone, Copy)]
+struct Hosts<'a> {
+    job: &'a [String],
+    aux: &'a str,
+    neighbours: &'a [String],
+    servers: &'a [String],
+}
+
 /// `topology.json` and `jobs.json`.
-fn write_documents(
-    store: &Store,
-    hosts: &[String],
-    aux: &str,
-    neighbours: &[String],
-    servers: &[String],
-    start: i64,
-    end: i64,
-) -> lockstep_engine::Result<()> {
+fn write_documents(store: &Store, names: &Hosts<'_>, start: i64, end: i64) -> lockstep_engine::Result<()> {
+    let Hosts { job: hosts, aux, neighbours, servers } = *names;
     let nic_json = |n: usize| {
         (0..NICS)
             .map(|k| {
@@ -724,17 +728,8 @@ fn write_documents(
 }
 
 /// Chrony-like offset observations every 30 s (±1 ms), following each host's clock steps.
-#[allow(clippy::too_many_arguments)]
-fn write_clocks(
-    store: &Store,
-    plan: &Plan,
-    hosts: &[String],
-    aux: &str,
-    neighbours: &[String],
-    servers: &[String],
-    start: i64,
-    end: i64,
-) -> lockstep_engine::Result<()> {
+fn write_clocks(store: &Store, plan: &Plan, names: &Hosts<'_>, start: i64, end: i64) -> lockstep_engine::Result<()> {
+    let Hosts { job: hosts, aux, neighbours, servers } = *names;
     let mut obs = Vec::new();
     let all_hosts =
         hosts.iter().map(String::as_str).chain(std::iter::once(aux)).chain(neighbours.iter().map(String::as_str));
@@ -958,7 +953,7 @@ fn write_scrapes(
     if plan.missing != Some(Exporter::Dcgm) {
         let mut t = start;
         while t < end {
-            for n in 0..nodes {
+            for (n, name) in hosts.iter().enumerate() {
                 let lt = local(n, t + rng.secs(0.0, 0.3));
                 for g in 0..GPUS {
                     let busy = (base_compute / (base_compute + base_fetch * 0.3 + base_xfer)).min(0.95);
@@ -966,12 +961,12 @@ fn write_scrapes(
                     let pool = 1.0 / plan.storm.mult(t).max(plan.server.mult(t)).sqrt();
                     let sm = (busy * starve * pool * (1.0 + 0.02 * rng.gauss())).clamp(0.0, 1.0);
                     let labels = dcgm(n, g);
-                    batch.push(key("DCGM_FI_PROF_SM_ACTIVE", &hosts[n], &labels), lt, (sm * 1000.0).round() / 1000.0);
+                    batch.push(key("DCGM_FI_PROF_SM_ACTIVE", name, &labels), lt, (sm * 1000.0).round() / 1000.0);
                     let hot = if (n, g) == plan.heat_gpu { plan.heat.at(t) } else { 0.0 };
                     let temp = 62.0 + 4.0 * rng.unit() + (8.0 + 40.0 * plan.heat.magnitude) * hot;
-                    batch.push(key("DCGM_FI_DEV_GPU_TEMP", &hosts[n], &labels), lt, temp.round());
+                    batch.push(key("DCGM_FI_DEV_GPU_TEMP", name, &labels), lt, temp.round());
                     let bits = if hot > 0.5 { 0x20 } else { 0 };
-                    batch.push(key("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", &hosts[n], &labels), lt, f64::from(bits));
+                    batch.push(key("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", name, &labels), lt, f64::from(bits));
                 }
             }
             t += plan.dcgm_every;

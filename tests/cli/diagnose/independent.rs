@@ -289,7 +289,7 @@ fn diagnose_independent_evaluation() {
             }
             let top = d.suspects.first().map(|s| s.entity.clone()).unwrap_or_default();
             runs_csv.push_str(&format!(
-                "{},{seed},{},{},{ok1},{ok3},{:.2},{},{},{top},{ms},\"{}\"\n",
+                "\"{}\",{seed},{},{},{ok1},{ok3},{:.2},{},{},{top},{ms},\"{}\"\n",
                 situation.name(),
                 cfg.nodes,
                 cfg.minutes,
