@@ -12,6 +12,10 @@ const BASELINE_LEAD_NS: i64 = 120 * SEC;
 const MIN_BASELINE_NS: i64 = 30 * SEC;
 /// Largest |z| kept (beyond it the magnitude is "huge" and only its sign matters).
 pub(crate) const Z_CAP: f64 = 1000.0;
+/// Fewest baseline samples of a series.
+const MIN_BASELINE_SAMPLES: usize = 5;
+/// Fewest degraded samples of a series.
+const MIN_DEGRADED_SAMPLES: usize = 3;
 /// Samples looked at to call a departure sustained.
 const SUSTAIN_WINDOW: usize = 10;
 /// Fraction of those that must be departed.
@@ -22,9 +26,12 @@ const SUSTAIN_FRACTION: f64 = 0.6;
 pub(crate) struct Windows {
     /// Baseline `[from, base_end)`.
     pub from: i64,
-    /// End of the baseline; onsets are searched from here (from `slowdown` when the baseline
-    /// lies after the episode).
+    /// End of the baseline.
     pub base_end: i64,
+    /// Onsets are searched from here: the end of the baseline, the end of the previous
+    /// episode when the baseline is an earlier healthy stretch, or `slowdown` when the baseline
+    /// lies after the episode.
+    pub search: i64,
     /// The slowdown onset; the degraded window is `[slowdown, to)`.
     pub slowdown: i64,
     /// End of the degraded window (the recovery, or the window end).
@@ -36,7 +43,18 @@ impl Windows {
     pub fn around(from: i64, to: i64, slowdown: i64) -> Windows {
         let base_end =
             slowdown.saturating_sub(BASELINE_LEAD_NS).max(from.saturating_add(MIN_BASELINE_NS)).min(slowdown);
-        Windows { from, base_end, slowdown, to }
+        Windows { from, base_end, search: base_end, slowdown, to }
+    }
+
+    /// Windows for a slowdown at `slowdown` (degraded until `to`) whose own healthy time before
+    /// it, since the previous episode ended at `prev_end`, is too short for a baseline: the
+    /// baseline is the earlier healthy stretch `[from, healthy_end)` (ending its lead before the
+    /// episode that followed it), and onsets are searched from the end of the own healthy time's
+    /// baseline as usual.
+    pub fn borrowed(from: i64, healthy_end: i64, prev_end: i64, to: i64, slowdown: i64) -> Windows {
+        let own = Windows::around(prev_end, to, slowdown);
+        let earlier = Windows::around(from, healthy_end, healthy_end);
+        Windows { from, base_end: earlier.base_end, search: own.base_end, slowdown, to }
     }
 }
 
@@ -84,10 +102,21 @@ impl Features {
 /// Computes the features of a signal, or None with too few samples in either window.
 pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Timeline<'_>) -> Option<Features> {
     let b_lo = s.t.partition_point(|&t| t < w.from);
-    let b_hi = s.t.partition_point(|&t| t < w.base_end);
+    let mut b_hi = s.t.partition_point(|&t| t < w.base_end);
     let a_lo = s.t.partition_point(|&t| t < w.slowdown);
-    let a_hi = s.t.partition_point(|&t| t < w.to);
-    if b_hi - b_lo < 5 || a_hi - a_lo < 3 {
+    let mut a_hi = s.t.partition_point(|&t| t < w.to);
+    // A sparse series (scraped every 10-15 s) has few samples in a short baseline once the lead
+    // before the slowdown is left out: it takes samples of the lead too, up to the fewest a
+    // baseline needs (its median and MAD shrug off one or two that already departed) ...
+    if b_hi - b_lo < MIN_BASELINE_SAMPLES && w.base_end <= w.slowdown {
+        b_hi = (b_lo + MIN_BASELINE_SAMPLES).min(a_lo).max(b_hi);
+    }
+    // ... and few in a short episode: the first sample after the recovery still covers its end
+    // (a counter's rate over the interval ending there, a quantile over its scrape window).
+    if a_hi - a_lo < MIN_DEGRADED_SAMPLES && a_hi < s.t.len() && w.to > w.slowdown {
+        a_hi += 1;
+    }
+    if b_hi - b_lo < MIN_BASELINE_SAMPLES || a_hi - a_lo < MIN_DEGRADED_SAMPLES {
         return None;
     }
     let mut scratch = Vec::with_capacity(b_hi - b_lo);
@@ -102,7 +131,7 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     let z = ((m1 - m0) / scale).clamp(-Z_CAP, Z_CAP);
     // Onsets are searched from the end of the baseline, or from the episode's start when the
     // baseline is the healthy time after it.
-    let search = if w.base_end <= w.slowdown { b_hi } else { a_lo };
+    let search = if w.base_end <= w.slowdown { s.t.partition_point(|&t| t < w.search) } else { a_lo };
     let onset = departure(s, search, m0, s0, m1).map(|(i, early)| Onset {
         t: s.t[i],
         prev: if i > 0 { s.t[i - 1] } else { s.t[i] },

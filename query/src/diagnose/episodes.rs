@@ -16,6 +16,8 @@ pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
 const SUSTAIN_NS: i64 = 20 * SEC;
 /// Segments within this factor of the lowest sustained level form the healthy baseline.
 const HEALTHY_BAND: f64 = 1.05;
+/// A first stage must last this long before a further rise splits an episode into stages.
+const ESCALATION_STAGE_NS: i64 = 60 * SEC;
 /// Most episodes reported (the rest are the smallest ones).
 pub(crate) const MAX_EPISODES: usize = 8;
 
@@ -28,8 +30,16 @@ pub(crate) struct Span {
     pub end: usize,
     /// Level of the episode (trimmed mean).
     pub level: f64,
-    /// Whether the signal recovered (a healthy segment follows).
+    /// Whether the signal recovered (a healthy segment follows); false for a stage that a
+    /// further rise continues (the next span starts at its end).
     pub recovered: bool,
+}
+
+impl Span {
+    /// Whether span `k` of `spans` continues the one before it (an escalation, no recovery).
+    pub fn continues(spans: &[Span], k: usize) -> bool {
+        k > 0 && !spans[k - 1].recovered && spans[k - 1].end == spans[k].start
+    }
 }
 
 /// The episodes of a pace signal and its healthy baseline.
@@ -96,8 +106,25 @@ pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
         }
         let end = segs[last].1;
         if lasting(start, end) {
-            let level = trimmed_mean(&values[start..end]);
-            spans.push(Span { start, end, level, recovered: end < n });
+            // An escalation inside the run — a sustained further rise after a first stage of a
+            // minute or more (a second fault joining the first) — ends a stage: each stage is
+            // an episode of its own, the later ones continuing the first without recovery.
+            let mut stage = start;
+            if start > 0 {
+                for seg in &segs[k + 1..=last] {
+                    let lasted = points[seg.0 - 1].0 - points[stage].0 >= ESCALATION_STAGE_NS;
+                    if !(seg.3 && slow(seg.2) && lasted) {
+                        continue;
+                    }
+                    let level = trimmed_mean(&values[stage..seg.0]);
+                    if seg.2 >= level + (SLOWDOWN_FACTOR - 1.0) * baseline {
+                        spans.push(Span { start: stage, end: seg.0, level, recovered: false });
+                        stage = seg.0;
+                    }
+                }
+            }
+            let level = trimmed_mean(&values[stage..end]);
+            spans.push(Span { start: stage, end, level, recovered: end < n });
         }
         k = last + 1;
     }
@@ -159,6 +186,21 @@ mod tests {
 
         let e = find(&signal(&[(600, 1.0)]));
         assert!(e.spans.is_empty() && e.has_healthy);
+    }
+
+    /// A second fault joining the first: the further rise after a first stage of 150 s is a
+    /// stage of its own that continues the first (no recovery between them); a ramp-like rise
+    /// shorter than a minute is not.
+    #[test]
+    fn an_escalation_is_a_continuing_stage() {
+        let e = find(&signal(&[(300, 1.0), (150, 1.2), (200, 1.6)]));
+        assert_eq!(e.spans.len(), 2, "{e:?}");
+        assert!(!e.spans[0].recovered && Span::continues(&e.spans, 1), "{e:?}");
+        assert!((e.spans[1].start as i64 - 450).abs() <= 2, "{e:?}");
+        let e = find(&signal(&[(300, 1.0), (30, 1.2), (200, 1.6)]));
+        assert_eq!(e.spans.len(), 1, "{e:?}");
+        let e = find(&signal(&[(300, 1.0), (150, 1.5), (200, 1.55)]));
+        assert_eq!(e.spans.len(), 1, "a level within the noise of the first stage: {e:?}");
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub(crate) struct EpisodeData {
     pub recovery: Option<i64>,
     /// The episode started with the analysed signal: no healthy time before it.
     pub from_start: bool,
+    /// A further rise of the episode before it (an escalation: no recovery in between).
+    pub continues: bool,
 }
 
 /// The pace signal the episodes were found on.
@@ -319,6 +321,22 @@ pub(crate) fn across_median(grids: &[Vec<f32>], grid: &Grid) -> Vec<(i64, f64)> 
     out
 }
 
+/// Healthy time before an episode shorter than this (between recurring episodes) is too short
+/// for a baseline of every series (a 15 s scrape gives two samples in 30 s).
+const SHORT_GAP_NS: i64 = 240 * SEC;
+
+/// The longest healthy stretch `[start, end)` before episode `k` (from the start of the
+/// analysed data or a recovery to the next episode's onset), if any.
+fn longest_healthy(spans: &[episodes::Span], points: &[(i64, f64)], from: i64, k: usize) -> Option<(i64, i64)> {
+    (0..=k)
+        .filter_map(|j| {
+            let start = if j == 0 { from } else { spans[j - 1].recovered.then(|| points[spans[j - 1].end].0)? };
+            let end = points[spans[j].start].0;
+            (spans[j].start > 0 && end > start).then_some((start, end))
+        })
+        .max_by_key(|(a, b)| b - a)
+}
+
 /// The windows of each episode: the degraded span `[onset, recovery)` against the healthy time
 /// before it (since the previous episode's recovery), or after it when it starts with the signal.
 fn episode_windows(
@@ -335,7 +353,9 @@ fn episode_windows(
     for (k, span) in spans.iter().enumerate() {
         let t = points[span.start].0;
         let recovery = span.recovered.then(|| points[span.end].0);
-        let to = recovery.unwrap_or(ctx.to);
+        // A stage that a further rise continues is analysed up to that rise.
+        let escalates = spans.get(k + 1).is_some() && episodes::Span::continues(spans, k + 1);
+        let to = if escalates { points[span.end].0 } else { recovery.unwrap_or(ctx.to) };
         if to <= ctx.from {
             continue;
         }
@@ -343,10 +363,22 @@ fn episode_windows(
         let windows = if from_start {
             let Some(r) = recovery else { continue };
             let next = spans.get(k + 1).map_or(ctx.to, |s| points[s.start].0);
-            Windows { from: r, base_end: next, slowdown: t, to: r }
+            Windows { from: r, base_end: next, search: t, slowdown: t, to: r }
         } else {
             let prev = if k > 0 { spans[k - 1].recovered.then(|| points[spans[k - 1].end].0) } else { None };
-            Windows::around(prev.unwrap_or(from), to, t)
+            let own = prev.unwrap_or(from);
+            let mut first = k;
+            while episodes::Span::continues(spans, first) {
+                first -= 1;
+            }
+            match longest_healthy(spans, points, from, k) {
+                // A later stage: compared with the healthy time before the first stage.
+                Some((a, b)) if first < k => Windows::borrowed(a, b, points[spans[first].start].0, to, t),
+                // Too little healthy time since the previous episode (recurring faults): the
+                // longest healthy stretch before it is the baseline.
+                Some((a, b)) if t - own < SHORT_GAP_NS && b - a > t - own => Windows::borrowed(a, b, own, to, t),
+                _ => Windows::around(own, to, t),
+            }
         };
         let u = hosts.iter().map(|h| timeline.uncertainty(h, t)).max().unwrap_or(0);
         let slowdown = Slowdown {
@@ -356,7 +388,8 @@ fn episode_windows(
             baseline: found.baseline,
             degraded: span.level,
         };
-        out.push(EpisodeData { slowdown, windows, recovery, from_start });
+        let continues = episodes::Span::continues(spans, k);
+        out.push(EpisodeData { slowdown, windows, recovery, from_start, continues });
     }
     out
 }

@@ -84,8 +84,19 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
         d.episodes.push(episode);
         hints.push(hint);
     }
-    let main = honest::main_episode(&d.episodes, ctx.to);
+    let continues: Vec<bool> = data.episodes.iter().map(|e| e.continues).collect();
+    let main = honest::main_episode(&d.episodes, &continues, ctx.to);
     d.main = d.episodes[main].clone();
+    // An escalation: the main episode is its first stage (what changed first); say what joined.
+    if let Some(next) = d.episodes.get(main + 1).filter(|_| continues.get(main + 1).copied().unwrap_or(false)) {
+        let what = next.suspects.first().map_or_else(String::new, |s| format!(": {} in {}", s.entity, s.domain));
+        d.main.verdict.push_str(&format!(
+            " The slowdown then worsened at {}{what} (episode {} of {}).",
+            next.slowdown.time.map_or("-".to_string(), super::format::fmt_time),
+            main + 2,
+            d.episodes.len()
+        ));
+    }
     d.status = if d.main.from_start { "slow_from_start" } else { "slowdown" }.to_string();
     if d.main.from_start || d.main.slowdown.time.is_some_and(|t| t < ctx.from) {
         let from = honest::earlier_from(ctx, data);

@@ -155,17 +155,34 @@ fn loader_share(ctx: &JobContext, data: &Loaded, step: f64) -> f64 {
     if wait.is_finite() && step > 0.0 { wait / step } else { 0.0 }
 }
 
-/// The main episode: the costliest (excess pace × duration); ties go to the first.
-pub(crate) fn main_episode(episodes: &[Episode], to: i64) -> usize {
-    let cost = |e: &Episode| {
-        let end = e.recovery.unwrap_or(to);
-        (e.slowdown.degraded - e.slowdown.baseline).max(0.0) * (end - e.start()).max(0) as f64
-    };
-    let mut best = 0;
-    for (i, e) in episodes.iter().enumerate() {
-        if cost(e) > cost(&episodes[best]) {
-            best = i;
+/// The main episode: the first stage of the costliest slowdown (excess pace × duration, summed
+/// over the stages of an escalation, `continues[k]` = episode `k` continues `k − 1`); ties go to
+/// the first. The first stage is what changed first.
+pub(crate) fn main_episode(episodes: &[Episode], continues: &[bool], to: i64) -> usize {
+    let stage_end = |k: usize| {
+        if continues.get(k + 1).copied().unwrap_or(false) {
+            episodes.get(k + 1).map_or(to, Episode::start)
+        } else {
+            episodes[k].recovery.unwrap_or(to)
         }
+    };
+    let cost = |k: usize| {
+        let e = &episodes[k];
+        (e.slowdown.degraded - e.slowdown.baseline).max(0.0) * (stage_end(k) - e.start()).max(0) as f64
+    };
+    let (mut best, mut best_cost) = (0, f64::NEG_INFINITY);
+    let mut k = 0;
+    while k < episodes.len() {
+        let first = k;
+        let mut total = cost(k);
+        while continues.get(k + 1).copied().unwrap_or(false) && k + 1 < episodes.len() {
+            k += 1;
+            total += cost(k);
+        }
+        if total > best_cost {
+            (best, best_cost) = (first, total);
+        }
+        k += 1;
     }
     best
 }
