@@ -7,9 +7,12 @@ covers `--hours` (DuckDB does the rewrite). Imports it into a store under a `fil
 (the object-store path, so every read is a read syscall of the process that makes it), then
 times the same statements:
 
-- `single`: `lockstep sql` alone (all cores);
-- `1 worker`: `lockstep sql --workers A`, worker A pinned to core 0 (`taskset`);
-- `2 workers`: `lockstep sql --workers A,B`, A on core 0, B on core 1.
+- `one process, 1 core`: `lockstep sql` alone, pinned to core 0 (`taskset`);
+- `one process, 2 cores`: `lockstep sql` alone;
+- `2 workers`: `lockstep sql --workers A,B`, worker A pinned to core 0, B to core 1.
+
+With a single worker, datafusion-distributed keeps a plan whose stages would each have one task
+on the coordinator (there is nothing to spread), so "1 worker" is the one-process, one-core run.
 
 Workers and coordinator run with `--cache-size-mb 0`, so each query reads its row groups from
 the store; the bytes each worker read per statement are the growth of its `rchar` in
@@ -27,12 +30,11 @@ import sys
 import time
 
 QUERIES = [
-    ("count(*), sum(value)", "SELECT count(*) AS n, round(sum(value), 0) AS s FROM samples"),
+    ("count(*), sum(value)", "SELECT count(*) AS n, sum(value) AS s FROM samples"),
     (
         "per-host avg power, 1 h window",
         "SELECT host, round(avg(value), 6) AS a FROM samples WHERE metric = 'DCGM_FI_DEV_POWER_USAGE' "
-        "AND time >= (SELECT min(time) FROM samples) + INTERVAL '6 hours' "
-        "AND time < (SELECT min(time) FROM samples) + INTERVAL '7 hours' GROUP BY host ORDER BY host",
+        "AND time >= '2026-03-02T15:00:00' AND time < '2026-03-02T16:00:00' GROUP BY host ORDER BY host",
     ),
     (
         "per-series hourly p99, DCGM power",
@@ -89,6 +91,24 @@ def build_day(lockstep, work, nodes, minutes, hours, step_s):
     return day
 
 
+def same_answer(a, b, rel=1e-9):
+    """The same CSV, numbers equal to `rel` (float sums depend on the order of addition)."""
+    la, lb = a.strip().splitlines(), b.strip().splitlines()
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        for u, v in zip(x.split(","), y.split(",")):
+            if u == v:
+                continue
+            try:
+                fu, fv = float(u), float(v)
+            except ValueError:
+                return False
+            if abs(fu - fv) > rel * max(abs(fu), abs(fv)):
+                return False
+    return True
+
+
 def rchar(pid):
     with open(f"/proc/{pid}/io") as f:
         for line in f:
@@ -113,8 +133,8 @@ class Worker:
         self.proc.wait()
 
 
-def run_sql(lockstep, url, data_dir, sql, workers=None):
-    cmd = [lockstep, "sql", "--data-url", url, "--data-dir", data_dir, "--cache-size-mb", "0", "--format", "csv"]
+def run_sql(lockstep, url, data_dir, sql, workers=None, core=None):
+    cmd = (["taskset", "-c", str(core)] if core is not None else []) + [lockstep, "sql", "--data-url", url, "--data-dir", data_dir, "--cache-size-mb", "0", "--format", "csv"]
     if workers:
         cmd += ["--workers", ",".join(w.addr for w in workers)]
     cmd.append(sql)
@@ -149,40 +169,38 @@ def main():
 
     rows = []
     for label, sql in QUERIES:
-        answers = {}
-        times = {}
-        scan = {}
-        # single process
-        best = min(run_sql(lockstep, url, os.path.join(args.work, "c0"), sql)[0] for _ in range(args.repeat))
-        times["single"] = best
-        answers["single"] = run_sql(lockstep, url, os.path.join(args.work, "c0"), sql)[1]
-        for n in (1, 2):
-            workers = [Worker(lockstep, url, os.path.join(args.work, f"w{i}"), i) for i in range(n)]
-            try:
-                best, per = None, None
-                for _ in range(args.repeat):
-                    before = [rchar(w.proc.pid) for w in workers]
-                    dt, out = run_sql(lockstep, url, os.path.join(args.work, "c1"), sql, workers)
-                    after = [rchar(w.proc.pid) for w in workers]
-                    if best is None or dt < best:
-                        best, per = dt, [a - b for a, b in zip(after, before)]
-                    answers[n] = out
-                times[n] = best
-                scan[n] = per
-            finally:
-                for w in workers:
-                    w.stop()
-        same = answers["single"] == answers[1] == answers[2]
+        answers, times, scan = {}, {}, {}
+        for label_, core in (("one1", 0), ("one2", None)):
+            best = min(run_sql(lockstep, url, os.path.join(args.work, "c0"), sql, core=core)[0]
+                       for _ in range(args.repeat))
+            times[label_] = best
+            answers[label_] = run_sql(lockstep, url, os.path.join(args.work, "c0"), sql, core=core)[1]
+        workers = [Worker(lockstep, url, os.path.join(args.work, f"w{i}"), i) for i in range(2)]
+        try:
+            best, per = None, None
+            for _ in range(args.repeat):
+                before = [rchar(w.proc.pid) for w in workers]
+                dt, out = run_sql(lockstep, url, os.path.join(args.work, "c1"), sql, workers)
+                after = [rchar(w.proc.pid) for w in workers]
+                if best is None or dt < best:
+                    best, per = dt, [a - b for a, b in zip(after, before)]
+                answers[2] = out
+            times[2] = best
+            scan[2] = per
+        finally:
+            for w in workers:
+                w.stop()
+        same = same_answer(answers["one1"], answers["one2"]) and same_answer(answers["one1"], answers[2])
         rows.append((label, times, scan, same))
-        print(f"{label}: single {times['single']:.2f} s, 1 worker {times[1]:.2f} s, 2 workers {times[2]:.2f} s, "
+        print(f"{label}: 1 core {times['one1']:.2f} s, 2 cores {times['one2']:.2f} s, 2 workers {times[2]:.2f} s, "
               f"same={same}", file=sys.stderr)
 
-    print("| query | one process | 1 worker | 2 workers | 1 → 2 workers | MB read by worker (1) | MB read per worker (2) | same answer |")
-    print("|---|--:|--:|--:|--:|--:|--:|---|")
+    print("| query | one process, 1 core | one process, 2 cores | 2 workers (1 core each) | 1 core → 2 workers | MB read per worker | same answer |")
+    print("|---|--:|--:|--:|--:|--:|---|")
     for label, t, scan, same in rows:
         per2 = " + ".join(f"{b / 1e6:.0f}" for b in scan[2])
-        print(f"| {label} | {t['single']:.2f} s | {t[1]:.2f} s | {t[2]:.2f} s | {t[1] / t[2]:.2f}x | "
-              f"{scan[1][0] / 1e6:.0f} | {per2} | {'yes' if same else 'NO'} |")
+        print(f"| {label} | {t['one1']:.2f} s | {t['one2']:.2f} s | {t[2]:.2f} s | {t['one1'] / t[2]:.2f}x | "
+              f"{per2} | {'yes' if same else 'NO'} |")
 
 
 if __name__ == "__main__":
