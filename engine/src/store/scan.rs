@@ -741,4 +741,44 @@ mod split_tests {
         assert_eq!(calls, 1);
         assert!(split.read(1, Columns::ALL, |_| Ok(true)).is_err());
     }
+
+    /// Units made portable (files by relative path, buffered rows copied) and rebuilt read the
+    /// same rows, in any subset; a portable scan naming a file the snapshot does not have, or a
+    /// path outside the store, is `ScanFileGone`, not a read of that path.
+    #[test]
+    fn portable_units_read_the_same_rows_and_unknown_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        write(&store, 0..80, 0..3_500, 0.0);
+        store.flush().unwrap();
+        write(&store, 10..13, 100..200, 0.5);
+        store.flush().unwrap();
+        write(&store, 79..80, 3_490..3_510, 0.25); // buffered, merged with a row group
+        let request = ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()) };
+        let split = store.split_scan(request).unwrap();
+        let (n, want) = read_all(&split, Columns::ALL);
+        let all: Vec<usize> = (0..split.units().len()).collect();
+        let (odd, even): (Vec<usize>, Vec<usize>) = all.iter().partition(|&&u| u % 2 == 1);
+        let mut rows = Vec::new();
+        for part in [odd, even] {
+            let portable = split.portable(&part, store.dir()).unwrap();
+            assert!(portable.files.iter().all(|f| f.is_relative() && f.starts_with("data")), "{:?}", portable.files);
+            let rebuilt = store.split_scan_portable(&portable).unwrap();
+            assert_eq!(rebuilt.units().len(), part.len());
+            let (_, got) = read_all(&rebuilt, Columns::ALL);
+            rows.extend((0..got.len()).map(|i| (got.series[i], got.time[i], got.value[i].to_bits())));
+        }
+        rows.sort_unstable();
+        assert_eq!(rows.len(), n);
+        let want: Vec<_> = (0..want.len()).map(|i| (want.series[i], want.time[i], want.value[i].to_bits())).collect();
+        assert_eq!(rows, want);
+
+        let mut bogus = split.portable(&all, store.dir()).unwrap();
+        for path in ["data/p0/999999.parquet", "data/../manifest.json", "/etc/passwd"] {
+            bogus.files[0] = path.into();
+            let err = store.split_scan_portable(&bogus).err().unwrap();
+            assert!(matches!(err, crate::error::Error::ScanFileGone { .. }), "{path}: {err}");
+        }
+    }
 }
