@@ -94,9 +94,10 @@ pub(crate) fn coordinator(
     builder: SessionStateBuilder,
     cluster: &ClusterConfig,
     store: Arc<Store>,
+    catalog: Arc<MetricCatalog>,
 ) -> SessionStateBuilder {
     let rows_per_task = cluster.rows_per_task.max(1);
-    let source = Arc::new(DatasetSource::fixed(cluster.dataset.clone(), store));
+    let source = Arc::new(DatasetSource::fixed(cluster.dataset.clone(), store, catalog));
     builder
         .with_distributed_worker_resolver(StaticWorkers(cluster.workers.clone()))
         .with_distributed_planner()
@@ -122,8 +123,11 @@ pub(crate) fn coordinator(
 pub struct DatasetSource {
     dataset: String,
     open: Option<OpenFn>,
-    current: Mutex<Option<(Arc<Store>, Arc<MetricCatalog>)>>,
+    current: Mutex<Option<Snapshot>>,
 }
+
+/// A read-only snapshot of the dataset and its metric catalog.
+type Snapshot = (Arc<Store>, Arc<MetricCatalog>);
 
 /// Opens a read-only snapshot of the dataset, pinned to a node layout (empty: one store, or
 /// the newest layout).
@@ -136,8 +140,7 @@ impl fmt::Debug for DatasetSource {
 }
 
 impl DatasetSource {
-    fn fixed(dataset: String, store: Arc<Store>) -> Self {
-        let catalog = catalog_of(&store);
+    fn fixed(dataset: String, store: Arc<Store>, catalog: Arc<MetricCatalog>) -> Self {
         DatasetSource { dataset, open: None, current: Mutex::new(Some((store, catalog))) }
     }
 
@@ -152,47 +155,46 @@ impl DatasetSource {
 
     /// The metric catalog of the current snapshot (opening one if there is none).
     fn catalog(&self) -> DfResult<Arc<MetricCatalog>> {
-        let poisoned = |_| DataFusionError::Internal("dataset source lock poisoned".into());
-        let mut current = self.current.lock().map_err(poisoned)?;
-        if let Some((_, catalog)) = current.as_ref() {
-            return Ok(catalog.clone());
+        let mut current = self.lock()?;
+        match current.as_ref() {
+            Some((_, catalog)) => Ok(catalog.clone()),
+            None => Ok(self.reopen(&mut current, &[])?.1),
         }
-        let Some(open) = &self.open else { return Ok(Arc::new(MetricCatalog::builtin())) };
-        let store =
-            Arc::new(open(&[]).map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?);
-        let catalog = catalog_of(&store);
-        *current = Some((store, catalog.clone()));
-        Ok(catalog)
     }
 
     /// The store and metric catalog to decode `plan` with: the current snapshot if it has the
-    /// plan's series ids and clock models (and `fresh` is false), else a new one.
-    fn for_plan(&self, plan: &PortableSamples, fresh: bool) -> DfResult<(Arc<Store>, Arc<MetricCatalog>)> {
-        let poisoned = |_| DataFusionError::Internal("dataset source lock poisoned".into());
-        let mut current = self.current.lock().map_err(poisoned)?;
+    /// plan's series ids and clock models (and `fresh` is false) or if this source cannot
+    /// reopen (the coordinator's own store), else a new snapshot pinned to the plan's layout.
+    fn for_plan(&self, plan: &PortableSamples, fresh: bool) -> DfResult<Snapshot> {
+        let mut current = self.lock()?;
         if let Some((store, catalog)) = current.as_ref()
-            && (!fresh || self.open.is_none())
-            && covers(store, plan)
+            && (self.open.is_none() || (!fresh && covers(store, plan)))
         {
             return Ok((store.clone(), catalog.clone()));
         }
+        self.reopen(&mut current, &plan.layout)
+    }
+
+    fn lock(&self) -> DfResult<std::sync::MutexGuard<'_, Option<Snapshot>>> {
+        self.current.lock().map_err(|_| DataFusionError::Internal("dataset source lock poisoned".into()))
+    }
+
+    /// Opens a new snapshot pinned to `layout` and makes it the current one.
+    fn reopen(&self, current: &mut Option<Snapshot>, layout: &[(String, u32)]) -> DfResult<Snapshot> {
         let Some(open) = &self.open else {
-            return match current.as_ref() {
-                Some((store, catalog)) => Ok((store.clone(), catalog.clone())),
-                None => Err(DataFusionError::Internal("no store to decode the samples scan with".into())),
-            };
+            return Err(DataFusionError::Internal("no store to decode the samples scan with".into()));
         };
-        let store = Arc::new(
-            open(&plan.layout).map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?,
-        );
-        let catalog = catalog_of(&store);
+        let store =
+            Arc::new(open(layout).map_err(|e| DataFusionError::Execution(format!("opening {}: {e}", self.dataset)))?);
+        let catalog = catalog_of(&store)?;
         *current = Some((store.clone(), catalog.clone()));
         Ok((store, catalog))
     }
 }
 
-fn catalog_of(store: &Store) -> Arc<MetricCatalog> {
-    Arc::new(crate::catalog::store_catalog(store).unwrap_or_else(|_| MetricCatalog::builtin()))
+/// The store's metric catalog (built-in metrics plus its `metrics.toml` and topology).
+fn catalog_of(store: &Store) -> DfResult<Arc<MetricCatalog>> {
+    crate::catalog::store_catalog(store).map(Arc::new).map_err(|e| DataFusionError::External(Box::new(e)))
 }
 
 /// Whether `store` has the series ids (the same dataset layout, every series) and the

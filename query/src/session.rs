@@ -75,12 +75,12 @@ impl QueryEngine {
     ) -> Result<Self> {
         clock.resolve(&store)?;
         let config = limits.fit(SessionConfig::new().with_information_schema(true));
+        let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
         let mut builder = crate::plan::session_builder(config).with_runtime_env(limits.runtime_env()?);
         if let Some(cluster) = cluster {
-            builder = crate::distributed::coordinator(builder, cluster, store.clone());
+            builder = crate::distributed::coordinator(builder, cluster, store.clone(), catalog.clone());
         }
         let ctx = SessionContext::new_with_state(builder.build());
-        let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
         ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), catalog.clone()).with_clock(clock)))?;
         ctx.register_table("clock_models", Arc::new(ClockModelsTable::new(store.clone())))?;
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));

@@ -577,13 +577,14 @@ impl Store {
     /// (compacted away since the scan was planned, or newer than the snapshot) is
     /// [`crate::error::Error::ScanFileGone`]: open a newer snapshot, or plan again.
     pub fn split_scan_portable(&self, portable: &PortableScan) -> Result<SplitScan> {
-        let live: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
+        let live: std::collections::HashMap<PathBuf, Arc<LiveFile>> =
+            self.state.read().map_err(lock_poisoned)?.files.iter().map(|f| (f.path.clone(), f.clone())).collect();
         let mut files = Vec::with_capacity(portable.files.len());
         let mut shifted = BTreeMap::new();
         for relative in &portable.files {
             let plain = relative.components().all(|c| matches!(c, Component::Normal(_)));
             let path = self.dir.join(relative);
-            let Some(file) = live.iter().find(|f| plain && f.path == path) else {
+            let Some(file) = live.get(&path).filter(|_| plain) else {
                 return Err(crate::error::Error::ScanFileGone { path });
             };
             let footer = FileFooter::read(self.storage.as_ref(), &file.path)?;
