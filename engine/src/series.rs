@@ -87,19 +87,42 @@ impl SeriesCatalog {
             return Ok((*id, false));
         }
         key.validate()?;
+        let id = self.push(Arc::new(key.clone()))?;
+        Ok((id, true))
+    }
+
+    /// Adds a validated key that is not in the catalog yet under the next id.
+    fn push(&mut self, key: Arc<SeriesKey>) -> Result<SeriesId> {
         let id = SeriesId::try_from(self.keys.len())
             .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
-        let key = Arc::new(key.clone());
-        self.metric_postings.entry(key.metric.clone()).or_default().insert(id);
-        for (k, v) in &key.labels {
-            if !self.label_postings.contains_key(k) {
-                self.label_order.push(k.clone());
+        match self.metric_postings.get_mut(&key.metric) {
+            Some(p) => {
+                p.insert(id);
             }
-            self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default().insert(id);
+            None => {
+                self.metric_postings.insert(key.metric.clone(), RoaringBitmap::from_iter([id]));
+            }
+        }
+        for (k, v) in &key.labels {
+            let values = match self.label_postings.get_mut(k) {
+                Some(values) => values,
+                None => {
+                    self.label_order.push(k.clone());
+                    self.label_postings.entry(k.clone()).or_default()
+                }
+            };
+            match values.get_mut(v) {
+                Some(p) => {
+                    p.insert(id);
+                }
+                None => {
+                    values.insert(v.clone(), RoaringBitmap::from_iter([id]));
+                }
+            }
         }
         self.ids.insert(key.clone(), id);
         self.keys.push(key);
-        Ok((id, true))
+        Ok(id)
     }
 
     /// Appends every series of `other`, in `other`'s id order, under the ids `len()` onward,
@@ -220,11 +243,14 @@ impl SeriesCatalog {
             return Err(corrupt(format!("unknown version {}", snapshot.version)));
         }
         let mut catalog = Self::new();
-        for key in &snapshot.series {
-            let (_, inserted) = catalog.get_or_insert(key).map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
-            if !inserted {
+        catalog.keys.reserve(snapshot.series.len());
+        catalog.ids.reserve(snapshot.series.len());
+        for key in snapshot.series {
+            key.validate().map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
+            if catalog.ids.contains_key(&key) {
                 return Err(corrupt(format!("duplicate series {key}")));
             }
+            catalog.push(Arc::new(key)).map_err(|e| corrupt(e.to_string()))?;
         }
         Ok(catalog)
     }
@@ -301,6 +327,17 @@ mod tests {
         let d = SeriesCatalog::load(&storage, &path).unwrap();
         assert_eq!(d.keys().len(), 100);
         assert_eq!(d.get(&key("m", "h42", "0")), Some(42));
+        assert_eq!(d.label_keys(), vec!["host", "gpu"]);
+        let f = SeriesFilter { metrics: None, labels: vec![("host".into(), vec![Some("h7".into())])] };
+        assert_eq!(d.select(&f).iter().collect::<Vec<_>>(), vec![7], "postings rebuilt on load");
+        let dup =
+            r#"{"version":1,"series":[{"metric":"m","labels":{"host":"a"}},{"metric":"m","labels":{"host":"a"}}]}"#;
+        std::fs::write(&path, dup).unwrap();
+        let e = SeriesCatalog::load(&storage, &path).unwrap_err();
+        assert!(e.to_string().contains("duplicate series"), "{e}");
+        std::fs::write(&path, br#"{"version":1,"series":[{"metric":"m","labels":{"gpu":"0"}}]}"#).unwrap();
+        let e = SeriesCatalog::load(&storage, &path).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }), "a series without host: {e}");
         std::fs::write(&path, b"{not json").unwrap();
         let e = SeriesCatalog::load(&storage, &path).unwrap_err();
         assert!(matches!(e, Error::CatalogCorrupt { .. }), "{e}");

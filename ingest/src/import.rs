@@ -169,11 +169,11 @@ pub fn add_clock_input(
     barriers: &[lockstep_engine::clock::BarrierEvent],
 ) -> Result<u64, ImportError> {
     Ok(store.with_clocks(|reg| {
-        let before = reg.input_counts();
+        let before = reg.input_counts()?;
         reg.add_exchanges(&input.exchanges)?;
         reg.add_offsets(&input.offsets)?;
         reg.add_barriers(barriers)?;
-        let after = reg.input_counts();
+        let after = reg.input_counts()?;
         let has_input = after.exchanges + after.offsets > 0;
         // Refit when anything was added, or when the newest models do not cover the stored
         // input (an earlier import killed before its fit): `refit` is a no-op otherwise.

@@ -8,7 +8,8 @@
 //!
 //! Version 0 is the empty set (every host unknown) and is never written. A version records the
 //! config and the input counts it was fitted from, so it can be reproduced from the logs.
-//! The registry keeps the raw input in memory and refits from all of it; methods take
+//! The registry replays the raw input on first use (a reader that only needs the fitted
+//! versions never parses the logs), keeps it in memory and refits from all of it; methods take
 //! `&mut self`, callers share it behind a lock and hand out [`ClockRegistry::current`] snapshots.
 
 use std::collections::hash_map::Entry;
@@ -25,8 +26,18 @@ use crate::storage::{Storage, write_atomic};
 #[derive(Debug)]
 pub struct ClockRegistry {
     storage: Arc<dyn Storage>,
+    dir: PathBuf,
     versions_dir: PathBuf,
     config: FitConfig,
+    /// The raw input, read on first use: a reader that only needs the fitted versions never
+    /// parses the logs (a day of sync exchanges is hundreds of MB of JSON).
+    raw: Option<RawInput>,
+    versions: BTreeMap<u64, Arc<ClockSet>>,
+}
+
+/// The replayed raw logs.
+#[derive(Debug)]
+struct RawInput {
     exchanges: Vec<SyncExchange>,
     /// The stored exchanges, for skipping exact repeats.
     exchange_index: HashSet<SyncExchange>,
@@ -43,26 +54,52 @@ pub struct ClockRegistry {
     exchange_log: RawLog,
     offset_log: RawLog,
     barrier_log: RawLog,
-    versions: BTreeMap<u64, Arc<ClockSet>>,
 }
 
-impl ClockRegistry {
-    /// Opens (creating if needed) the registry in `dir`: replays the raw logs (truncating a
-    /// torn tail) and loads every version. Fails on a corrupt version file or log.
-    pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: FitConfig) -> Result<Self> {
-        config.validate()?;
-        let versions_dir = dir.join("versions");
-        storage.create_dir_all(&versions_dir).map_err(|e| Error::io(&versions_dir, e))?;
-        let (exchange_log, exchanges) = RawLog::open(storage.as_ref(), dir.join("exchanges.log"))?;
-        let (offset_log, offsets) = RawLog::open(storage.as_ref(), dir.join("offsets.log"))?;
-        let (barrier_log, barrier_log_records) =
-            RawLog::open::<BarrierEvent>(storage.as_ref(), dir.join("barriers.log"))?;
+impl RawInput {
+    /// Replays the three logs in `dir` (truncating a torn tail).
+    fn load(storage: &dyn Storage, dir: &Path) -> Result<RawInput> {
+        let (exchange_log, exchanges) = RawLog::open(storage, dir.join("exchanges.log"))?;
+        let (offset_log, offsets) = RawLog::open(storage, dir.join("offsets.log"))?;
+        let (barrier_log, barrier_log_records) = RawLog::open::<BarrierEvent>(storage, dir.join("barriers.log"))?;
         let barrier_records = barrier_log_records.len() as u64;
         let mut barriers = Vec::new();
         let mut barrier_index = HashMap::new();
         for b in barrier_log_records {
             merge_barrier(&mut barriers, &mut barrier_index, b);
         }
+        Ok(RawInput {
+            exchange_index: exchanges.iter().cloned().collect(),
+            exchanges,
+            offset_index: offsets.iter().cloned().collect(),
+            offsets,
+            barriers,
+            barrier_index,
+            barrier_records,
+            exchange_log,
+            offset_log,
+            barrier_log,
+        })
+    }
+
+    fn counts(&self) -> InputWatermark {
+        InputWatermark {
+            exchanges: self.exchanges.len() as u64,
+            offsets: self.offsets.len() as u64,
+            barriers: self.barrier_records,
+        }
+    }
+}
+
+impl ClockRegistry {
+    /// Opens (creating if needed) the registry in `dir` and loads every version. The raw logs
+    /// are replayed (and a torn tail truncated) on the first call that needs them: an `add_*`,
+    /// [`Self::input_counts`], [`Self::barriers`] or [`Self::refit`]. Fails on a corrupt
+    /// version file.
+    pub fn open(storage: Arc<dyn Storage>, dir: &Path, config: FitConfig) -> Result<Self> {
+        config.validate()?;
+        let versions_dir = dir.join("versions");
+        storage.create_dir_all(&versions_dir).map_err(|e| Error::io(&versions_dir, e))?;
         let mut versions = BTreeMap::new();
         for path in storage.list_dir(&versions_dir).map_err(|e| Error::io(&versions_dir, e))? {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -78,22 +115,16 @@ impl ClockRegistry {
             }
             versions.insert(version, Arc::new(set));
         }
-        Ok(ClockRegistry {
-            storage,
-            versions_dir,
-            config,
-            exchange_index: exchanges.iter().cloned().collect(),
-            exchanges,
-            offset_index: offsets.iter().cloned().collect(),
-            offsets,
-            barriers,
-            barrier_index,
-            barrier_records,
-            exchange_log,
-            offset_log,
-            barrier_log,
-            versions,
-        })
+        Ok(ClockRegistry { storage, dir: dir.to_path_buf(), versions_dir, config, raw: None, versions })
+    }
+
+    /// The raw input, replayed from the logs on first use.
+    fn raw(&mut self) -> Result<&mut RawInput> {
+        let raw = match self.raw.take() {
+            Some(raw) => raw,
+            None => RawInput::load(self.storage.as_ref(), &self.dir)?,
+        };
+        Ok(self.raw.insert(raw))
     }
 
     /// The config the next [`Self::refit`] uses.
@@ -108,13 +139,9 @@ impl ClockRegistry {
         Ok(())
     }
 
-    /// How many raw records of each kind are stored.
-    pub fn input_counts(&self) -> InputWatermark {
-        InputWatermark {
-            exchanges: self.exchanges.len() as u64,
-            offsets: self.offsets.len() as u64,
-            barriers: self.barrier_records,
-        }
+    /// How many raw records of each kind are stored (replays the logs on first use).
+    pub fn input_counts(&mut self) -> Result<InputWatermark> {
+        Ok(self.raw()?.counts())
     }
 
     /// Validates and durably appends exchanges; all or nothing. An exact repeat of a stored
@@ -122,16 +149,18 @@ impl ClockRegistry {
     /// does not count its exchanges twice.
     pub fn add_exchanges(&mut self, exchanges: &[SyncExchange]) -> Result<()> {
         exchanges.iter().try_for_each(SyncExchange::validate)?;
+        let storage = self.storage.clone();
+        let raw = self.raw()?;
         let mut fresh = Vec::with_capacity(exchanges.len());
         let mut batch = HashSet::new();
         for e in exchanges {
-            if !self.exchange_index.contains(e) && batch.insert(e) {
+            if !raw.exchange_index.contains(e) && batch.insert(e) {
                 fresh.push(e.clone());
             }
         }
-        self.exchange_log.append(self.storage.as_ref(), &fresh)?;
-        self.exchange_index.extend(fresh.iter().cloned());
-        self.exchanges.extend(fresh);
+        raw.exchange_log.append(storage.as_ref(), &fresh)?;
+        raw.exchange_index.extend(fresh.iter().cloned());
+        raw.exchanges.extend(fresh);
         Ok(())
     }
 
@@ -139,16 +168,18 @@ impl ClockRegistry {
     /// repeat of a stored observation (or of an earlier one in the same call) is skipped.
     pub fn add_offsets(&mut self, offsets: &[OffsetObservation]) -> Result<()> {
         offsets.iter().try_for_each(OffsetObservation::validate)?;
+        let storage = self.storage.clone();
+        let raw = self.raw()?;
         let mut fresh = Vec::with_capacity(offsets.len());
         let mut batch = HashSet::new();
         for o in offsets {
-            if !self.offset_index.contains(o) && batch.insert(o) {
+            if !raw.offset_index.contains(o) && batch.insert(o) {
                 fresh.push(o.clone());
             }
         }
-        self.offset_log.append(self.storage.as_ref(), &fresh)?;
-        self.offset_index.extend(fresh.iter().cloned());
-        self.offsets.extend(fresh);
+        raw.offset_log.append(storage.as_ref(), &fresh)?;
+        raw.offset_index.extend(fresh.iter().cloned());
+        raw.offsets.extend(fresh);
         Ok(())
     }
 
@@ -158,10 +189,12 @@ impl ClockRegistry {
     /// repeats or ends after the stored one is skipped, an earlier one supersedes it.
     pub fn add_barriers(&mut self, events: &[BarrierEvent]) -> Result<()> {
         events.iter().try_for_each(BarrierEvent::validate)?;
+        let storage = self.storage.clone();
+        let raw = self.raw()?;
         let mut fresh: Vec<BarrierEvent> = Vec::new();
         let mut position: HashMap<(&str, u64), usize> = HashMap::new();
         for e in events {
-            let stored = self.barrier_index.get(&(e.host.clone(), e.instance)).map(|&i| self.barriers[i].local_end);
+            let stored = raw.barrier_index.get(&(e.host.clone(), e.instance)).map(|&i| raw.barriers[i].local_end);
             if stored.is_some_and(|t| t <= e.local_end) {
                 continue;
             }
@@ -178,29 +211,32 @@ impl ClockRegistry {
                 }
             }
         }
-        self.barrier_log.append(self.storage.as_ref(), &fresh)?;
-        self.barrier_records += fresh.len() as u64;
+        raw.barrier_log.append(storage.as_ref(), &fresh)?;
+        raw.barrier_records += fresh.len() as u64;
         for e in fresh {
-            merge_barrier(&mut self.barriers, &mut self.barrier_index, e);
+            merge_barrier(&mut raw.barriers, &mut raw.barrier_index, e);
         }
         Ok(())
     }
 
-    /// The effective barrier events (the earliest end per host and collective instance).
-    pub fn barriers(&self) -> &[BarrierEvent] {
-        &self.barriers
+    /// The effective barrier events (the earliest end per host and collective instance;
+    /// replays the logs on first use).
+    pub fn barriers(&mut self) -> Result<&[BarrierEvent]> {
+        Ok(&self.raw()?.barriers)
     }
 
     /// Fits a new version from all stored input and persists it; returns its number. If the
     /// newest version already used exactly this input and config, returns it unchanged.
     pub fn refit(&mut self) -> Result<u64> {
-        let counts = self.input_counts();
+        let counts = self.input_counts()?;
         let current = self.current();
         if current.version() > 0 && current.inputs() == counts && current.config() == &self.config {
             return Ok(current.version());
         }
         let version = current.version() + 1;
-        let set = fit_set(&self.exchanges, &self.offsets, &self.barriers, &self.config)?.with_version(version, counts);
+        let config = self.config.clone();
+        let raw = self.raw()?;
+        let set = fit_set(&raw.exchanges, &raw.offsets, &raw.barriers, &config)?.with_version(version, counts);
         let path = self.versions_dir.join(format!("v{version:020}.json"));
         let json = serde_json::to_vec(&set)
             .map_err(|e| Error::ClockStateCorrupt { path: path.clone(), reason: format!("cannot encode: {e}") })?;

@@ -388,26 +388,26 @@ fn registry_persists_input_and_versions() {
         reg.add_barriers(&[BarrierEvent { host: "a".into(), instance: 1, local_end: EPOCH }]).unwrap();
         // A later end of the same (host, instance) is skipped (the earliest exit counts) ...
         reg.add_barriers(&[BarrierEvent { host: "a".into(), instance: 1, local_end: EPOCH + 1 }]).unwrap();
-        assert_eq!(reg.input_counts().barriers, 1);
+        assert_eq!(reg.input_counts().unwrap().barriers, 1);
         // ... an earlier one (another rank of the host, imported later) supersedes it, and a
         // batch keeps only its own earliest end per key.
         let earlier = |d| BarrierEvent { host: "a".into(), instance: 1, local_end: EPOCH - d };
         reg.add_barriers(&[earlier(5), earlier(10), earlier(7)]).unwrap();
-        assert_eq!(reg.input_counts().barriers, 2, "one new record, counted so a refit follows");
+        assert_eq!(reg.input_counts().unwrap().barriers, 2, "one new record, counted so a refit follows");
         let offset =
             OffsetObservation { host: "a".into(), local_time: EPOCH + SEC, offset_ns: SEC, uncertainty_ns: 1_000_000 };
         reg.add_offsets(&[offset.clone(), offset.clone()]).unwrap();
         reg.add_offsets(std::slice::from_ref(&offset)).unwrap();
-        assert_eq!(reg.input_counts().offsets, 1, "repeated offsets are stored once");
+        assert_eq!(reg.input_counts().unwrap().offsets, 1, "repeated offsets are stored once");
         assert!(reg.add_exchanges(&[SyncExchange { t4: 0, ..ex[0].clone() }]).is_err());
         assert_eq!(reg.refit().unwrap(), 2);
-        assert_eq!(reg.input_counts(), InputWatermark { exchanges: ex.len() as u64, offsets: 1, barriers: 2 });
-        assert_eq!(reg.barriers(), &[earlier(10)]);
+        assert_eq!(reg.input_counts().unwrap(), InputWatermark { exchanges: ex.len() as u64, offsets: 1, barriers: 2 });
+        assert_eq!(reg.barriers().unwrap(), &[earlier(10)]);
     }
     let mut reg = ClockRegistry::open(storage, dir.path(), FitConfig::default()).unwrap();
     assert_eq!(reg.versions(), vec![1, 2]);
-    assert_eq!(reg.barriers().len(), 1, "replay keeps the earliest end per key");
-    assert_eq!(reg.barriers()[0].local_end, EPOCH - 10);
+    assert_eq!(reg.barriers().unwrap().len(), 1, "replay keeps the earliest end per key");
+    assert_eq!(reg.barriers().unwrap()[0].local_end, EPOCH - 10);
     let v1 = reg.get(1).unwrap();
     let v2 = reg.current();
     assert_eq!(v1.inputs().exchanges, 100);
@@ -437,19 +437,25 @@ fn registry_truncates_a_torn_tail_and_rejects_mid_file_corruption() {
     std::fs::write(&log, &bytes).unwrap();
     {
         let mut reg = ClockRegistry::open(storage.clone(), dir.path(), FitConfig::default()).unwrap();
-        assert_eq!(reg.input_counts().exchanges, ex.len() as u64);
+        assert_eq!(reg.input_counts().unwrap().exchanges, ex.len() as u64);
         assert_eq!(std::fs::metadata(&log).unwrap().len() as usize, full);
         reg.add_exchanges(&ex[..1]).unwrap();
-        assert_eq!(reg.input_counts().exchanges, ex.len() as u64, "an exact repeat is skipped");
+        assert_eq!(reg.input_counts().unwrap().exchanges, ex.len() as u64, "an exact repeat is skipped");
         let other = SyncExchange { host: "b".into(), ..ex[0].clone() };
         reg.add_exchanges(&[other.clone(), other]).unwrap();
-        assert_eq!(reg.input_counts().exchanges, ex.len() as u64 + 1, "a repeat within one call too");
+        assert_eq!(reg.input_counts().unwrap().exchanges, ex.len() as u64 + 1, "a repeat within one call too");
+        assert_eq!(reg.refit().unwrap(), 1);
     }
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[10] ^= 0x55; // inside the first record
     std::fs::write(&log, &bytes).unwrap();
-    let err = ClockRegistry::open(storage, dir.path(), FitConfig::default()).unwrap_err();
+    // The fitted versions stay readable without the logs; the first use of the raw input fails.
+    let mut reg = ClockRegistry::open(storage, dir.path(), FitConfig::default()).unwrap();
+    assert_eq!(reg.current().version(), 1, "open reads the versions, not the raw logs");
+    let err = reg.input_counts().unwrap_err();
     assert_eq!(err.kind(), crate::ErrorKind::DataCorruption, "{err}");
+    assert!(reg.add_exchanges(&ex[..1]).is_err(), "no append after a corrupt log");
+    assert!(reg.refit().is_err());
 }
 
 #[test]
@@ -462,10 +468,10 @@ fn failed_append_is_not_acknowledged() {
         let mut reg = ClockRegistry::open(faulty.clone(), dir.path(), FitConfig::default()).unwrap();
         reg.add_exchanges(&ex[..1]).unwrap();
         assert!(reg.add_exchanges(&ex[1..]).is_err());
-        assert_eq!(reg.input_counts().exchanges, 1);
+        assert_eq!(reg.input_counts().unwrap().exchanges, 1);
     }
-    let reg = ClockRegistry::open(inner, dir.path(), FitConfig::default()).unwrap();
-    assert_eq!(reg.input_counts().exchanges, 1);
+    let mut reg = ClockRegistry::open(inner, dir.path(), FitConfig::default()).unwrap();
+    assert_eq!(reg.input_counts().unwrap().exchanges, 1);
 }
 
 #[test]

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use arrow::array::{Array, Float64Array, Int8Array, Int64Array, UInt32Array};
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
@@ -165,6 +167,12 @@ impl FileFooter {
     /// Reads the rows of row group `group` that pass `filter`, decoding `columns` (plus what
     /// the filter needs). A group the filter covers entirely and from which no column is asked
     /// is answered from the footer's row count without reading anything.
+    ///
+    /// With a series filter the read has two phases: the series ids (and times) first, then
+    /// the value columns only for the runs of wanted series (a Parquet row selection), and not
+    /// at all — not even fetched — when the group holds none. Rows are sorted by series and a
+    /// difference-coded value refers to the row before it in its run, so whole runs are
+    /// selected; the time filter applies afterwards.
     pub fn read_group(
         &self,
         storage: &dyn Storage,
@@ -181,6 +189,12 @@ impl FileFooter {
         let need_time = columns.time || filter_time;
         let need_series = columns.series || need_time || filter_series;
         let need_value = columns.value;
+        let rows = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
+        if !need_series && !need_value {
+            return Ok(Chunk { len: rows, ..Chunk::default() });
+        }
+        let context = |e: String| invalid(format!("row group {group}: {e}"));
+        let mut out = Chunk { len: rows, ..Chunk::default() };
         let mut leaves = Vec::new();
         if need_series {
             leaves.push(0);
@@ -188,57 +202,24 @@ impl FileFooter {
         if need_time {
             leaves.push(1);
         }
-        if need_value {
+        // Phase 1: the key columns (and the values too when no series filter can skip rows).
+        let values_now = need_value && !(filter_series && need_series);
+        if values_now {
             leaves.extend([2, 3, 4]);
         }
-        if leaves.is_empty() {
-            let len = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
-            return Ok(Chunk { len, ..Chunk::default() });
-        }
-        let mut parts = Vec::with_capacity(leaves.len());
-        for &leaf in &leaves {
-            let (start, len) = rg.column(leaf).byte_range();
-            let end = start.checked_add(len).filter(|&e| e <= self.len).ok_or_else(|| {
-                invalid(format!("row group {group} column {leaf}: bytes {start}+{len} outside the file"))
-            })?;
-            let bytes = storage.read_range(&self.path, start..end).map_err(|e| Error::io(&self.path, e))?;
-            parts.push((start, bytes));
-        }
-        let sparse = SparseFile { len: self.len, parts };
-        let mask = ProjectionMask::leaves(meta.file_metadata().schema_descr(), leaves.iter().copied());
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, self.metadata.clone())
-            .with_row_groups(vec![group])
-            .with_projection(mask)
-            .with_batch_size(super::ROW_GROUP_ROWS)
-            .build()
-            .map_err(|e| invalid(e.to_string()))?;
-        let context = |e: String| invalid(format!("row group {group}: {e}"));
-        let batches =
-            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
-        // One batch per row group (the batch size is the row group size); concatenated otherwise,
-        // so that shared timestamps resolve across the whole group.
-        let column = |i: usize| -> Result<arrow::array::ArrayRef> {
-            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
-            match parts.as_slice() {
-                [one] => Ok(arrow::array::make_array(one.to_data())),
-                _ => arrow::compute::concat(&parts).map_err(|e| context(e.to_string())),
-            }
-        };
-        let mut out = Chunk { len: batches.iter().map(|b| b.num_rows()).sum(), ..Chunk::default() };
-        let mut col = 0;
+        let decoded = self.decode(storage, group, &leaves, None)?;
+        let mut next = decoded.iter();
         if need_series {
-            let series = column(col)?;
-            col += 1;
-            let series = downcast::<UInt32Array>(&series).map_err(context)?;
+            let series = next.next().ok_or_else(|| context("series not decoded".into()))?;
+            let series = downcast::<UInt32Array>(series).map_err(context)?;
             if series.null_count() > 0 {
                 return Err(context("null series_id".into()));
             }
             out.series = series.values().to_vec();
         }
         if need_time {
-            let time = column(col)?;
-            col += 1;
-            let time = downcast::<Int64Array>(&time).map_err(context)?;
+            let time = next.next().ok_or_else(|| context("time not decoded".into()))?;
+            let time = downcast::<Int64Array>(time).map_err(context)?;
             if time.null_count() == 0 {
                 out.time = time.values().to_vec();
             } else {
@@ -250,19 +231,14 @@ impl FileFooter {
                 }
             }
         }
-        if need_value {
-            let (vint, vscale, vfloat) = (column(col)?, column(col + 1)?, column(col + 2)?);
-            out.value = decode_values(
-                downcast::<Int64Array>(&vint).map_err(context)?,
-                downcast::<Int8Array>(&vscale).map_err(context)?,
-                downcast::<Float64Array>(&vfloat).map_err(context)?,
-            )
-            .map_err(context)?;
+        if values_now {
+            let v: Vec<&arrow::array::ArrayRef> = next.collect();
+            out.value = decode_value_columns(&v).map_err(context)?;
         }
         if [
             need_series.then_some(out.series.len()),
             need_time.then_some(out.time.len()),
-            need_value.then_some(out.value.len()),
+            values_now.then_some(out.value.len()),
         ]
         .into_iter()
         .flatten()
@@ -270,11 +246,118 @@ impl FileFooter {
         {
             return Err(context("columns differ in length".into()));
         }
+        if need_value && !values_now {
+            // Phase 2: keep the runs of wanted series, then decode their values only.
+            let set = filter.series;
+            let selectors = series_runs(&out.series, |s| set.is_none_or(|set| set.contains(s)));
+            let kept = keep_runs(&mut out, &selectors);
+            if kept > 0 {
+                let selection = RowSelection::from(selectors);
+                let v = self.decode(storage, group, &[2, 3, 4], Some(selection))?;
+                out.value = decode_value_columns(&v.iter().collect::<Vec<_>>()).map_err(context)?;
+                if out.value.len() != kept {
+                    return Err(context("selected values differ in length".into()));
+                }
+            }
+        }
         if filter_time || filter_series {
             retain(&mut out, filter);
         }
         Ok(out)
     }
+
+    /// Fetches the column chunks of `leaves` in row group `group` (one read each) and decodes
+    /// them, optionally only the rows of `selection`; one array per leaf.
+    fn decode(
+        &self,
+        storage: &dyn Storage,
+        group: usize,
+        leaves: &[usize],
+        selection: Option<RowSelection>,
+    ) -> Result<Vec<arrow::array::ArrayRef>> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
+        let meta = self.metadata.metadata();
+        let rg = meta.row_groups().get(group).ok_or_else(|| invalid(format!("no row group {group}")))?;
+        let mut parts = Vec::with_capacity(leaves.len());
+        for &leaf in leaves {
+            let (start, len) = rg.column(leaf).byte_range();
+            let end = start.checked_add(len).filter(|&e| e <= self.len).ok_or_else(|| {
+                invalid(format!("row group {group} column {leaf}: bytes {start}+{len} outside the file"))
+            })?;
+            let bytes = storage.read_range(&self.path, start..end).map_err(|e| Error::io(&self.path, e))?;
+            parts.push((start, bytes));
+        }
+        let sparse = SparseFile { len: self.len, parts };
+        let mask = ProjectionMask::leaves(meta.file_metadata().schema_descr(), leaves.iter().copied());
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_projection(mask)
+            .with_batch_size(super::ROW_GROUP_ROWS);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        let reader = builder.build().map_err(|e| invalid(e.to_string()))?;
+        let context = |e: String| invalid(format!("row group {group}: {e}"));
+        let batches =
+            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
+        // One batch per row group (the batch size is the row group size); concatenated otherwise,
+        // so that shared timestamps resolve across the whole group.
+        (0..leaves.len())
+            .map(|i| {
+                let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+                match parts.as_slice() {
+                    [one] => Ok(arrow::array::make_array(one.to_data())),
+                    [] => {
+                        Ok(arrow::array::new_empty_array(&self.metadata.schema().field(leaves[i]).data_type().clone()))
+                    }
+                    _ => arrow::compute::concat(&parts).map_err(|e| context(e.to_string())),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The three value columns (`value_int`, `value_scale`, `value_float`) as `f64`.
+fn decode_value_columns(v: &[&arrow::array::ArrayRef]) -> std::result::Result<Vec<f64>, String> {
+    let [vint, vscale, vfloat] = v else { return Err("value columns not decoded".into()) };
+    decode_values(downcast::<Int64Array>(vint)?, downcast::<Int8Array>(vscale)?, downcast::<Float64Array>(vfloat)?)
+}
+
+/// Select/skip runs of rows sorted by series: a run is selected when `wanted(series)`.
+fn series_runs(series: &[u32], wanted: impl Fn(u32) -> bool) -> Vec<RowSelector> {
+    let mut out: Vec<RowSelector> = Vec::new();
+    let mut i = 0;
+    while i < series.len() {
+        let id = series[i];
+        let run = series[i..].iter().take_while(|&&s| s == id).count();
+        let select = wanted(id);
+        match out.last_mut() {
+            Some(last) if last.skip != select => last.row_count += run,
+            _ => out.push(if select { RowSelector::select(run) } else { RowSelector::skip(run) }),
+        }
+        i += run;
+    }
+    out
+}
+
+/// Keeps the series and time rows of the selected runs; returns how many rows are kept.
+fn keep_runs(chunk: &mut Chunk, selectors: &[RowSelector]) -> usize {
+    let mut w = 0;
+    let mut r = 0;
+    for sel in selectors {
+        if !sel.skip {
+            chunk.series.copy_within(r..r + sel.row_count, w);
+            if !chunk.time.is_empty() {
+                chunk.time.copy_within(r..r + sel.row_count, w);
+            }
+            w += sel.row_count;
+        }
+        r += sel.row_count;
+    }
+    chunk.series.truncate(w);
+    chunk.time.truncate(w);
+    chunk.len = w;
+    w
 }
 
 fn downcast<T: 'static>(a: &arrow::array::ArrayRef) -> std::result::Result<&T, String> {

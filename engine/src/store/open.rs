@@ -92,7 +92,7 @@ impl Store {
         // A writer killed between adding clock input and fitting it (an import's last step)
         // left the newest models behind their input: fit them now, so that models always
         // match the stored input.
-        let input = clocks.input_counts();
+        let input = clocks.input_counts()?;
         if input.exchanges + input.offsets > 0 && clocks.current().inputs() != input {
             match clocks.refit() {
                 Ok(v) => tracing::info!(version = v, "refitted clock models left stale by an interrupted writer"),

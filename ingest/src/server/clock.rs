@@ -45,7 +45,7 @@ impl Refitter {
             store
                 .with_clocks(|reg| {
                     reg.add_barriers(&barriers)?;
-                    let counts = reg.input_counts();
+                    let counts = reg.input_counts()?;
                     if counts.exchanges + counts.offsets == 0 {
                         // Barriers alone relate hosts to each other, not to the reference.
                         return Ok(reg.current().version());
