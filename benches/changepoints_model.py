@@ -6,9 +6,9 @@
 Re-implements the steps of `engine/src/analysis/change_points.rs` (robust scale, winsorising
 against an 11-sample running median, season removal, robust lag-1 autocorrelation and VIF,
 piecewise-linear Gaussian cost with a slope penalty, exact optimal partitioning instead of
-PELT) without the candidate grid, the refinement and the slope placement: on TCPD it finds the
-same number of changes as the Rust detector on every series, at positions up to a few samples
-apart. It is how the penalty on the effective sample size was chosen (docs/change-points.md):
+PELT) without the candidate grid, the refinement and the slope placement: it finds the same
+number of changes as the Rust detector on every TCPD tune-half and quality-control series (the
+first version: on all 31), at positions up to a few samples apart. It is how the penalty on the effective sample size was chosen (docs/change-points.md):
 each experiment below prints TCPD tune-half and quality-control F1 / cover and a synthetic
 suite (mean changes on null series, detection rate of single changes). It never prints the
 eval half. `detect(..., neff=False, per_param=1.5)` is the first version.
