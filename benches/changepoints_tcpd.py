@@ -92,12 +92,12 @@ def matches(truth, pred, margin=MARGIN):
     return hit
 
 
-def f1(annotations, pred):
+def f1(annotations, pred, margin=MARGIN):
     sets = [set(a) | {0} for a in annotations]
     x = set(pred) | {0}
     union = set().union(*sets)
-    p = matches(union, x) / len(x)
-    r = sum(matches(s, x) / len(s) for s in sets) / len(sets)
+    p = matches(union, x, margin) / len(x)
+    r = sum(matches(s, x, margin) / len(s) for s in sets) / len(sets)
     return 0.0 if p + r == 0 else 2 * p * r / (p + r)
 
 
@@ -204,7 +204,9 @@ def standardised(v):
     return (v - v.mean()) / (sd if sd > 0 else 1.0), np.flatnonzero(np.isfinite(v))
 
 
-def run_ruptures(series):
+def run_ruptures(series, jump=1):
+    """ruptures' Pelt, Binseg (l2) and KernelCPD (rbf) with the penalties in the module doc;
+    `jump` = candidate spacing (1 = every sample; ruptures' own default is 5)."""
     import ruptures as rpt
 
     out = {"ruptures Pelt l2": {}, "ruptures Binseg l2": {}, "ruptures KernelCPD rbf": {}}
@@ -220,9 +222,9 @@ def run_ruptures(series):
         sigma = sigma if sigma > 0 else 1.0
         pen_l2 = np.log(n) * 1 * sigma ** 2
         algos = {
-            "ruptures Pelt l2": lambda: rpt.Pelt(model="l2", min_size=2, jump=1).fit(x).predict(pen=pen_l2),
-            "ruptures Binseg l2": lambda: rpt.Binseg(model="l2", min_size=2, jump=1).fit(x).predict(pen=pen_l2),
-            "ruptures KernelCPD rbf": lambda: rpt.KernelCPD(kernel="rbf", min_size=2).fit(x).predict(pen=np.log(n)),
+            "ruptures Pelt l2": lambda: rpt.Pelt(model="l2", min_size=2, jump=jump).fit(x).predict(pen=pen_l2),
+            "ruptures Binseg l2": lambda: rpt.Binseg(model="l2", min_size=2, jump=jump).fit(x).predict(pen=pen_l2),
+            "ruptures KernelCPD rbf": lambda: rpt.KernelCPD(kernel="rbf", min_size=2, jump=jump).fit(x).predict(pen=np.log(n)),
         }
         for label, fn in algos.items():
             try:
@@ -241,26 +243,53 @@ def boot(values, reps, rng):
     return means[int(0.025 * reps)], means[int(0.975 * reps) - 1]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("tcpd")
+def print_table(title, names, methods, scores, reps, rng):
+    """One Markdown table: mean F1 and cover over `names` per method, with bootstrap CIs.
+    `scores[method][name]` is `(f1, cover, number of changes)`."""
+    print(f"### {title}: {len(names)} series\n")
+    print("| method | F1 | F1 95 % CI | cover | cover 95 % CI | mean changes |")
+    print("|---|---:|---|---:|---|---:|")
+    for m in methods:
+        fs = [scores[m][n][0] for n in names]
+        cs = [scores[m][n][1] for n in names]
+        ks = [scores[m][n][2] for n in names]
+        flo, fhi = boot(fs, reps, rng)
+        clo, chi = boot(cs, reps, rng)
+        print(f"| {m} | {np.mean(fs):.3f} | {flo:.3f}-{fhi:.3f} | {np.mean(cs):.3f} | "
+              f"{clo:.3f}-{chi:.3f} | {np.mean(ks):.1f} |")
+    print()
+
+
+def parse_args(doc, data_arg):
+    """The command line shared by the change-point benches."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(data_arg)
     ap.add_argument("--lockstep")
     ap.add_argument("--variant", action="append", default=[])
     ap.add_argument("--no-ruptures", action="store_true")
     ap.add_argument("--boot", type=int, default=2000)
     ap.add_argument("--json")
     ap.add_argument("--per-series", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    series, skipped = load(args.tcpd)
-    binary = lockstep_binary(args.lockstep)
+
+def run_methods(series, args, binary, jump=1):
+    """Change points per method and series: zero, Lockstep (default and each variant), ruptures."""
     methods = {"zero (no change)": {name: [] for name in series}}
     methods["Lockstep change_points"] = run_lockstep(binary, series)
     for v in args.variant:
         label, _, sql_args = v.partition("=")
         methods[f"Lockstep {label}"] = run_lockstep(binary, series, sql_args)
     if not args.no_ruptures:
-        methods.update(run_ruptures(series))
+        methods.update(run_ruptures(series, jump))
+    return methods
+
+
+def main():
+    args = parse_args(__doc__, "tcpd")
+    series, skipped = load(args.tcpd)
+    binary = lockstep_binary(args.lockstep)
+    methods = run_methods(series, args, binary)
 
     scores = {m: {} for m in methods}
     for m, found in methods.items():
@@ -279,18 +308,7 @@ def main():
     print(f"TCPD: {len(series)} univariate series; skipped: {', '.join(skipped) or 'none'}")
     print(f"lockstep binary: {binary}\n")
     for g, names in groups.items():
-        print(f"### {g}: {len(names)} series\n")
-        print("| method | F1 | F1 95 % CI | cover | cover 95 % CI | mean changes |")
-        print("|---|---:|---|---:|---|---:|")
-        for m in methods:
-            fs = [scores[m][n][0] for n in names]
-            cs = [scores[m][n][1] for n in names]
-            ks = [scores[m][n][2] for n in names]
-            flo, fhi = boot(fs, args.boot, rng)
-            clo, chi = boot(cs, args.boot, rng)
-            print(f"| {m} | {np.mean(fs):.3f} | {flo:.3f}-{fhi:.3f} | {np.mean(cs):.3f} | "
-                  f"{clo:.3f}-{chi:.3f} | {np.mean(ks):.1f} |")
-        print()
+        print_table(g, names, methods, scores, args.boot, rng)
     fams = sorted({family(n) for n in series} - {"synthetic"})
     print("### F1 by family (all real series)\n")
     print("| method | " + " | ".join(f"{f} ({sum(family(n) == f for n in series)})" for f in fams) + " |")

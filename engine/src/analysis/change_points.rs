@@ -12,12 +12,15 @@
 //!    pays for it — slope ([`super::linear_cost`]): a ramp is one segment, a change of slope
 //!    one change, a change of spread is seen too, and a step in white noise stays a step.
 //!    [`ChangeModel::Level`] fixes slopes at zero.
-//! 3. Penalty: `β = penalty_scale · 1.5 · ln n · VIF` per parameter — 3 per change (level,
-//!    variance, location) and 2 more for each sloped segment — with `VIF = (1 + ρ) / (1 − ρ)` the variance
-//!    inflation of AR(1) noise, `ρ` a robust lag-1 autocorrelation from first and second
-//!    differences ([`super::robust::lag1_autocorrelation`]) clamped to `[0, 0.8]`. Serially
-//!    correlated noise carries less information per sample (an effective sample size of
-//!    `n / VIF`), so random walks and smooth curves are not cut into many changes.
+//! 3. Penalty: `β = penalty_scale · 2 · ln(n / VIF) · VIF` per parameter — 3 per change
+//!    (level, variance, location) and 2 more for each sloped segment — with
+//!    `VIF = (1 + ρ) / (1 − ρ)` the variance inflation of AR(1) noise, `ρ` a robust lag-1
+//!    autocorrelation from first and second differences
+//!    ([`super::robust::lag1_autocorrelation`]) clamped to `[0, 0.8]`. Serially correlated
+//!    noise carries less information per sample: the cost is judged on an effective sample
+//!    size of `n / VIF` (each sample's likelihood weighs `1 / VIF`, BIC's `ln` is of the
+//!    effective size, at least [`MIN_EFFECTIVE_N`]), so random walks and smooth curves are not
+//!    cut into many changes, while a short series is not priced out of any change at all.
 //! 4. PELT ([`super::pelt`]) finds the optimal segmentation (a candidate grid of at most
 //!    1024 positions, each change then refined to the exact sample), with at least
 //!    `min_size` samples per segment.
@@ -49,8 +52,11 @@ pub const DEFAULT_CI_THRESHOLD: f64 = 10.0;
 /// location — raised so pure noise gives a change in well under 1 % of series).
 pub const PENALTY_PER_LN_N: f64 = 3.5;
 /// [`ChangeModel::Trend`] and [`ChangeModel::Level`]: penalty per parameter in units of
-/// `ln n · VIF` (BIC has 1). Chosen on synthetic series and the tuning half of TCPD only.
-pub const PENALTY_PER_PARAM: f64 = 1.5;
+/// `ln(n / VIF) · VIF` (BIC has 1). Chosen on synthetic series and the tuning half of TCPD
+/// only.
+pub const PENALTY_PER_PARAM: f64 = 2.0;
+/// Smallest effective sample size `n / VIF` in the penalty's logarithm (keeps `ln` positive).
+pub const MIN_EFFECTIVE_N: f64 = 2.0;
 /// What a segment's slope costs, in parameters: two, so that one sloped line through a
 /// step in the middle of white noise does not beat the step itself.
 pub const SLOPE_PARAMS: f64 = 2.0;
@@ -457,7 +463,9 @@ impl ChangeDetector {
                 let q = if noisy { quantum(&z, &mut self.scratch).unwrap_or(0.0) } else { 0.0 };
                 let floor = (q * q / 12.0).max(REL_VAR_FLOOR);
                 // Per change: level, variance and location; a slope pays for itself.
-                let per_param = penalty_scale * PENALTY_PER_PARAM * ln_n * vif;
+                // BIC on the effective sample size n / VIF, in units of the full-sample cost.
+                let ln_eff = (n as f64 / vif).max(MIN_EFFECTIVE_N).ln();
+                let per_param = penalty_scale * PENALTY_PER_PARAM * ln_eff * vif;
                 let slope = linear.then_some(SLOPE_PARAMS * per_param);
                 let cost = Cost::Linear(LinearCost::new(&z, slope, floor));
                 (cost, 3.0 * per_param, vif, scale, slope.unwrap_or(0.0))

@@ -5,9 +5,10 @@
 //!
 //! Default model `'trend'`: PELT with a Gaussian cost in which each segment has its own level,
 //! spread and (when it pays for it) slope, on median-centred, noise-scaled, winsorised values
-//! with a strong seasonal cycle removed; the penalty `1.5 · ln n` per parameter is multiplied
-//! by the variance inflation of the series' robust lag-1 autocorrelation, so trends, random
-//! walks and autocorrelated noise are not cut into staircases. `'level'` allows no slopes;
+//! with a strong seasonal cycle removed; the penalty per parameter is BIC's on the effective
+//! sample size, `2 · ln(n / VIF) · VIF`, with `VIF` the variance inflation of the series'
+//! robust lag-1 autocorrelation, so trends, random walks and autocorrelated noise are not cut
+//! into staircases. `'level'` allows no slopes;
 //! `'rank'` is the previous method (normal scores, independent-samples penalty). The method
 //! is in `docs/change-points.md`, the numerics in `lockstep_engine::analysis::change_points`.
 //!
