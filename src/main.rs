@@ -45,6 +45,13 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // Scans allocate and free megabyte column buffers per row group; with glibc's default
+        // thresholds each one is a fresh `mmap` the kernel zeroes again (a `sum(value)` over
+        // 17 M rows spent as much time in the kernel as in user space). `serve` sets these
+        // itself, from its memory limit.
+        lockstep_ingest::server::memory::tune_allocator(None);
+    }
     let result = match cli.command {
         Command::Import(args) => cmd::import::run(args),
         Command::Sql(args) => cmd::sql::run(args),

@@ -38,7 +38,8 @@ use arrow::array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
     TimestampNanosecondArray, UInt32Array,
 };
-use arrow::buffer::NullBuffer;
+use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::datatypes::ArrowNativeType;
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -405,6 +406,7 @@ fn run_scan(
         split
             .read(unit, job.decode, |chunk| {
                 reservation.resize(chunk.heap_bytes());
+                let chunk = Decoded::from(chunk);
                 let mut start = 0;
                 while open && start < chunk.len {
                     let end = (start + BATCH_ROWS).min(chunk.len);
@@ -460,16 +462,36 @@ fn correct(plan: &ScanPlan, series: &[u32], local: &[i64]) -> (Vec<i64>, Vec<i64
     (time, unc, nulls)
 }
 
+/// A chunk's decoded columns as Arrow buffers (moved, not copied): each output batch is a
+/// zero-copy slice of them.
+struct Decoded {
+    len: usize,
+    series: ScalarBuffer<u32>,
+    time: ScalarBuffer<i64>,
+    value: ScalarBuffer<f64>,
+}
+
+impl From<Chunk> for Decoded {
+    fn from(c: Chunk) -> Decoded {
+        Decoded { len: c.len, series: c.series.into(), time: c.time.into(), value: c.value.into() }
+    }
+}
+
+/// Rows `start..end` of a buffer, or an empty one when the column was not decoded.
+fn rows<T: ArrowNativeType>(b: &ScalarBuffer<T>, start: usize, end: usize) -> ScalarBuffer<T> {
+    if end <= b.len() { b.slice(start, end - start) } else { ScalarBuffer::from(Vec::new()) }
+}
+
 /// Rows `start..end` of `chunk` as a batch of the output columns.
-fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Chunk, start: usize, end: usize) -> DfResult<RecordBatch> {
+fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Decoded, start: usize, end: usize) -> DfResult<RecordBatch> {
     if job.output.is_empty() {
         let options = RecordBatchOptions::new().with_row_count(Some(end - start));
         return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
     }
     let plan = &job.plan;
-    let series = chunk.series.get(start..end).unwrap_or_default();
-    let local = chunk.time.get(start..end).unwrap_or_default();
-    let corrected = job.output.iter().any(|c| CORRECTED.contains(c)).then(|| correct(plan, series, local));
+    let series = rows(&chunk.series, start, end);
+    let local = rows(&chunk.time, start, end);
+    let corrected = job.output.iter().any(|c| CORRECTED.contains(c)).then(|| correct(plan, &series, &local));
     let keys = job
         .output
         .iter()
@@ -501,19 +523,19 @@ fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Chunk, start: usize, end:
             }
             1 => dict(0)?,
             2 => {
-                let values = chunk.value.get(start..end).unwrap_or_default();
+                let values = rows(&chunk.value, start, end);
                 decoded(values.len(), "values")?;
-                Arc::new(Float64Array::from(values.to_vec()))
+                Arc::new(Float64Array::new(values, None))
             }
             3 => {
                 decoded(series.len(), "series")?;
-                Arc::new(UInt32Array::from(series.to_vec()))
+                Arc::new(UInt32Array::new(series.clone(), None))
             }
             4 => dict(1)?,
             5 => dict(2)?,
             6 => {
                 decoded(local.len(), "time")?;
-                Arc::new(TimestampNanosecondArray::from(local.to_vec()))
+                Arc::new(TimestampNanosecondArray::new(local.clone(), None))
             }
             label => dict(label - FIXED_COLUMNS.len() + 3)?,
         });

@@ -38,7 +38,8 @@ pub fn h2_connection_window_for_limit(limit_bytes: u64) -> u32 {
     h2_window_for_limit(limit_bytes).saturating_mul(4)
 }
 
-/// Sets the malloc tunables for a long-running server; call once, before any thread starts.
+/// Sets the malloc tunables for a long-running server or a scan-heavy command; call once,
+/// before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune_allocator(memory_limit_bytes: Option<u64>) {
     // Without a limit keep up to 1 GiB of freed heap; with one, a sixteenth of it.
