@@ -26,6 +26,7 @@ use datafusion::execution::config::SessionConfig;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
@@ -34,6 +35,9 @@ use datafusion::prelude::SessionContext;
 /// Aggregates whose state is all of the group's rows.
 const WHOLE_SERIES: &[&str] =
     &["lag_corr", "onset", "change_points", "quantile_cont", "p50", "p90", "p95", "p99", "p999"];
+
+/// The `samples` column that identifies a series.
+const SERIES_ID: &str = "series_id";
 
 /// The physical optimizer rule described in the [module docs](self).
 #[derive(Debug, Default)]
@@ -84,9 +88,18 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
     {
         return Ok(None);
     }
+    // Every row of a group has one series: hashing on the series id alone keeps each group in
+    // one partition and spares evaluating and hashing the other keys (a `date_bin` per row).
+    let keys = partial.group_expr().input_exprs();
+    let series: Vec<_> = keys
+        .iter()
+        .filter(|e| e.downcast_ref::<Column>().is_some_and(|c| c.name() == SERIES_ID))
+        .take(1)
+        .cloned()
+        .collect();
     let hashed = RepartitionExec::try_new(
         Arc::clone(partial.input()),
-        Partitioning::Hash(partial.group_expr().input_exprs(), *partitions),
+        Partitioning::Hash(if series.is_empty() { keys } else { series }, *partitions),
     )?;
     let single = AggregateExec::try_new(
         AggregateMode::SinglePartitioned,
@@ -198,6 +211,13 @@ mod tests {
         let (plain_plan, expected) = run(&plain, q).await;
         assert!(plain_plan.contains("mode=Partial"), "{plain_plan}");
         assert_eq!(result, expected);
+
+        // Grouped by the series id and more: hashed on the series id alone, same answers.
+        let q = "SELECT series_id, t / 7000 AS b, p99(v) AS p, count(*) AS n FROM \
+                 (SELECT g AS series_id, t, v FROM s) GROUP BY series_id, t / 7000 ORDER BY 1, 2";
+        let (plan, result) = run(&ours, q).await;
+        assert!(plan.contains("partitioning=Hash([series_id@0], 3)"), "{plan}");
+        assert_eq!(result, run(&plain, q).await.1);
 
         // Small states keep DataFusion's plan, and so does an ordered aggregate next to a
         // whole-series one (its sorted input must not be repartitioned).
