@@ -200,40 +200,6 @@ impl Comparison {
             .collect()
     }
 
-    /// A text table of what changed.
-    pub fn render(&self) -> String {
-        use std::fmt::Write as _;
-        let t = super::format::fmt_rfc3339;
-        let mut o = format!(
-            "job {}: before [{} .. {}) vs after [{} .. {})\n",
-            self.job,
-            t(self.before.0),
-            t(self.before.1),
-            t(self.after.0),
-            t(self.after.1)
-        );
-        let _ = writeln!(
-            o,
-            "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
-            "quantity", "before p50", "before p99", "after p50", "after p99", "change"
-        );
-        for m in &self.metrics {
-            let n = super::format::fmt_num;
-            let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };
-            let _ = writeln!(
-                o,
-                "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
-                format!("{} [{}]", m.metric, m.unit),
-                n(m.before_p50),
-                n(m.before_p99),
-                n(m.after_p50),
-                n(m.after_p99),
-                change
-            );
-        }
-        o
-    }
-
     /// The comparison as JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
