@@ -353,8 +353,16 @@ pub(crate) fn to_grid(s: &Signal, grid: &Grid) -> Vec<f32> {
         }
         buf.clear();
     };
+    // The current slot's `[lo, hi)`: sorted samples stay in it for a while, without a division.
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     for (&t, &v) in s.t.iter().zip(&s.v) {
-        let slot = grid.slot(t);
+        let slot = if t >= lo && t < hi {
+            cur
+        } else {
+            let slot = grid.slot(t);
+            (lo, hi) = slot.map_or((i64::MAX, i64::MIN), |i| (grid.time(i), grid.time(i).saturating_add(grid.step)));
+            slot
+        };
         if slot != cur {
             flush(cur, &mut buf, &mut out);
             cur = slot;

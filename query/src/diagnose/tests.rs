@@ -149,3 +149,32 @@ async fn derived_signals_equal_the_sql_time_column_and_counter_rates() {
     let saturated = derive(meta(SATURATES), &parts, models.model(meta(SATURATES).id), ctx.from, ctx.to);
     assert!(saturated.t.len() < gauge.t.len() / 2, "no rate once saturated");
 }
+
+#[test]
+fn gridding_takes_the_median_per_slot_and_drops_samples_outside() {
+    use super::load::{Grid, to_grid};
+    use super::signal::Signal;
+    let grid = Grid { start: 1_000, step: 10, slots: 5 };
+    let mut s = Signal::default();
+    let samples = [
+        (990, 1.0),
+        (1_000, 2.0),
+        (1_005, 4.0),
+        (1_009, 3.0),
+        (1_010, 5.0),
+        (1_031, 7.0),
+        (1_039, 8.0),
+        (1_040, 9.0),
+        (1_049, 1.0),
+        (1_050, 6.0),
+        (1_100, 0.0),
+    ];
+    for (t, v) in samples {
+        s.t.push(t);
+        s.v.push(v);
+    }
+    let g = to_grid(&s, &grid);
+    assert_eq!(g.len(), 5);
+    assert_eq!([g[0], g[1], g[3], g[4]], [3.0, 5.0, 7.5, 5.0]);
+    assert!(g[2].is_nan(), "a slot without samples");
+}
