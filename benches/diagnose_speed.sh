@@ -4,10 +4,12 @@
 # `lockstep diagnose` RUNS times and reports the diagnosis' own timer (elapsed_ms: scan +
 # correction + features + verdict) and the process wall time (includes opening the store).
 # Usage: benches/diagnose_speed.sh [RUNS]   (needs a release build; builds it if missing)
+# Environment: LOCKSTEP_BIN (the binary; default target/release/lockstep), LOCKSTEP_BENCH_DIR
+# (where the bundle and store live; default target/diagnose-speed, reused when present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
-BIN=target/release/lockstep
+BIN=${LOCKSTEP_BIN:-target/release/lockstep}
 [ -x "$BIN" ] || cargo build --release --bin lockstep
 DIR=${LOCKSTEP_BENCH_DIR:-target/diagnose-speed}
 if [ ! -d "$DIR/db" ]; then

@@ -39,6 +39,8 @@ mod load;
 mod signal;
 mod stats;
 pub mod table;
+#[cfg(test)]
+mod tests;
 mod verdict;
 
 use std::sync::Arc;
@@ -386,8 +388,10 @@ pub fn diagnose(store: &Store, job: &str, opts: &DiagnoseOptions) -> Result<Diag
         ClockMode::Corrected => Some(store.clock_models()?),
         ClockMode::Raw => None,
     };
-    let data = load::load(store, &ctx, clocks.as_deref(), opts)?;
+    tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, series = ctx.series.len(), "diagnose: context");
+    let data = load::load(store, &ctx, clocks.as_ref(), opts)?;
     let mut diagnosis = verdict::decide(&ctx, &data, opts);
+    tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "diagnose: verdict");
     diagnosis.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(diagnosis)
 }

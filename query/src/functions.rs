@@ -12,7 +12,7 @@ pub mod approx_quantile;
 pub mod before;
 pub mod change_points;
 mod constant_args;
-mod counter;
+pub(crate) mod counter;
 pub mod counters;
 pub mod ddsketch;
 pub mod ddsketch_merge;

@@ -9,7 +9,9 @@
 //!
 //! Clock correction happens here, at read time, from one snapshot of the store's clock models
 //! (the newest version, or a pinned one for reproducibility): `time = local_time − θ_host(local_time)`
-//! in integer arithmetic (see `lockstep_engine::clock`), one model lookup per run of a series. A
+//! in integer arithmetic (see `lockstep_engine::clock`), one model lookup per run of a series.
+//! The correction and the corrected-to-local range mapping are in [`read`], shared with the
+//! diagnosis (`crate::diagnose`), which reads through them too. A
 //! host without a model keeps its raw time. Filters on `time`, `local_time`, `metric`, `host` and
 //! labels are pushed into the engine scan (labels via the roaring postings); a corrected-time range
 //! is mapped to the union of the hosts' local-time ranges, which is exact per host because every
@@ -31,6 +33,7 @@
 
 pub mod exec;
 pub mod pushdown;
+pub(crate) mod read;
 
 use std::sync::Arc;
 
@@ -56,6 +59,7 @@ use lockstep_engine::store::{ScanRequest, ScanUnit, SplitScan};
 use roaring::RoaringBitmap;
 
 use pushdown::Pushdown;
+use read::SeriesClocks;
 
 /// Rows per output batch.
 const BATCH_ROWS: usize = 64 * 1024;
@@ -252,12 +256,8 @@ struct ScanPlan {
     request: Option<ScanRequest>,
     /// Dictionary values per series id: metric, domain, entity, then each label.
     dict_values: Vec<ArrayRef>,
-    /// The clock snapshot.
-    clocks: Arc<ClockSet>,
-    /// Host of every series id (index into the host list; `u32::MAX` = no host).
-    series_host: Vec<u32>,
-    /// Host names, parallel to the clock lookup.
-    hosts: Vec<String>,
+    /// The clock model of every series (shared with the diagnosis, see [`read`]).
+    clocks: SeriesClocks,
 }
 
 impl ScanPlan {
@@ -273,15 +273,15 @@ impl ScanPlan {
         } else {
             None
         };
-        let (dict_values, series_host, hosts) = dictionaries(store, catalog, labels)?;
-        let mut plan = ScanPlan { request: None, dict_values, clocks, series_host, hosts };
+        let (dict_values, clocks) = dictionaries(store, catalog, labels, clocks)?;
+        let mut plan = ScanPlan { request: None, dict_values, clocks };
         if series.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(plan);
         }
         let corrected = match pushdown.time {
             None => None,
             Some((lo, hi)) if lo >= hi => return Ok(plan),
-            Some((lo, hi)) => match plan.local_range(series.as_ref(), lo, hi - 1) {
+            Some((lo, hi)) => match plan.clocks.local_range(series.as_ref(), lo, hi - 1) {
                 Some(range) => Some(range),
                 None => return Ok(plan),
             },
@@ -306,53 +306,24 @@ impl ScanPlan {
         labels: &[String],
         request: Option<ScanRequest>,
     ) -> DfResult<Self> {
-        let (dict_values, series_host, hosts) = dictionaries(store, catalog, labels)?;
-        Ok(ScanPlan { request, dict_values, clocks, series_host, hosts })
-    }
-
-    /// The smallest local-time range `[lo, hi)` holding every sample of the selected series
-    /// whose corrected time lies in `[ref_lo, ref_hi]`; `None` if there is none.
-    fn local_range(&self, series: Option<&RoaringBitmap>, ref_lo: i64, ref_hi: i64) -> Option<(i64, i64)> {
-        let mut wanted = vec![false; self.hosts.len()];
-        let mut hostless = false;
-        let mut mark = |id: usize| match self.series_host.get(id) {
-            Some(&h) if h != u32::MAX => wanted[h as usize] = true,
-            _ => hostless = true,
-        };
-        match series {
-            Some(set) => set.iter().for_each(|id| mark(id as usize)),
-            None => (0..self.series_host.len()).for_each(&mut mark),
-        }
-        let mut range: Option<(i64, i64)> = None;
-        let mut widen = |(lo, hi): (i64, i64)| {
-            if lo <= hi {
-                range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-            }
-        };
-        if hostless {
-            widen((ref_lo, ref_hi));
-        }
-        for (host, _) in self.hosts.iter().zip(&wanted).filter(|(_, w)| **w) {
-            widen(self.clocks.local_range_for_reference(host, ref_lo, ref_hi));
-        }
-        range.map(|(lo, hi)| (lo, hi.saturating_add(1)))
+        let (dict_values, clocks) = dictionaries(store, catalog, labels, clocks)?;
+        Ok(ScanPlan { request, dict_values, clocks })
     }
 
     /// The clock model of a series (`None`: identity, unknown uncertainty).
     fn model(&self, series: u32) -> Option<&ClockModel> {
-        let host = *self.series_host.get(series as usize)?;
-        self.clocks.model(self.hosts.get(host as usize)?)
+        self.clocks.model(series)
     }
 }
 
-/// Dictionary values per series id (metric, domain, entity, then each label), the host index
-/// of every series id and the host names.
-#[allow(clippy::type_complexity)]
+/// Dictionary values per series id (metric, domain, entity, then each label) and the clock
+/// model of every series id.
 fn dictionaries(
     store: &Store,
     catalog: &MetricCatalog,
     labels: &[String],
-) -> DfResult<(Vec<ArrayRef>, Vec<u32>, Vec<String>)> {
+    clocks: Arc<ClockSet>,
+) -> DfResult<(Vec<ArrayRef>, SeriesClocks)> {
     store
         .with_catalog(|c| {
             let keys = c.keys();
@@ -365,19 +336,7 @@ fn dictionaries(
                 let values: StringArray = keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
                 cols.push(Arc::new(values));
             }
-            let mut hosts: Vec<String> = Vec::new();
-            let mut index = std::collections::HashMap::<&str, u32>::new();
-            let series_host = keys
-                .iter()
-                .map(|k| match k.host() {
-                    Some(h) => *index.entry(h).or_insert_with(|| {
-                        hosts.push(h.to_string());
-                        (hosts.len() - 1) as u32
-                    }),
-                    None => u32::MAX,
-                })
-                .collect::<Vec<_>>();
-            (cols, series_host, hosts)
+            (cols, SeriesClocks::for_keys(keys, clocks))
         })
         .map_err(engine_err)
 }
@@ -444,13 +403,11 @@ fn correct(plan: &ScanPlan, series: &[u32], local: &[i64]) -> (Vec<i64>, Vec<i64
         let run = series[i..].iter().take_while(|&&s| s == id).count();
         match plan.model(id) {
             Some(model) => {
-                for &t in &local[i..i + run] {
-                    time.push(model.to_reference(t));
-                    unc.push(model.uncertainty_at(t));
-                }
+                read::correct_into(Some(model), &local[i..i + run], &mut time);
+                unc.extend(local[i..i + run].iter().map(|&t| model.uncertainty_at(t)));
             }
             None => {
-                time.extend_from_slice(&local[i..i + run]);
+                read::correct_into(None, &local[i..i + run], &mut time);
                 unc.extend(std::iter::repeat_n(UNCERTAINTY_UNKNOWN, run));
             }
         }

@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
         match args.format {
-            Format::Text => print_stdout(&c.render())?,
+            Format::Text => print_stdout(&text::render_comparison(&c))?,
             Format::Json => print_stdout(&format!("{}\n", c.to_json()))?,
         }
         return Ok(());

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use lockstep_query::diagnose::format::{fmt_duration, fmt_rfc3339, fmt_time};
-use lockstep_query::diagnose::{ClockMode, Diagnosis, Episode};
+use lockstep_query::diagnose::format::{fmt_duration, fmt_num, fmt_rfc3339, fmt_time};
+use lockstep_query::diagnose::{ClockMode, Comparison, Diagnosis, Episode};
 
 /// The text report: the chain, the verdict, the suspects and the SQL for each piece of evidence.
 pub fn render(d: &Diagnosis) -> String {
@@ -133,4 +133,38 @@ fn blast_radius(o: &mut String, e: &Episode) {
     for j in &e.blast_radius {
         let _ = writeln!(o, "  {:<16} {:<9} via {:<22} {}", j.job, j.role, j.via, j.evidence);
     }
+}
+
+/// The before/after comparison (`lockstep diagnose --baseline-from/--baseline-to`) as a text
+/// table of what changed.
+pub fn render_comparison(c: &Comparison) -> String {
+    let t = fmt_rfc3339;
+    let mut o = format!(
+        "job {}: before [{} .. {}) vs after [{} .. {})\n",
+        c.job,
+        t(c.before.0),
+        t(c.before.1),
+        t(c.after.0),
+        t(c.after.1)
+    );
+    let _ = writeln!(
+        o,
+        "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
+        "quantity", "before p50", "before p99", "after p50", "after p99", "change"
+    );
+    for m in &c.metrics {
+        let n = fmt_num;
+        let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };
+        let _ = writeln!(
+            o,
+            "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
+            format!("{} [{}]", m.metric, m.unit),
+            n(m.before_p50),
+            n(m.before_p99),
+            n(m.after_p50),
+            n(m.after_p99),
+            change
+        );
+    }
+    o
 }

@@ -2,20 +2,15 @@
 //! fix): medians and p99 of step time, collective time, data-loader wait, storage latency and
 //! GPU activity, and the job's fabric error rates.
 
-use lockstep_engine::Rows;
 use lockstep_engine::Store;
 use lockstep_engine::metrics::{MetricClass, names};
-use lockstep_engine::store::ScanRequest;
-use roaring::RoaringBitmap;
 use serde::Serialize;
 
 use super::context::{JobContext, SeriesMeta};
-use super::load::derive;
-use super::signal::Timeline;
+use super::load::{derive, scan};
 use super::stats::{mean, quantile};
 use super::{ClockMode, DiagnoseError, DiagnoseOptions};
-
-const PAD_NS: i64 = 600_000_000_000;
+use crate::samples::read::SeriesClocks;
 
 /// One compared quantity.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -131,21 +126,11 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
     let hi = before.1.max(after.1);
     let opts = DiagnoseOptions { from: Some(lo), to: Some(hi), clock: ClockMode::Corrected, ..Default::default() };
     let ctx = JobContext::load(store, job, &opts)?;
-    let clocks = store.clock_models()?;
-    let timeline = Timeline::corrected(&clocks);
+    let models = SeriesClocks::for_store(store, store.clock_models()?)?;
     let picked: Vec<(usize, &SeriesMeta)> =
         ctx.series.iter().filter(|m| QUANTITIES.iter().any(|q| (q.pick)(m))).enumerate().collect();
-    let set: RoaringBitmap = picked.iter().map(|(_, m)| m.id).collect();
-    let mut parts: Vec<Rows> = Vec::new();
-    if !set.is_empty() {
-        let mut scan = store.scan(ScanRequest {
-            time: Some((lo.saturating_sub(PAD_NS), hi.saturating_add(PAD_NS))),
-            series: Some(set),
-        })?;
-        while let Some(rows) = scan.next_rows() {
-            parts.push(rows?);
-        }
-    }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let parts = scan(store, &models, (lo, hi), picked.iter().map(|(_, m)| m.id), threads)?;
     let mut metrics = Vec::new();
     let mut scratch = Vec::new();
     let mut samples = [0usize; 2];
@@ -156,7 +141,7 @@ pub fn compare(store: &Store, job: &str, before: (i64, i64), after: (i64, i64)) 
             let mut pooled: Vec<f64> = Vec::new();
             let mut sum = 0.0;
             for (_, m) in picked.iter().filter(|(_, m)| (q.pick)(m)) {
-                let s = derive(m, &parts, timeline, from, to);
+                let s = derive(m, &parts, models.model(m.id), from, to);
                 samples[k] += s.v.len();
                 if q.sum_of_means {
                     let mu = mean(s.v.iter().copied());
@@ -213,40 +198,6 @@ impl Comparison {
                 )
             })
             .collect()
-    }
-
-    /// A text table of what changed.
-    pub fn render(&self) -> String {
-        use std::fmt::Write as _;
-        let t = super::format::fmt_rfc3339;
-        let mut o = format!(
-            "job {}: before [{} .. {}) vs after [{} .. {})\n",
-            self.job,
-            t(self.before.0),
-            t(self.before.1),
-            t(self.after.0),
-            t(self.after.1)
-        );
-        let _ = writeln!(
-            o,
-            "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
-            "quantity", "before p50", "before p99", "after p50", "after p99", "change"
-        );
-        for m in &self.metrics {
-            let n = super::format::fmt_num;
-            let change = if m.change_pct.is_finite() { format!("{:+.1} %", m.change_pct) } else { "-".to_string() };
-            let _ = writeln!(
-                o,
-                "{:<58} {:>11} {:>11} {:>11} {:>11} {:>9}",
-                format!("{} [{}]", m.metric, m.unit),
-                n(m.before_p50),
-                n(m.before_p99),
-                n(m.after_p50),
-                n(m.after_p99),
-                change
-            );
-        }
-        o
     }
 
     /// The comparison as JSON.

@@ -1,14 +1,27 @@
-//! Reading the job's series: one engine scan, clock correction, counter rates, the common grid,
-//! the slowdown onset and the per-series features, in parallel over series.
+//! Reading the job's series: the pace series first (the episodes), then every other series in
+//! one engine scan; clock correction, counter rates, the common grid, the slowdown onset and the
+//! per-series features, in parallel over series.
+//!
+//! Samples are read through the same clock-corrected split scan as the `samples` table
+//! (`crate::samples::read`: the corrected window mapped to each host's local range, the scan's
+//! units read in parallel, the same correction) and counters through the same rule as the SQL
+//! counter functions (`crate::functions::counter::CounterRule`: wrap, reset, saturation, unit
+//! scale), so a derived signal equals what SQL gives for the same series (tested in
+//! `diagnose/tests.rs`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lockstep_engine::Rows;
 use lockstep_engine::Store;
-use lockstep_engine::clock::ClockSet;
+use lockstep_engine::clock::{ClockModel, ClockSet};
+use lockstep_engine::datafile::{Chunk, Columns};
 use lockstep_engine::metrics::names;
 use lockstep_engine::store::ScanRequest;
 use roaring::RoaringBitmap;
+
+use crate::functions::counter::CounterRule;
+use crate::samples::read::{SeriesClocks, correct_into, read_units};
 
 use super::analyze::{Features, Windows, features};
 use super::context::{JobContext, SeriesMeta};
@@ -19,8 +32,11 @@ use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown};
 
 /// The step-time metric.
 pub(crate) const STEP_METRIC: &str = names::STEP_TIME;
-/// Local-time padding of the scan around the window (covers clock offsets).
+/// How far before the analysed span the scan starts (corrected time): a counter's first rate in
+/// the span needs the reading before it.
 const SCAN_PAD_NS: i64 = 600_000_000_000;
+/// Series per work item of the parallel derivation (small items balance dense and sparse series).
+const SERIES_PER_TASK: usize = 32;
 /// Most grid slots in a window (the grid step grows beyond that).
 const MAX_SLOTS: i64 = 4000;
 use lockstep_engine::model::SEC;
@@ -123,26 +139,32 @@ pub(crate) struct Loaded {
 pub(crate) fn load(
     store: &Store,
     ctx: &JobContext,
-    clocks: Option<&ClockSet>,
+    clocks: Option<&Arc<ClockSet>>,
     opts: &DiagnoseOptions,
 ) -> Result<Loaded, DiagnoseError> {
     let timeline = match clocks {
         Some(c) => Timeline::corrected(c),
         None => Timeline::raw(),
     };
+    let models = SeriesClocks::for_store(store, clocks.cloned().unwrap_or_default())?;
     let threads =
         if opts.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { opts.threads };
     let lookback_from =
         if ctx.from > ctx.job.start { ctx.from.saturating_sub(LOOKBACK_NS).max(ctx.job.start) } else { ctx.from };
+    let started = std::time::Instant::now();
 
     // 1. The pace (step time; the collective time without it): the episodes and their windows.
     let pace_metric =
         if ctx.series.iter().any(|m| m.metric() == STEP_METRIC) { STEP_METRIC } else { names::COLLECTIVE_EXEC_TIME };
-    let pace_idx: Vec<usize> = (0..ctx.series.len()).filter(|&i| ctx.series[i].metric() == pace_metric).collect();
-    let range = Some((lookback_from.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
-    let parts = scan(store, range, pace_idx.iter().map(|&i| ctx.series[i].id))?;
-    let signals: Vec<Signal> =
-        pace_idx.iter().map(|&i| derive(&ctx.series[i], &parts, timeline, lookback_from, ctx.to)).collect();
+    let is_pace: Vec<bool> = ctx.series.iter().map(|m| m.metric() == pace_metric).collect();
+    let pace_idx: Vec<usize> = (0..ctx.series.len()).filter(|&i| is_pace[i]).collect();
+    let ids = pace_idx.iter().map(|&i| ctx.series[i].id);
+    let parts = scan(store, &models, (lookback_from, ctx.to), ids, threads)?;
+    let mut samples: usize = parts.iter().map(|c| c.len).sum();
+    let mut signals: Vec<Signal> = pace_idx
+        .iter()
+        .map(|&i| derive(&ctx.series[i], &parts, models.model(ctx.series[i].id), lookback_from, ctx.to))
+        .collect();
     drop(parts);
     let pace_points = |grid: &Grid| {
         let grids: Vec<Vec<f32>> = signals.iter().map(|s| to_grid(s, grid)).collect();
@@ -173,52 +195,73 @@ pub(crate) fn load(
     let pace_hosts: Vec<&str> = pace_idx.iter().map(|&i| ctx.series[i].host.as_str()).collect();
     let episodes = episode_windows(&found, &step_points, grid.start, ctx, pace_metric, &pace_hosts, timeline);
     let pace = Pace { metric: pace_metric, points: step_points.len(), baseline: found.baseline, from: grid.start };
-    let range = Some((grid.start.saturating_sub(SCAN_PAD_NS), ctx.to.saturating_add(SCAN_PAD_NS)));
+    tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, series = pace_idx.len(), "diagnose: pace and episodes");
 
-    // 2. Every series of the job, in one scan.
-    let parts = scan(store, range, ctx.series.iter().map(|s| s.id))?;
-    let samples = parts.iter().map(Rows::len).sum();
-    let chunk = ctx.series.len().div_ceil(threads.max(1)).max(1);
-    let mut series: Vec<SeriesOut> = Vec::with_capacity(ctx.series.len());
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = ctx
-            .series
-            .chunks(chunk)
-            .map(|metas| {
-                let parts = &parts;
-                let episodes = &episodes;
-                let from = grid.start;
-                scope.spawn(move || {
-                    metas
-                        .iter()
-                        .map(|meta| {
-                            let s = derive(meta, parts, timeline, from, ctx.to);
-                            let feat = episodes.iter().map(|e| features(&s, &e.windows, meta, timeline)).collect();
-                            SeriesOut { grid: to_grid(&s, &grid), feat }
-                        })
-                        .collect::<Vec<_>>()
+    // 2. Every other series of the job, in one scan; the pace signals are kept (read over a span
+    // that covers the analysed one), cut to it.
+    let mut pace_signals: Vec<Option<Signal>> = (0..ctx.series.len()).map(|_| None).collect();
+    for (&i, mut s) in pace_idx.iter().zip(signals.drain(..)) {
+        let cut = s.t.partition_point(|&t| t < grid.start);
+        s.t.drain(..cut);
+        s.v.drain(..cut);
+        pace_signals[i] = Some(s);
+    }
+    let ids = (0..ctx.series.len()).filter(|&i| !is_pace[i]).map(|i| ctx.series[i].id);
+    let parts = scan(store, &models, (grid.start, ctx.to), ids, threads)?;
+    samples += parts.iter().map(|c| c.len).sum::<usize>();
+    tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, samples, "diagnose: scan");
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done: Vec<(usize, Vec<SeriesOut>)> = Vec::new();
+        while let start = next.fetch_add(SERIES_PER_TASK, Ordering::Relaxed)
+            && start < ctx.series.len()
+        {
+            let end = (start + SERIES_PER_TASK).min(ctx.series.len());
+            let out = (start..end)
+                .map(|i| {
+                    let meta = &ctx.series[i];
+                    let derived;
+                    let s = match &pace_signals[i] {
+                        Some(s) => s,
+                        None => {
+                            derived = derive(meta, &parts, models.model(meta.id), grid.start, ctx.to);
+                            &derived
+                        }
+                    };
+                    let feat = episodes.iter().map(|e| features(s, &e.windows, meta, timeline)).collect();
+                    SeriesOut { grid: to_grid(s, &grid), feat }
                 })
-            })
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok(out) => series.extend(out),
-                // A panicking worker is a bug; keep the positions aligned with empty results.
-                Err(_) => series.extend((0..chunk).map(|_| SeriesOut { grid: Vec::new(), feat: Vec::new() })),
-            }
+                .collect();
+            done.push((start, out));
         }
+        done
+    };
+    let mut done: Vec<(usize, Vec<SeriesOut>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads.max(1)).map(|_| scope.spawn(work)).collect();
+        let mut done = work();
+        // A panicking worker is a bug; its series are filled in with empty results below.
+        handles.into_iter().filter_map(|h| h.join().ok()).for_each(|d| done.extend(d));
+        done
     });
-    series.truncate(ctx.series.len());
+    done.sort_unstable_by_key(|(start, _)| *start);
+    let mut series: Vec<SeriesOut> = Vec::with_capacity(ctx.series.len());
+    for (start, out) in done {
+        while series.len() < start {
+            series.push(SeriesOut { grid: Vec::new(), feat: Vec::new() });
+        }
+        series.extend(out);
+    }
     while series.len() < ctx.series.len() {
         series.push(SeriesOut { grid: Vec::new(), feat: Vec::new() });
     }
+    tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "diagnose: features");
 
     let hosts: HashSet<&str> = ctx.series.iter().map(|s| s.host.as_str()).collect();
     let hosts_with_model = hosts.iter().filter(|h| timeline.model(h).is_some()).count();
     let clock = ClockInfo {
         mode: opts.clock,
         version: match opts.clock {
-            ClockMode::Corrected => clocks.map_or(0, ClockSet::version),
+            ClockMode::Corrected => clocks.map_or(0, |c| c.version()),
             ClockMode::Raw => 0,
         },
         hosts_with_model,
@@ -227,42 +270,59 @@ pub(crate) fn load(
     Ok(Loaded { grid, episodes, pace, series, samples, clock, step_points })
 }
 
-/// One scan of `ids` over a local-time range; rows per time partition, sorted by (series, time).
-fn scan(store: &Store, time: Option<(i64, i64)>, ids: impl Iterator<Item = u32>) -> Result<Vec<Rows>, DiagnoseError> {
+/// The samples of `ids` from [`SCAN_PAD_NS`] before `from` to `to` (corrected time), through the
+/// clock-corrected split scan shared with the `samples` table: chunks sorted by (series, local
+/// time), in unit order.
+pub(crate) fn scan(
+    store: &Store,
+    models: &SeriesClocks,
+    (from, to): (i64, i64),
+    ids: impl Iterator<Item = u32>,
+    threads: usize,
+) -> Result<Vec<Chunk>, DiagnoseError> {
     let set: RoaringBitmap = ids.collect();
     if set.is_empty() {
         return Ok(Vec::new());
     }
-    let mut scan = store.scan(ScanRequest { time, series: Some(set) })?;
-    let mut parts = Vec::new();
-    while let Some(rows) = scan.next_rows() {
-        parts.push(rows?);
-    }
-    Ok(parts)
+    let Some(time) = models.local_range(Some(&set), from.saturating_sub(SCAN_PAD_NS), to) else {
+        return Ok(Vec::new());
+    };
+    let split = store.split_scan(ScanRequest { time: Some(time), series: Some(set) })?;
+    Ok(read_units(&split, Columns::ALL, threads)?)
 }
 
-/// The series' samples on the timeline, as rates for counters, inside `[from, to)`.
-pub(crate) fn derive(meta: &SeriesMeta, parts: &[Rows], timeline: Timeline<'_>, from: i64, to: i64) -> Signal {
-    let model = timeline.model(&meta.host);
-    let info = meta.info.as_ref();
-    let counter = meta.is_counter();
+/// The series' samples on the timeline (corrected with its host's `model`, raw without one), as
+/// rates for counters (the SQL counter rule, over the host's own sampling intervals), inside
+/// `[from, to)`.
+pub(crate) fn derive(meta: &SeriesMeta, parts: &[Chunk], model: Option<&ClockModel>, from: i64, to: i64) -> Signal {
+    let rule = meta.is_counter().then(|| CounterRule::of(meta.info.as_ref()));
     let throttle = matches!(meta.metric(), names::THROTTLE_REASONS | names::CLOCKS_EVENT_REASONS);
-    let mut out = Signal::default();
+    // The series' runs, in time order (units of one partition may hold it at different times).
+    let mut runs: Vec<(&Chunk, usize, usize)> = parts
+        .iter()
+        .filter_map(|c| {
+            let lo = c.series.partition_point(|&s| s < meta.id);
+            let hi = c.series.partition_point(|&s| s <= meta.id);
+            (lo < hi).then_some((c, lo, hi))
+        })
+        .collect();
+    runs.sort_by_key(|&(c, lo, _)| c.time[lo]);
+    let n = runs.iter().map(|&(_, lo, hi)| hi - lo).sum();
+    let mut out = Signal { t: Vec::with_capacity(n), v: Vec::with_capacity(n) };
+    let mut corrected: Vec<i64> = Vec::new();
     let mut prev: Option<(i64, f64)> = None;
-    for rows in parts {
-        let lo = rows.series.partition_point(|&s| s < meta.id);
-        let hi = rows.series.partition_point(|&s| s <= meta.id);
-        for k in lo..hi {
-            let (local, raw) = (rows.time[k], rows.value[k]);
-            let t = model.map_or(local, |m| m.to_reference(local));
-            let value = if counter {
-                let p = prev.replace((local, raw));
-                let Some((pl, pv)) = p else { continue };
-                if local <= pl {
+    for (rows, lo, hi) in runs {
+        corrected.clear();
+        correct_into(model, &rows.time[lo..hi], &mut corrected);
+        for ((&local, &raw), &t) in rows.time[lo..hi].iter().zip(&rows.value[lo..hi]).zip(&corrected) {
+            let value = if let Some(rule) = &rule {
+                // As the SQL counter functions: non-finite readings are skipped.
+                if !raw.is_finite() {
                     continue;
                 }
-                let inc = info.map_or(raw - pv, |i| i.increase(pv, raw));
-                inc / ((local - pl) as f64 / 1e9)
+                let Some(p) = prev.replace((local, raw)) else { continue };
+                let Some(rate) = rule.rate(p, (local, raw)) else { continue };
+                rate
             } else if throttle {
                 // Thermal and hardware slowdown bits (0x8 HW slowdown, 0x20 SW thermal, 0x40 HW
                 // thermal); power capping (0x4) is routine and ignored.
@@ -293,8 +353,16 @@ pub(crate) fn to_grid(s: &Signal, grid: &Grid) -> Vec<f32> {
         }
         buf.clear();
     };
+    // The current slot's `[lo, hi)`: sorted samples stay in it for a while, without a division.
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     for (&t, &v) in s.t.iter().zip(&s.v) {
-        let slot = grid.slot(t);
+        let slot = if t >= lo && t < hi {
+            cur
+        } else {
+            let slot = grid.slot(t);
+            (lo, hi) = slot.map_or((i64::MAX, i64::MIN), |i| (grid.time(i), grid.time(i).saturating_add(grid.step)));
+            slot
+        };
         if slot != cur {
             flush(cur, &mut buf, &mut out);
             cur = slot;

@@ -9,8 +9,10 @@ pub(crate) fn median(values: impl IntoIterator<Item = f64>, scratch: &mut Vec<f6
 
 /// Median of `v` (finite values only; NaN when empty), reordering it.
 pub(crate) fn median_in_place(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
+    match v {
+        [] => return f64::NAN,
+        [one] => return *one,
+        _ => {}
     }
     let len = v.len();
     let mid = len / 2;

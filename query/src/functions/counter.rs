@@ -43,11 +43,66 @@ pub(crate) enum CounterOutput {
     Rate,
 }
 
+/// The rule that turns two consecutive readings of one counter into a non-negative step: plain
+/// resets (with an optional wrap), or the metric catalog's rule of a counter family (its width
+/// with wrap or saturation, and its unit scale). The counter functions and the diagnosis
+/// (`crate::diagnose`) both read counters through it, so they agree on every wrap, reset and
+/// saturation.
+#[derive(Debug, Clone)]
+pub(crate) enum CounterRule {
+    /// Resets (Prometheus semantics), and wraps at this modulus (`2^bits`) when given.
+    Reset(Option<f64>),
+    /// The catalog's rule of a counter family.
+    Catalog(MetricInfo),
+}
+
+impl CounterRule {
+    /// The catalog's rule for a family `info` that is a counter, plain resets otherwise.
+    pub(crate) fn of(info: Option<&MetricInfo>) -> CounterRule {
+        match info {
+            Some(i) if i.kind == MetricKind::Counter => CounterRule::Catalog(i.clone()),
+            _ => CounterRule::Reset(None),
+        }
+    }
+
+    /// The rule of `metric` in `catalog`: its family's when it is a counter family itself (not
+    /// a histogram companion), plain resets otherwise.
+    pub(crate) fn for_metric(catalog: &MetricCatalog, metric: &str) -> CounterRule {
+        CounterRule::of(catalog.classify_metric(metric).filter(|c| c.part == SeriesPart::Value).map(|c| c.info))
+    }
+
+    /// The step from `prev` to `cur`; NaN when the catalog says it is unknown (a saturated
+    /// counter that stayed at its maximum).
+    #[inline]
+    pub(crate) fn step(&self, prev: f64, cur: f64) -> f64 {
+        match self {
+            CounterRule::Reset(wrap) => step(prev, cur, *wrap),
+            CounterRule::Catalog(info) => info.increase(prev, cur),
+        }
+    }
+
+    /// The per-second rate between two finite readings `(time ns, value)`: `None` when the
+    /// second is not later or the step is unknown (what `rate` returns over those two samples).
+    #[inline]
+    pub(crate) fn rate(&self, (t0, v0): (i64, f64), (t1, v1): (i64, f64)) -> Option<f64> {
+        if t1 <= t0 {
+            return None;
+        }
+        per_second(self.step(v0, v1), t1 - t0)
+    }
+}
+
+/// `increase` per second over `span_ns`; `None` for an empty span or an unknown increase.
+#[inline]
+pub(crate) fn per_second(increase: f64, span_ns: i64) -> Option<f64> {
+    (span_ns > 0 && !increase.is_nan()).then(|| increase / (span_ns as f64 / lockstep_engine::model::SEC as f64))
+}
+
 /// How consecutive samples become steps.
 #[derive(Debug, Clone)]
 pub(crate) enum Steps {
     /// `increase`/`rate`: resets, and wraps at `2^bits` when given.
-    Plain(Option<f64>),
+    Plain(CounterRule),
     /// `normalized_increase`/`normalized_rate`: the metric catalog's rules for the group's
     /// metric (width, wrap or saturation, unit scale); unknown families fall back to resets.
     Catalog {
@@ -55,8 +110,8 @@ pub(crate) enum Steps {
         catalog: Arc<MetricCatalog>,
         /// The group's metric, once a sample was seen.
         metric: Option<String>,
-        /// Its catalog entry (None: not a known counter family).
-        info: Option<MetricInfo>,
+        /// Its rule.
+        rule: CounterRule,
     },
 }
 
@@ -66,25 +121,20 @@ impl Steps {
     #[inline]
     fn step(&self, prev: f64, cur: f64) -> f64 {
         match self {
-            Steps::Plain(wrap) => step(prev, cur, *wrap),
-            Steps::Catalog { info: Some(info), .. } => info.increase(prev, cur),
-            Steps::Catalog { info: None, .. } => step(prev, cur, None),
+            Steps::Plain(rule) | Steps::Catalog { rule, .. } => rule.step(prev, cur),
         }
     }
 
     /// Records the metric of a sample; a group must hold one metric.
     fn set_metric(&mut self, function: &str, m: &str) -> Result<()> {
-        let Steps::Catalog { catalog, metric, info } = self else { return Ok(()) };
+        let Steps::Catalog { catalog, metric, rule } = self else { return Ok(()) };
         match metric {
             Some(known) if known == m => Ok(()),
             Some(known) => {
                 plan_err!("{function}: one group holds two metrics ({known} and {m}); group by series_id or metric")
             }
             None => {
-                *info = catalog
-                    .classify_metric(m)
-                    .filter(|c| c.part == SeriesPart::Value && c.info.kind == MetricKind::Counter)
-                    .map(|c| c.info.clone());
+                *rule = CounterRule::for_metric(catalog, m);
                 *metric = Some(m.to_string());
                 Ok(())
             }
@@ -139,7 +189,7 @@ pub(crate) fn accumulator(
             }
         },
     };
-    Ok(Box::new(CounterAccumulator::new(function, output, Steps::Plain(wrap))))
+    Ok(Box::new(CounterAccumulator::new(function, output, Steps::Plain(CounterRule::Reset(wrap)))))
 }
 
 /// Creates the accumulator of a normalised variant.
@@ -150,7 +200,11 @@ pub(crate) fn normalized_accumulator(
     catalog: Arc<MetricCatalog>,
 ) -> Result<Box<dyn Accumulator>> {
     reject_distinct(args, function)?;
-    Ok(Box::new(CounterAccumulator::new(function, output, Steps::Catalog { catalog, metric: None, info: None })))
+    Ok(Box::new(CounterAccumulator::new(
+        function,
+        output,
+        Steps::Catalog { catalog, metric: None, rule: CounterRule::Reset(None) },
+    )))
 }
 
 /// State fields of the normalised variants: the samples and the group's metric.
@@ -334,10 +388,7 @@ impl Accumulator for CounterAccumulator {
         }
         Ok(ScalarValue::Float64(match self.output {
             CounterOutput::Increase => Some(inc),
-            CounterOutput::Rate => match self.span_ns() {
-                Some(span) if span > 0 => Some(inc / (span as f64 / lockstep_engine::model::SEC as f64)),
-                _ => None,
-            },
+            CounterOutput::Rate => self.span_ns().and_then(|span| per_second(inc, span)),
         }))
     }
 
@@ -390,7 +441,7 @@ mod tests {
     use super::*;
 
     fn run(samples: &[(i64, f64)], wrap: Option<f64>, output: CounterOutput) -> Option<f64> {
-        let mut acc = CounterAccumulator::new("t", output, Steps::Plain(wrap));
+        let mut acc = CounterAccumulator::new("t", output, Steps::Plain(CounterRule::Reset(wrap)));
         samples.iter().for_each(|s| acc.push(*s));
         match acc.evaluate().unwrap() {
             ScalarValue::Float64(v) => v,

@@ -123,10 +123,10 @@ impl SamplesExec {
         Ok(PortableSamples {
             labels: job.labels.clone(),
             output: job.output.clone(),
-            clock_version: job.plan.clocks.version(),
+            clock_version: job.plan.clocks.clocks().version(),
             limit: self.limit,
             partition_units: self.assignment.iter().map(Vec::len).collect(),
-            series_count: job.plan.series_host.len() as u64,
+            series_count: job.plan.clocks.series_count() as u64,
             scan,
             layout: job.layout.clone(),
         })
@@ -154,10 +154,10 @@ impl SamplesExec {
                 p.partition_units.iter().sum::<usize>()
             )));
         }
-        if (plan.series_host.len() as u64) < p.series_count {
+        if (plan.clocks.series_count() as u64) < p.series_count {
             return Err(DataFusionError::Plan(format!(
                 "samples scan: this process's series catalog has {} series, the plan was made with {}",
-                plan.series_host.len(),
+                plan.clocks.series_count(),
                 p.series_count
             )));
         }
