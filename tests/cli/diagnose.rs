@@ -510,7 +510,7 @@ print(len(out))
 
 /// The accuracy benchmark: every scenario × seeds, with every host's clock additionally skewed
 /// by up to ±5 s (on top of the simulator's ±2 s). Writes the table to
-/// `target/diagnose_accuracy.md`. Run with `benches/diagnose_accuracy.sh`.
+/// `<target dir>/tmp/diagnose_accuracy.md`. Run with `benches/diagnose_accuracy.sh`.
 #[test]
 #[ignore = "benchmark: run with benches/diagnose_accuracy.sh"]
 fn diagnose_accuracy() {
@@ -580,7 +580,8 @@ fn diagnose_accuracy() {
         "| **all** | {all} | | | **{all_ok} ({:.1} %)** | |\n",
         100.0 * all_ok as f64 / all.max(1) as f64
     ));
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/diagnose_accuracy.md");
+    // The build's own scratch directory (`<target dir>/tmp`), wherever CARGO_TARGET_DIR points.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diagnose_accuracy.md");
     std::fs::write(&target, format!("{table}\nfailures:\n{}\n", failures.join("\n"))).unwrap();
     println!("{table}");
     for f in &failures {
