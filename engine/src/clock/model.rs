@@ -172,6 +172,32 @@ impl ClockModel {
         clamp_i64(i128::from(local) - i128::from(self.offset_at(local)))
     }
 
+    /// Appends [`Self::to_reference`] of every time in `local` to `out`. Times in ascending
+    /// order (a series' run of a scan) find their segment by walking forward instead of a
+    /// search per sample; a time below the previous one starts the walk again.
+    pub fn extend_reference(&self, local: &[i64], out: &mut Vec<i64>) {
+        let segments = &self.segments;
+        if segments.len() < 2 {
+            out.extend(local.iter().map(|&t| self.to_reference(t)));
+            return;
+        }
+        out.reserve(local.len());
+        // `segment_for`: the last segment starting at or before the time (the first one before
+        // every segment).
+        let mut k = 0;
+        let mut last = i64::MIN;
+        for &t in local {
+            if t < last {
+                k = 0;
+            }
+            last = t;
+            while k + 1 < segments.len() && segments[k + 1].local_start <= t {
+                k += 1;
+            }
+            out.push(clamp_i64(i128::from(t) - i128::from(segments[k].offset_at(t))));
+        }
+    }
+
     /// Uncertainty (ns) of [`Self::to_reference`] at `local`; [`UNCERTAINTY_UNKNOWN`] if the
     /// model has no segments.
     pub fn uncertainty_at(&self, local: i64) -> i64 {

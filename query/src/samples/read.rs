@@ -97,35 +97,12 @@ impl SeriesClocks {
     }
 }
 
-/// Appends the corrected times of one series' local times to `out`: `local − θ(local)` with its
-/// host's `model` (exactly [`ClockModel::to_reference`]), the raw time without one. Times in
-/// ascending order (a series' run of a scan) find their model segment by walking forward
-/// instead of searching for each sample.
+/// Appends the corrected times of one series' local times to `out`: with its host's `model`
+/// ([`ClockModel::extend_reference`]), the raw time without one.
 pub(crate) fn correct_into(model: Option<&ClockModel>, local: &[i64], out: &mut Vec<i64>) {
-    let Some(m) = model else {
-        out.extend_from_slice(local);
-        return;
-    };
-    let segments = &m.segments;
-    if segments.len() < 2 {
-        out.extend(local.iter().map(|&t| m.to_reference(t)));
-        return;
-    }
-    out.reserve(local.len());
-    // `to_reference` uses the last segment starting at or before the time (the first one
-    // before every segment).
-    let mut k = 0;
-    let mut last = i64::MIN;
-    for &t in local {
-        if t < last {
-            k = 0;
-        }
-        last = t;
-        while k + 1 < segments.len() && segments[k + 1].local_start <= t {
-            k += 1;
-        }
-        let theta = segments[k].offset_at(t);
-        out.push((i128::from(t) - i128::from(theta)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
+    match model {
+        Some(m) => m.extend_reference(local, out),
+        None => out.extend_from_slice(local),
     }
 }
 
