@@ -52,7 +52,9 @@ use crate::wallclock::WallClock;
 use lock::WriterLock;
 
 pub use import::{BulkImport, ImportSummary};
-pub use scan::{PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SplitScan, rows_to_batch, scan_schema};
+pub use scan::{
+    PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SeriesSlice, SplitScan, rows_to_batch, scan_schema,
+};
 pub use union::{DatasetNode, is_node_name};
 
 /// The documents a store keeps beside its data (see [`Store::read_document`]).

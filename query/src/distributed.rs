@@ -281,7 +281,7 @@ impl WorkerSessionBuilder for WorkerSession {
     async fn build_session_state(&self, ctx: WorkerQueryContext) -> DfResult<SessionState> {
         let state = ctx
             .builder
-            .with_physical_optimizer_rule(Arc::new(crate::plan::WholeSeriesAggregates))
+            .with_physical_optimizer_rule(Arc::new(crate::plan::WholeSeriesAggregates::new(false)))
             .with_distributed_user_codec(SamplesCodec { source: self.source.clone() })
             .build();
         let ctx = SessionContext::new_with_state(state);

@@ -13,8 +13,12 @@
 //!
 //! into `AggregateExec(SinglePartitioned) <- RepartitionExec(Hash on the group keys) <- input`
 //! whenever one of the aggregates keeps whole series: the raw rows are repartitioned once and
-//! each partition aggregates its groups completely. Results are identical (the same groups
-//! meet in the same partition); only copies are saved.
+//! each partition aggregates its groups completely. When the group keys include `series_id`
+//! and the input is a `samples` scan, the scan itself hands each partition whole series
+//! ([`SamplesExec::by_series`]) and no row is repartitioned at all. Results are identical (the same groups
+//! meet in the same partition); only copies are saved. A plan that pairs the partitions of two
+//! inputs (a partitioned join, an interleave) is left alone: it was planned for the partitioning
+//! of the aggregate it replaces.
 
 use std::sync::Arc;
 
@@ -28,9 +32,16 @@ use datafusion::execution::session_state::SessionState;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode, SortMergeJoinExec, SymmetricHashJoinExec};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::union::InterleaveExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 use datafusion::prelude::SessionContext;
+
+use crate::samples::exec::SamplesExec;
 
 /// Aggregates whose state is all of the group's rows.
 const WHOLE_SERIES: &[&str] =
@@ -40,13 +51,37 @@ const WHOLE_SERIES: &[&str] =
 const SERIES_ID: &str = "series_id";
 
 /// The physical optimizer rule described in the [module docs](self).
-#[derive(Debug, Default)]
-pub struct WholeSeriesAggregates;
+#[derive(Debug)]
+pub struct WholeSeriesAggregates {
+    series_scans: bool,
+}
+
+impl WholeSeriesAggregates {
+    /// The rule; with `series_scans`, a `samples` scan under a whole-series aggregate grouped
+    /// by `series_id` hands each partition whole series instead of being repartitioned (not in
+    /// a distributed plan, whose tasks split a scan by its units).
+    pub fn new(series_scans: bool) -> Self {
+        WholeSeriesAggregates { series_scans }
+    }
+}
+
+impl Default for WholeSeriesAggregates {
+    fn default() -> Self {
+        WholeSeriesAggregates::new(true)
+    }
+}
 
 impl PhysicalOptimizerRule for WholeSeriesAggregates {
     fn optimize(&self, plan: Arc<dyn ExecutionPlan>, _config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| Ok(rewrite(&node)?.map_or_else(|| Transformed::no(node), Transformed::yes)))
-            .map(|t| t.data)
+        // The rewrite hashes on fewer keys than the aggregate it replaces did; an operator that
+        // pairs partition i of two inputs relies on both being hashed on the same keys.
+        if plan.exists(|n| Ok(pairs_partitions(n)))? {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| {
+            Ok(rewrite(&node, self.series_scans)?.map_or_else(|| Transformed::no(node), Transformed::yes))
+        })
+        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {
@@ -58,8 +93,18 @@ impl PhysicalOptimizerRule for WholeSeriesAggregates {
     }
 }
 
+/// Whether `node` combines the i-th partitions of its inputs, assuming they are hash
+/// partitioned alike: a partitioned hash join, a sort-merge or symmetric hash join, or an
+/// interleave.
+fn pairs_partitions(node: &Arc<dyn ExecutionPlan>) -> bool {
+    node.downcast_ref::<HashJoinExec>().is_some_and(|j| *j.partition_mode() == PartitionMode::Partitioned)
+        || node.downcast_ref::<SortMergeJoinExec>().is_some()
+        || node.downcast_ref::<SymmetricHashJoinExec>().is_some()
+        || node.downcast_ref::<InterleaveExec>().is_some()
+}
+
 /// The rewritten plan for `node`, or `None` when it does not match.
-fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+fn rewrite(node: &Arc<dyn ExecutionPlan>, series_scans: bool) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(last) = node.downcast_ref::<AggregateExec>() else {
         return Ok(None);
     };
@@ -97,16 +142,24 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
         .take(1)
         .cloned()
         .collect();
-    let hashed = RepartitionExec::try_new(
-        Arc::clone(partial.input()),
-        Partitioning::Hash(if series.is_empty() { keys } else { series }, *partitions),
-    )?;
+    // Better still, a scan that hands each partition whole series needs no repartition.
+    let split = match series.first().and_then(|e| e.downcast_ref::<Column>()) {
+        Some(c) if series_scans => split_by_series(partial.input(), c.index(), *partitions)?,
+        _ => None,
+    };
+    let input = match split {
+        Some(split) => split,
+        None => Arc::new(RepartitionExec::try_new(
+            Arc::clone(partial.input()),
+            Partitioning::Hash(if series.is_empty() { keys } else { series }, *partitions),
+        )?),
+    };
     let single = AggregateExec::try_new(
         AggregateMode::SinglePartitioned,
         partial.group_expr().clone(),
         partial.aggr_expr().to_vec(),
         partial.filter_expr().to_vec(),
-        Arc::new(hashed),
+        input,
         partial.input_schema(),
     )?;
     // Same columns, same types: otherwise leave the plan alone.
@@ -118,6 +171,39 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
             .zip(last.schema().fields())
             .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
     Ok(same.then(|| Arc::new(single) as Arc<dyn ExecutionPlan>))
+}
+
+/// `plan` with its `samples` scan split by series ([`SamplesExec::by_series`]) into
+/// `partitions`, when output column `column` is the scan's `series_id` passed through
+/// projections and filters (which keep rows in their partition); `None`
+/// otherwise.
+fn split_by_series(
+    plan: &Arc<dyn ExecutionPlan>,
+    column: usize,
+    partitions: usize,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(scan) = plan.downcast_ref::<SamplesExec>() {
+        let split = scan.is_series_id(column).then(|| scan.by_series(partitions)).flatten();
+        return Ok(split.map(|s| Arc::new(s) as Arc<dyn ExecutionPlan>));
+    }
+    let below = if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        p.expr().get(column).and_then(|e| e.expr.downcast_ref::<Column>()).map(Column::index)
+    } else if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        match f.projection() {
+            Some(projection) => projection.get(column).copied(),
+            None => Some(column),
+        }
+    } else {
+        None
+    };
+    let children = plan.children();
+    let (Some(below), [child]) = (below, children.as_slice()) else {
+        return Ok(None);
+    };
+    match split_by_series(child, below, partitions)? {
+        Some(split) => Ok(Some(replace_children_if_necessary(Arc::clone(plan), vec![split])?)),
+        None => Ok(None),
+    }
 }
 
 /// A session state with DataFusion's defaults (an unbounded memory pool) and Lockstep's plan
@@ -133,10 +219,15 @@ pub fn session_state_with_runtime(config: SessionConfig, runtime: Arc<RuntimeEnv
 }
 
 pub(crate) fn session_builder(config: SessionConfig) -> SessionStateBuilder {
+    session_builder_with(config, true)
+}
+
+/// [`session_builder`]; `series_scans` as in [`WholeSeriesAggregates::new`].
+pub(crate) fn session_builder_with(config: SessionConfig, series_scans: bool) -> SessionStateBuilder {
     SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates))
+        .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates::new(series_scans)))
 }
 
 /// A SQL context with the Lockstep functions (built-in metric catalog) and plan rule, without
@@ -227,5 +318,57 @@ mod tests {
         let (plan, result) = run(&ours, q).await;
         assert!(!plan.contains("SinglePartitioned"), "{plan}");
         assert_eq!(result, run(&plain, q).await.1);
+    }
+
+    /// A partitioned join of a whole-series aggregate with another aggregate on the same keys
+    /// pairs partition i of both sides, as they were planned: the rule must leave that plan
+    /// alone (hashing one side on the series id alone would pair different groups).
+    #[tokio::test]
+    async fn partitioned_joins_keep_the_partitioning_they_were_planned_for() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("g", DataType::Int32, false),
+            Field::new("t", DataType::Int64, false),
+            Field::new("v", DataType::Float64, false),
+        ]));
+        let parts: Vec<Vec<RecordBatch>> = (0..3)
+            .map(|p| {
+                let n = 400;
+                vec![
+                    RecordBatch::try_new(
+                        schema.clone(),
+                        vec![
+                            Arc::new(Int32Array::from_iter_values((0..n).map(|r| (r * 7 + p) % 13))),
+                            Arc::new(Int64Array::from_iter_values((0..n).map(|r| i64::from(p * n + r) * 1_000))),
+                            Arc::new(Float64Array::from_iter_values((0..n).map(|r| f64::from((r * 13 + p) % 17)))),
+                        ],
+                    )
+                    .unwrap(),
+                ]
+            })
+            .collect();
+        let table = Arc::new(MemTable::try_new(schema, parts).unwrap());
+        let config = || {
+            let mut c = SessionConfig::new().with_target_partitions(3).with_batch_size(16);
+            c.options_mut().optimizer.hash_join_single_partition_threshold = 0;
+            c.options_mut().optimizer.hash_join_single_partition_threshold_rows = 0;
+            c
+        };
+        let ours = context(config());
+        ours.register_table("s", table.clone()).unwrap();
+        let plain = SessionContext::new_with_config(config());
+        crate::functions::register_all(&plain);
+        plain.register_table("s", table).unwrap();
+        let q = "WITH x AS (SELECT g AS series_id, t, v FROM s), \
+                 p AS (SELECT series_id, t / 50000 AS b, p99(v) AS p FROM x GROUP BY 1, 2), \
+                 m AS (SELECT series_id, t / 50000 AS b, sum(v) AS m FROM x GROUP BY 1, 2) \
+                 SELECT count(*), sum(p.p * 1000 + m.m) FROM p JOIN m ON p.series_id = m.series_id AND p.b = m.b";
+        let (plan, result) = run(&ours, q).await;
+        assert!(plan.contains("mode=Partitioned"), "{plan}");
+        let (_, expected) = run(&plain, q).await;
+        assert_eq!(result, expected, "{plan}");
+        // Every group of `p` meets its group of `m`.
+        let groups = run(&plain, "SELECT count(*) FROM (SELECT DISTINCT g, t / 50000 FROM s)").await.1;
+        let count = |table: &str| table.lines().nth(3).unwrap().split('|').nth(1).unwrap().trim().to_string();
+        assert_eq!(count(&result), count(&groups), "{result}");
     }
 }

@@ -13,7 +13,9 @@
 //! The correction and the corrected-to-local range mapping are in [`read`], shared with the
 //! diagnosis (`crate::diagnose`), which reads through them too. A
 //! host without a model keeps its raw time. Filters on `time`, `local_time`, `metric`, `host` and
-//! labels are pushed into the engine scan (labels via the roaring postings); a corrected-time range
+//! labels are pushed into the engine scan (labels via the roaring postings; any other
+//! deterministic filter on the series' columns, such as `metric LIKE 'DCGM%'`, is evaluated once
+//! per series, see [`pushdown`]); a corrected-time range
 //! is mapped to the union of the hosts' local-time ranges, which is exact per host because every
 //! correction is monotonic.
 //!
@@ -55,7 +57,7 @@ use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
 use lockstep_engine::datafile::{Chunk, Columns};
 use lockstep_engine::metrics::MetricCatalog;
-use lockstep_engine::store::{ScanRequest, ScanUnit, SplitScan};
+use lockstep_engine::store::{ScanRequest, ScanUnit, SeriesSlice, SplitScan};
 use roaring::RoaringBitmap;
 
 use pushdown::Pushdown;
@@ -155,7 +157,9 @@ impl TableProvider for SamplesTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if pushdown::is_pushable(f, &labels) {
+                if pushdown::series_level(f, &labels) {
+                    TableProviderFilterPushDown::Exact
+                } else if pushdown::is_pushable(f, &labels) {
                     TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
@@ -175,7 +179,10 @@ impl TableProvider for SamplesTable {
         let full = schema_for(&labels);
         let pushdown = pushdown::analyze(filters, &labels);
         let clocks = self.clock.resolve(&self.store)?;
-        let plan = ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown)?;
+        let per_series: Vec<&Expr> = filters.iter().filter(|f| pushdown::series_level(f, &labels)).collect();
+        let plan = ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown, |dict_values| {
+            pushdown::series_set(state, &per_series, dict_values, &labels)
+        })?;
         let output: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..full.fields().len()).collect());
         let schema = Arc::new(full.project(&output)?);
         let split = match &plan.request {
@@ -267,13 +274,20 @@ impl ScanPlan {
         clocks: Arc<ClockSet>,
         labels: &[String],
         pushdown: &Pushdown,
+        per_series: impl FnOnce(&[ArrayRef]) -> DfResult<Option<RoaringBitmap>>,
     ) -> DfResult<Self> {
-        let series = if pushdown.has_series_filter() {
+        let mut series = if pushdown.has_series_filter() {
             Some(store.with_catalog(|c| c.select(&pushdown.series)).map_err(engine_err)?)
         } else {
             None
         };
         let (dict_values, clocks) = dictionaries(store, catalog, labels, clocks)?;
+        if let Some(set) = per_series(&dict_values)? {
+            series = Some(match series {
+                Some(selected) => selected & set,
+                None => set,
+            });
+        }
         let mut plan = ScanPlan { request: None, dict_values, clocks };
         if series.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(plan);
@@ -355,6 +369,7 @@ fn run_scan(
     schema: &SchemaRef,
     job: &ScanJob,
     units: &[usize],
+    slice: Option<&SeriesSlice>,
     reservation: &MemoryReservation,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
@@ -363,7 +378,7 @@ fn run_scan(
     for &unit in units {
         let mut open = true;
         split
-            .read(unit, job.decode, |chunk| {
+            .read_slice(unit, job.decode, slice, |chunk| {
                 reservation.resize(chunk.heap_bytes());
                 let chunk = Decoded::from(chunk);
                 let mut start = 0;

@@ -76,7 +76,8 @@ impl QueryEngine {
         clock.resolve(&store)?;
         let config = limits.fit(SessionConfig::new().with_information_schema(true));
         let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
-        let mut builder = crate::plan::session_builder(config).with_runtime_env(limits.runtime_env()?);
+        let mut builder =
+            crate::plan::session_builder_with(config, cluster.is_none()).with_runtime_env(limits.runtime_env()?);
         if let Some(cluster) = cluster {
             builder = crate::distributed::coordinator(builder, cluster, store.clone(), catalog.clone());
         }

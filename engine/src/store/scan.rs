@@ -231,12 +231,19 @@ pub struct ScanUnit {
     /// Parts with their source rank (file order by id, the buffer last: later sources win).
     parts: Vec<(usize, Part)>,
     rows: u64,
+    /// Smallest and largest series id the parts may hold (from statistics; store ids).
+    series: (u32, u32),
 }
 
 impl ScanUnit {
     /// Rows stored in the unit's parts (before row filters and deduplication): its cost.
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Smallest and largest series id (of the store) the unit may hold.
+    pub fn series(&self) -> (u32, u32) {
+        self.series
     }
 
     /// Whether reading the unit merges several sources.
@@ -386,8 +393,9 @@ fn group_overlapping(mut items: Vec<Item>) -> Vec<ScanUnit> {
     let mut units: BTreeMap<usize, ScanUnit> = BTreeMap::new();
     for (i, item) in items.into_iter().enumerate() {
         let r = root(&mut parent, i);
-        let unit = units.entry(r).or_insert_with(|| ScanUnit { parts: Vec::new(), rows: 0 });
+        let unit = units.entry(r).or_insert_with(|| ScanUnit { parts: Vec::new(), rows: 0, series: item.series });
         unit.rows += item.rows;
+        unit.series = (unit.series.0.min(item.series.0), unit.series.1.max(item.series.1));
         unit.parts.push((item.rank, item.part));
     }
     // Parts in source order, each source's parts in file (series, time) order.
@@ -418,13 +426,27 @@ impl SplitScan {
     /// chunks (one per row group; a merge emits sorted, deduplicated chunks as it goes). Stops
     /// early, without error, when `emit` returns `Ok(false)`. A merged unit decodes every
     /// column (deduplication needs series and time, last-write-wins the values).
-    pub fn read(&self, unit: usize, columns: Columns, mut emit: impl FnMut(Chunk) -> Result<bool>) -> Result<()> {
+    pub fn read(&self, unit: usize, columns: Columns, emit: impl FnMut(Chunk) -> Result<bool>) -> Result<()> {
+        self.read_slice(unit, columns, None, emit)
+    }
+
+    /// [`Self::read`], keeping only the rows of `slice`'s series (see [`Self::slice`]) when
+    /// given. The rows of the unit's other series are decoded only where a row group holds
+    /// series of both (its series ids, and its times when a time range filters): a slice reader
+    /// shares those key columns with the reader of the neighbouring slice.
+    pub fn read_slice(
+        &self,
+        unit: usize,
+        columns: Columns,
+        slice: Option<&SeriesSlice>,
+        mut emit: impl FnMut(Chunk) -> Result<bool>,
+    ) -> Result<()> {
         let unit = self.units.get(unit).ok_or_else(|| crate::error::Error::Internal {
             reason: format!("scan unit {unit} of {}", self.units.len()),
         })?;
         if !unit.is_merge() {
             for (_, part) in &unit.parts {
-                if !emit(self.read_part(part, columns)?)? {
+                if !emit(self.read_part(part, columns, slice)?)? {
                     return Ok(());
                 }
             }
@@ -445,7 +467,7 @@ impl SplitScan {
             .into_iter()
             .map(|parts| {
                 parts.into_iter().map(|p| {
-                    let c = self.read_part(p, Columns::ALL)?;
+                    let c = self.read_part(p, Columns::ALL, slice)?;
                     Ok::<Rows, Halt>(Rows { series: c.series, time: c.time, value: c.value })
                 })
             })
@@ -457,15 +479,19 @@ impl SplitScan {
         }
     }
 
-    fn read_part(&self, part: &Part, columns: Columns) -> Result<Chunk> {
-        let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref() };
+    fn read_part(&self, part: &Part, columns: Columns, slice: Option<&SeriesSlice>) -> Result<Chunk> {
+        let series = slice.map_or(self.request.series.as_ref(), |s| Some(&s.series));
         match part {
             Part::Group { file, group } => {
                 let (live, footer) = self.files.get(*file).ok_or_else(|| crate::error::Error::Internal {
                     reason: format!("scan file {file} of {}", self.files.len()),
                 })?;
                 let offset = live.series_offset;
-                let local = RowFilter { time: filter.time, series: self.shifted.get(&offset).or(filter.series) };
+                let shifted = match slice {
+                    Some(s) => s.shifted.get(&offset),
+                    None => self.shifted.get(&offset),
+                };
+                let local = RowFilter { time: self.request.time, series: shifted.or(series) };
                 let mut chunk = footer.read_group(self.storage.as_ref(), *group, columns, &local)?;
                 shift_ids(&mut chunk.series, offset);
                 Ok(chunk)
@@ -475,10 +501,57 @@ impl SplitScan {
                     crate::error::Error::Internal { reason: format!("scan buffer part {buffer} {range:?}") }
                 })?;
                 let mut out = Rows::default();
-                out.extend_range(rows, range.start, range.end);
+                match slice {
+                    None => out.extend_range(rows, range.start, range.end),
+                    // The buffer was filtered by the request when the scan was planned; a slice
+                    // keeps the runs of its own series.
+                    Some(s) => {
+                        let mut i = range.start;
+                        while i < range.end {
+                            let id = rows.series[i];
+                            let run = rows.series[i..range.end].iter().take_while(|&&x| x == id).count();
+                            if s.series.contains(id) {
+                                out.extend_range(rows, i, i + run);
+                            }
+                            i += run;
+                        }
+                    }
+                }
                 Ok(Chunk::from(out))
             }
         }
+    }
+
+    /// The scan restricted to the series ids in `range` (ids of the store), for
+    /// [`Self::read_slice`]: a reader that must see whole series reads every unit that may
+    /// hold series of its slice, and only their rows.
+    pub fn slice(&self, range: std::ops::Range<u32>) -> SeriesSlice {
+        let mut series = RoaringBitmap::new();
+        series.insert_range(range);
+        if let Some(wanted) = &self.request.series {
+            series &= wanted;
+        }
+        let offsets: BTreeSet<u32> = self.files.iter().map(|(live, _)| live.series_offset).collect();
+        let shifted = offsets
+            .into_iter()
+            .filter_map(|offset| shifted_series(Some(&series), offset).map(|ids| (offset, ids)))
+            .collect();
+        SeriesSlice { series, shifted }
+    }
+}
+
+/// The series a reader of a [`SplitScan`] keeps (see [`SplitScan::slice`]): the request's
+/// series within a range of ids, and the same in the ids of each file with a series offset.
+#[derive(Debug, Clone)]
+pub struct SeriesSlice {
+    series: RoaringBitmap,
+    shifted: BTreeMap<u32, RoaringBitmap>,
+}
+
+impl SeriesSlice {
+    /// Whether the slice holds a series id in `lo..=hi`.
+    pub fn intersects(&self, (lo, hi): (u32, u32)) -> bool {
+        lo <= hi && self.series.range_cardinality(lo..=hi) > 0
     }
 }
 
@@ -553,7 +626,7 @@ impl SplitScan {
                         PortablePart::Group { file: index, group: *group as u32 }
                     }
                     Part::Buffered { .. } => {
-                        out.buffered.push(self.read_part(part, Columns::ALL).map(|c| Rows {
+                        out.buffered.push(self.read_part(part, Columns::ALL, None).map(|c| Rows {
                             series: c.series,
                             time: c.time,
                             value: c.value,
@@ -609,23 +682,28 @@ impl Store {
         }
         let mut units = Vec::with_capacity(portable.units.len());
         for parts in &portable.units {
-            let mut unit = ScanUnit { parts: Vec::with_capacity(parts.len()), rows: 0 };
+            let mut unit = ScanUnit { parts: Vec::with_capacity(parts.len()), rows: 0, series: (u32::MAX, 0) };
             for (rank, part) in parts {
-                let part = match *part {
+                let (part, lo, hi) = match *part {
                     PortablePart::Group { file, group } => {
                         let file = count("file", file, files.len())?;
                         let stats = files[file].1.groups();
                         let group = count("row group", group, stats.len())?;
                         unit.rows += stats[group].rows;
-                        Part::Group { file, group }
+                        let offset = files[file].0.series_offset;
+                        let (lo, hi) = stats[group].series.unwrap_or((0, u32::MAX - offset));
+                        (Part::Group { file, group }, lo.saturating_add(offset), hi.saturating_add(offset))
                     }
                     PortablePart::Buffered { buffer } => {
                         let buffer = count("buffer", buffer, buffered.len())?;
-                        let len = buffered[buffer].len();
-                        unit.rows += len as u64;
-                        Part::Buffered { buffer, range: 0..len }
+                        let rows: &Rows = &buffered[buffer];
+                        unit.rows += rows.len() as u64;
+                        let lo = rows.series.first().copied().unwrap_or(0);
+                        let hi = rows.series.last().copied().unwrap_or(0);
+                        (Part::Buffered { buffer, range: 0..rows.len() }, lo, hi)
                     }
                 };
+                unit.series = (unit.series.0.min(lo), unit.series.1.max(hi));
                 unit.parts.push((*rank as usize, part));
             }
             units.push(unit);

@@ -22,7 +22,8 @@ use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lockstep_engine::Store;
 use lockstep_engine::metrics::MetricCatalog;
-use lockstep_engine::store::{PortableScan, ScanRequest};
+use lockstep_engine::store::{PortableScan, ScanRequest, ScanUnit, SeriesSlice};
+use roaring::RoaringBitmap;
 
 use super::{ClockVersion, ScanJob, ScanPlan, decode_columns, engine_err, run_scan, schema_for};
 
@@ -32,6 +33,9 @@ use super::{ClockVersion, ScanJob, ScanPlan, decode_columns, engine_err, run_sca
 pub struct SamplesExec {
     job: Arc<ScanJob>,
     assignment: Vec<Vec<usize>>,
+    /// Per output partition, the series it keeps ([`Self::by_series`]); `None`: every
+    /// partition keeps every row of its units.
+    slices: Option<Arc<Vec<SeriesSlice>>>,
     limit: Option<usize>,
     properties: Arc<PlanProperties>,
 }
@@ -66,7 +70,47 @@ impl SamplesExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        SamplesExec { job, assignment, limit, properties }
+        SamplesExec { job, assignment, slices: None, limit, properties }
+    }
+
+    /// The same rows in `partitions` output partitions that each hold whole series: partition
+    /// `k` keeps the series with ids in its range, from every unit that may hold them. A
+    /// whole-series aggregate over it needs no repartition (see `crate::plan`). The ranges cut
+    /// the scan's rows into about equal parts (assuming a unit's rows spread evenly over its
+    /// wanted series). A unit whose series straddle a cut is read by both partitions: its series
+    /// ids (and times, under a time filter) are decoded twice, its values once. `None` with a
+    /// `LIMIT` (partitions would stop at different series) or when already split.
+    pub fn by_series(&self, partitions: usize) -> Option<SamplesExec> {
+        if self.limit.is_some() || self.slices.is_some() || partitions < 2 {
+            return None;
+        }
+        let Some(split) = &self.job.split else {
+            return Some(self.with_assignment(vec![Vec::new(); partitions]));
+        };
+        let chosen: Vec<usize> = self.assignment.iter().flatten().copied().collect();
+        let units: Vec<&ScanUnit> = chosen.iter().filter_map(|&u| split.units().get(u)).collect();
+        let wanted = self.job.plan.request.as_ref().and_then(|r| r.series.as_ref());
+        let series = u64::try_from(self.job.plan.clocks.series_count()).unwrap_or(u64::MAX);
+        let cuts = series_cuts(&units, wanted, series, partitions);
+        let slices: Vec<SeriesSlice> = cuts.windows(2).map(|w| split.slice(w[0]..w[1])).collect();
+        let mut assignment = vec![Vec::new(); partitions];
+        for &u in &chosen {
+            let Some(unit) = split.units().get(u) else { continue };
+            for (k, slice) in slices.iter().enumerate() {
+                if slice.intersects(unit.series()) {
+                    assignment[k].push(u);
+                }
+            }
+        }
+        assignment.iter_mut().for_each(|a| a.sort_unstable());
+        let mut exec = self.with_assignment(assignment);
+        exec.slices = Some(Arc::new(slices));
+        Some(exec)
+    }
+
+    /// Whether output column `column` is the table's `series_id`.
+    pub(crate) fn is_series_id(&self, column: usize) -> bool {
+        self.job.output.get(column) == Some(&3)
     }
 
     /// Rows stored in the units of the scan (before filters): its cost.
@@ -84,6 +128,12 @@ impl SamplesExec {
     /// each with this scan's partition count.
     pub fn split_tasks(&self, tasks: usize) -> Vec<SamplesExec> {
         let tasks = tasks.max(1);
+        if self.slices.is_some() {
+            // Whole series per partition: one task keeps them together.
+            let mut all = vec![self.with_slices(self.assignment.clone())];
+            all.extend((1..tasks).map(|_| self.with_slices(vec![Vec::new(); self.assignment.len()])));
+            return all;
+        }
         let partitions = self.assignment.len().max(1);
         let units: Vec<usize> = self.assignment.iter().flatten().copied().collect();
         let Some(split) = &self.job.split else {
@@ -110,9 +160,18 @@ impl SamplesExec {
         SamplesExec::new(self.schema(), self.job.clone(), assignment, self.limit)
     }
 
+    fn with_slices(&self, assignment: Vec<Vec<usize>>) -> SamplesExec {
+        let mut exec = self.with_assignment(assignment);
+        exec.slices = self.slices.clone();
+        exec
+    }
+
     /// This scan in a form [`Self::from_portable`] rebuilds in another process.
     pub fn to_portable(&self) -> DfResult<PortableSamples> {
         let job = &self.job;
+        if self.slices.is_some() {
+            return Err(DataFusionError::NotImplemented("a samples scan split by series is not portable".into()));
+        }
         let scan = match &job.split {
             None => None,
             Some(split) => {
@@ -180,6 +239,52 @@ impl SamplesExec {
     }
 }
 
+/// `partitions + 1` series-id cuts (the first the smallest id, the last past the largest, at
+/// most `series`, the number of series ids) that split the rows of `units` into about equal
+/// parts: a unit's rows are spread over its wanted series (`wanted`; `None`: every id in its
+/// range) evenly.
+fn series_cuts(units: &[&ScanUnit], wanted: Option<&RoaringBitmap>, series: u64, partitions: usize) -> Vec<u32> {
+    let count = |lo: u32, end: u64| -> u64 {
+        if u64::from(lo) >= end {
+            return 0;
+        }
+        match wanted {
+            Some(set) => match u32::try_from(end) {
+                Ok(end) => set.range_cardinality(lo..end),
+                Err(_) => set.range_cardinality(lo..),
+            },
+            None => end - u64::from(lo),
+        }
+    };
+    let spans: Vec<(u32, u64, f64)> = units
+        .iter()
+        .filter_map(|u| {
+            let (lo, hi) = u.series();
+            let end = (u64::from(hi) + 1).min(series);
+            let n = count(lo, end);
+            (n > 0).then(|| (lo, end, u.rows() as f64 / n as f64))
+        })
+        .collect();
+    let first = spans.iter().map(|s| u64::from(s.0)).min().unwrap_or(0);
+    let last = spans.iter().map(|s| s.1).max().unwrap_or(0).max(first);
+    // Rows of series below `cut`.
+    let below = |cut: u64| -> f64 { spans.iter().map(|&(lo, end, per)| count(lo, end.min(cut)) as f64 * per).sum() };
+    let total = below(last);
+    let clamp = |c: u64| u32::try_from(c).unwrap_or(u32::MAX);
+    let mut cuts = vec![clamp(first)];
+    for k in 1..partitions {
+        let goal = total * k as f64 / partitions as f64;
+        let (mut lo, mut hi) = (u64::from(*cuts.last().unwrap_or(&0)), last);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) >= goal { hi = mid } else { lo = mid + 1 }
+        }
+        cuts.push(clamp(lo));
+    }
+    cuts.push(clamp(last));
+    cuts
+}
+
 impl DisplayAs for SamplesExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
@@ -189,6 +294,9 @@ impl DisplayAs for SamplesExec {
             self.unit_count(),
             self.rows()
         )?;
+        if self.slices.is_some() {
+            write!(f, ", by_series")?;
+        }
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -239,6 +347,7 @@ impl ExecutionPlan for SamplesExec {
         let mut builder = RecordBatchReceiverStreamBuilder::new(schema.clone(), 4);
         let tx = builder.tx();
         let job = self.job.clone();
+        let slices = self.slices.clone();
         let mut left = self.limit.unwrap_or(usize::MAX);
         let wanted = left > 0;
         let reservation = MemoryConsumer::new(format!("SamplesScan[{partition}]")).register(ctx.memory_pool());
@@ -248,7 +357,8 @@ impl ExecutionPlan for SamplesExec {
                 left -= batch.num_rows();
                 tx.blocking_send(Ok(batch)).is_ok() && left > 0
             };
-            if wanted && let Err(e) = run_scan(&schema, &job, &units, &reservation, emit) {
+            let slice = slices.as_ref().and_then(|s| s.get(partition));
+            if wanted && let Err(e) = run_scan(&schema, &job, &units, slice, &reservation, emit) {
                 let _ = tx.blocking_send(Err(e));
             }
             Ok(())

@@ -6,10 +6,29 @@
 //! - `time <op> literal` (`<`, `<=`, `>`, `>=`, `=`) and `time BETWEEN a AND b`, and the same
 //!   on `local_time`;
 //! - `col = 'literal'` and `col IN ('a', 'b')` on `metric`, `host` and label columns.
+//!
+//! Any other filter that reads only columns constant within a series (`metric`, `series_id`,
+//! `domain`, `entity` and the labels) and is deterministic — `metric LIKE 'DCGM%'`,
+//! `host IN (…) OR gpu = '0'`, `regexp_like(pod, …)` — is [`series_level`]: the scan evaluates
+//! it once per series over the series dictionary ([`series_set`]) instead of once per row,
+//! and DataFusion does not re-check it (pushdown `Exact`): its value is the same for every row
+//! of a series.
 
-use datafusion::common::ScalarValue;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, RecordBatch, UInt32Array};
+use arrow::datatypes::{Field, Int32Type, Schema};
+use datafusion::catalog::Session;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, expr::InList};
 use lockstep_engine::series::SeriesFilter;
+use roaring::RoaringBitmap;
+
+/// Fixed columns whose value is the same in every row of a series (besides the labels).
+const SERIES_COLUMNS: [&str; 4] = ["metric", "series_id", "domain", "entity"];
 
 /// What the filters say about the scan.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -179,4 +198,73 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether `e` reads only columns constant within a series, at least one, and is
+/// deterministic and self-contained (no subquery, placeholder or outer reference): then its
+/// value per series is its value on every row of that series.
+pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
+    let columns = e.column_refs();
+    let foreign = e
+        .exists(|n| {
+            Ok(matches!(
+                n,
+                Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::OuterReferenceColumn(..)
+                    | Expr::Placeholder(_)
+                    | Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_)
+            ))
+        })
+        .unwrap_or(true);
+    !columns.is_empty()
+        && !foreign
+        && !e.is_volatile()
+        && columns.iter().all(|c| SERIES_COLUMNS.contains(&c.name.as_str()) || label_columns.contains(&c.name))
+}
+
+/// The series (ids) for which every filter in `filters` (each [`series_level`]) is true,
+/// evaluated over the series dictionary: `dict_values` holds, per series id, the metric, the
+/// domain, the entity, then each of `label_columns` (see the samples table's scan plan).
+/// `None` when `filters` is empty.
+pub fn series_set(
+    state: &dyn Session,
+    filters: &[&Expr],
+    dict_values: &[ArrayRef],
+    label_columns: &[String],
+) -> DfResult<Option<RoaringBitmap>> {
+    if filters.is_empty() {
+        return Ok(None);
+    }
+    let n = dict_values.first().map_or(0, |a| a.len());
+    let mut fields = Vec::with_capacity(dict_values.len() + 1);
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
+    let ids = u32::try_from(n).map_err(|_| DataFusionError::Internal(format!("{n} series")))?;
+    let keys = arrow::array::Int32Array::from_iter_values((0..n).map(|i| i as i32));
+    let names = ["metric", "domain", "entity"].into_iter().chain(label_columns.iter().map(String::as_str));
+    for (name, values) in names.zip(dict_values) {
+        let dict = DictionaryArray::<Int32Type>::try_new(keys.clone(), Arc::clone(values))?;
+        fields.push(Field::new(name, dict.data_type().clone(), true));
+        columns.push(Arc::new(dict));
+    }
+    fields.push(Field::new("series_id", arrow::datatypes::DataType::UInt32, false));
+    columns.push(Arc::new(UInt32Array::from_iter_values(0..ids)));
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+    let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+    let mut keep = RoaringBitmap::full();
+    for f in filters {
+        let expr = state.create_physical_expr(unnormalize_col((*f).clone()), &df_schema)?;
+        let result = expr.evaluate(&batch)?.into_array(n)?;
+        let result = result.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
+            DataFusionError::Internal(format!("series filter {f} is {}, not boolean", result.data_type()))
+        })?;
+        // Null is not true: the row is filtered out, as a WHERE clause does.
+        let pass: RoaringBitmap =
+            (0..ids).filter(|&i| result.is_valid(i as usize) && result.value(i as usize)).collect();
+        keep &= pass;
+    }
+    Ok(Some(keep))
 }
