@@ -180,8 +180,8 @@ impl TableProvider for SamplesTable {
         let pushdown = pushdown::analyze(filters, &labels);
         let clocks = self.clock.resolve(&self.store)?;
         let per_series: Vec<&Expr> = filters.iter().filter(|f| pushdown::series_level(f, &labels)).collect();
-        let plan = ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown, |dict_values| {
-            pushdown::series_set(state, &per_series, dict_values, &labels)
+        let plan = ScanPlan::new(&self.store, &self.catalog, clocks, &labels, &pushdown, |within, dict_values| {
+            pushdown::series_set(state, &per_series, within, dict_values, &labels)
         })?;
         let output: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..full.fields().len()).collect());
         let schema = Arc::new(full.project(&output)?);
@@ -274,7 +274,7 @@ impl ScanPlan {
         clocks: Arc<ClockSet>,
         labels: &[String],
         pushdown: &Pushdown,
-        per_series: impl FnOnce(&[ArrayRef]) -> DfResult<Option<RoaringBitmap>>,
+        per_series: impl FnOnce(Option<&RoaringBitmap>, &[ArrayRef]) -> DfResult<Option<RoaringBitmap>>,
     ) -> DfResult<Self> {
         let mut series = if pushdown.has_series_filter() {
             Some(store.with_catalog(|c| c.select(&pushdown.series)).map_err(engine_err)?)
@@ -282,11 +282,8 @@ impl ScanPlan {
             None
         };
         let (dict_values, clocks) = dictionaries(store, catalog, labels, clocks)?;
-        if let Some(set) = per_series(&dict_values)? {
-            series = Some(match series {
-                Some(selected) => selected & set,
-                None => set,
-            });
+        if let Some(set) = per_series(series.as_ref(), &dict_values)? {
+            series = Some(set);
         }
         let mut plan = ScanPlan { request: None, dict_values, clocks };
         if series.as_ref().is_some_and(RoaringBitmap::is_empty) {

@@ -225,13 +225,16 @@ pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
         && columns.iter().all(|c| SERIES_COLUMNS.contains(&c.name.as_str()) || label_columns.contains(&c.name))
 }
 
-/// The series (ids) for which every filter in `filters` (each [`series_level`]) is true,
-/// evaluated over the series dictionary: `dict_values` holds, per series id, the metric, the
-/// domain, the entity, then each of `label_columns` (see the samples table's scan plan).
-/// `None` when `filters` is empty.
+/// The series (ids) among `within` (`None`: all) for which every filter in `filters` (each
+/// [`series_level`]) is true, evaluated over the series dictionary: `dict_values` holds, per
+/// series id, the metric, the domain, the entity, then each of `label_columns` (see the samples
+/// table's scan plan). Each filter is evaluated only on the series the ones before it kept, so
+/// `metric = 'm' AND CAST(gpu AS INT) = 3` casts the labels of `m`'s series only. `None` when
+/// `filters` is empty.
 pub fn series_set(
     state: &dyn Session,
     filters: &[&Expr],
+    within: Option<&RoaringBitmap>,
     dict_values: &[ArrayRef],
     label_columns: &[String],
 ) -> DfResult<Option<RoaringBitmap>> {
@@ -239,32 +242,51 @@ pub fn series_set(
         return Ok(None);
     }
     let n = dict_values.first().map_or(0, |a| a.len());
-    let mut fields = Vec::with_capacity(dict_values.len() + 1);
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
-    let ids = u32::try_from(n).map_err(|_| DataFusionError::Internal(format!("{n} series")))?;
-    let keys = arrow::array::Int32Array::from_iter_values((0..n).map(|i| i as i32));
-    let names = ["metric", "domain", "entity"].into_iter().chain(label_columns.iter().map(String::as_str));
-    for (name, values) in names.zip(dict_values) {
-        let dict = DictionaryArray::<Int32Type>::try_new(keys.clone(), Arc::clone(values))?;
-        fields.push(Field::new(name, dict.data_type().clone(), true));
-        columns.push(Arc::new(dict));
-    }
+    let all = u32::try_from(n).map_err(|_| DataFusionError::Internal(format!("{n} series")))?;
+    let mut keep: RoaringBitmap = match within {
+        Some(set) => set.iter().filter(|&id| id < all).collect(),
+        None => (0..all).collect(),
+    };
+    let names: Vec<&str> =
+        ["metric", "domain", "entity"].into_iter().chain(label_columns.iter().map(String::as_str)).collect();
+    let mut fields: Vec<Field> = names
+        .iter()
+        .zip(dict_values)
+        .map(|(name, values)| {
+            let t = arrow::datatypes::DataType::Dictionary(
+                Box::new(arrow::datatypes::DataType::Int32),
+                Box::new(values.data_type().clone()),
+            );
+            Field::new(*name, t, true)
+        })
+        .collect();
     fields.push(Field::new("series_id", arrow::datatypes::DataType::UInt32, false));
-    columns.push(Arc::new(UInt32Array::from_iter_values(0..ids)));
     let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
     let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
-    let mut keep = RoaringBitmap::full();
     for f in filters {
+        if keep.is_empty() {
+            break;
+        }
+        // One row per series still kept: dictionary columns keyed by the series id.
+        let ids: Vec<u32> = keep.iter().collect();
+        let keys = arrow::array::Int32Array::from_iter_values(ids.iter().map(|&id| id as i32));
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
+        for values in dict_values.iter().take(names.len()) {
+            columns.push(Arc::new(DictionaryArray::<Int32Type>::try_new(keys.clone(), Arc::clone(values))?));
+        }
+        columns.push(Arc::new(UInt32Array::from(ids.clone())));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
         let expr = state.create_physical_expr(unnormalize_col((*f).clone()), &df_schema)?;
-        let result = expr.evaluate(&batch)?.into_array(n)?;
+        let result = expr
+            .evaluate(&batch)
+            .and_then(|v| v.into_array(ids.len()))
+            .map_err(|e| e.context(format!("evaluating the filter {f} on the series' columns")))?;
         let result = result.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
             DataFusionError::Internal(format!("series filter {f} is {}, not boolean", result.data_type()))
         })?;
         // Null is not true: the row is filtered out, as a WHERE clause does.
-        let pass: RoaringBitmap =
-            (0..ids).filter(|&i| result.is_valid(i as usize) && result.value(i as usize)).collect();
-        keep &= pass;
+        keep =
+            ids.iter().enumerate().filter(|&(i, _)| result.is_valid(i) && result.value(i)).map(|(_, &id)| id).collect();
     }
     Ok(Some(keep))
 }

@@ -57,7 +57,7 @@ fn plan(store: &Store, ref_lo: i64, ref_hi: i64) -> (Option<(i64, i64)>, usize) 
     let filters = [col("time").gt_eq(ts(ref_lo)), col("time").lt(ts(ref_hi))];
     let pushdown = pushdown::analyze(&filters, &labels);
     let clocks = ClockVersion::Newest.resolve(store).unwrap();
-    let plan = ScanPlan::new(store, &MetricCatalog::builtin(), clocks, &labels, &pushdown, |_| Ok(None)).unwrap();
+    let plan = ScanPlan::new(store, &MetricCatalog::builtin(), clocks, &labels, &pushdown, |_, _| Ok(None)).unwrap();
     let request = plan.request.unwrap();
     let time = request.time;
     (time, store.scan(request).unwrap().file_count())
@@ -199,7 +199,7 @@ fn local_time_filters_prune_files() {
     let clocks = ClockVersion::Newest.resolve(&store).unwrap();
     let request = |filters: &[Expr]| {
         let pushdown = pushdown::analyze(filters, &labels);
-        ScanPlan::new(&store, &MetricCatalog::builtin(), clocks.clone(), &labels, &pushdown, |_| Ok(None))
+        ScanPlan::new(&store, &MetricCatalog::builtin(), clocks.clone(), &labels, &pushdown, |_, _| Ok(None))
             .unwrap()
             .request
     };
@@ -274,6 +274,14 @@ fn series_level_filters_keep_exactly_their_series() {
             assert!(!plan.contains("FilterExec"), "{filter} is re-checked per row:\n{plan}");
         }
     }
+    // A filter that fails says so, naming itself.
+    let err = rt
+        .block_on(async {
+            ctx.sql("SELECT count(*) FROM samples WHERE CAST(dev AS INT) = 1").await.unwrap().collect().await
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("on the series' columns") && err.contains("Cast error"), "{err}");
     // A filter that also reads a per-row column stays a row filter.
     let plan = arrow::util::pretty::pretty_format_batches(&collect(
         &ctx,
