@@ -260,6 +260,21 @@ def print_table(title, names, methods, scores, reps, rng):
     print()
 
 
+def report_series(args, methods, scores, columns, rows):
+    """`--per-series` table (the `columns` of each of `rows`, `(name, cells)`, then each method's
+    `F1/number of changes`) and the `--json` file (per method and series: F1, cover, changes)."""
+    if args.per_series:
+        print("| series | " + " | ".join(list(columns) + list(methods)) + " |")
+        print("|---|" + "---:|" * (len(columns) + len(methods)))
+        for name, cells in rows:
+            print(f"| {name} | " + " | ".join([str(c) for c in cells] + [
+                f"{scores[m][name][0]:.2f}/{scores[m][name][2]}" for m in methods]) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({m: {n: {"f1": v[0], "cover": v[1], "found": methods[m][n]} for n, v in s.items()}
+                       for m, s in scores.items()}, f, indent=1)
+
+
 def parse_args(doc, data_arg):
     """The command line shared by the change-point benches."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -317,14 +332,7 @@ def main():
         cells = [np.mean([scores[m][n][0] for n in series if family(n) == f]) for f in fams]
         print(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     print()
-    if args.per_series:
-        print("| series | half | " + " | ".join(methods) + " |")
-        for n in series:
-            print(f"| {n} | {half(n)} | " + " | ".join(
-                f"{scores[m][n][0]:.2f}/{scores[m][n][2]}" for m in methods) + " |")
-    if args.json:
-        json.dump({m: {n: {"f1": v[0], "cover": v[1], "found": methods[m][n]} for n, v in s.items()}
-                   for m, s in scores.items()}, open(args.json, "w"), indent=1)
+    report_series(args, methods, scores, ["half"], [(n, [half(n)]) for n in series])
 
 
 if __name__ == "__main__":
