@@ -502,7 +502,8 @@ fn variance_inflation(rho: f64) -> f64 {
 fn second_order_inflation(z: &[f64], scratch: &mut Vec<f64>) -> f64 {
     let diffs: Vec<f64> = z.windows(2).map(|w| w[1] - w[0]).collect();
     let steps: Vec<f64> = diffs.windows(2).map(|w| w[1] - w[0]).collect();
-    if !(trimmed_scale(&steps, scratch) > 0.0) {
+    let step_scale = trimmed_scale(&steps, scratch);
+    if step_scale.is_nan() || step_scale <= 0.0 {
         // Piecewise-constant differences (exact lines or noiseless steps): no estimate.
         return 1.0;
     }
