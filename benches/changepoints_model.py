@@ -57,7 +57,7 @@ def lag1(z):
     return (s2 / s1) ** 2 - 1
 
 
-def seasonal_period(z):
+def seasonal_period(z, drop=0.8):
     n = len(z)
     max_lag = n // 3
     if max_lag < 5:
@@ -73,7 +73,7 @@ def seasonal_period(z):
     low = np.inf
     for k in range(1, max_lag):
         a = acf[k]
-        if k >= 4 and a >= 0.5 and a - low >= 0.8 and a >= acf[k - 1] and a >= acf[k + 1]:
+        if k >= 4 and a >= 0.5 and a - low >= drop and a >= acf[k - 1] and a >= acf[k + 1]:
             end = min(k + k // 2, max_lag)
             return int(k + np.argmax(acf[k:end + 1]))
         low = min(low, a)
@@ -168,7 +168,7 @@ def opt_partition(cost, beta, min_size):
     return sorted(cps)
 
 
-def prepare(x, season=True):
+def prepare(x, season=True, season_drop=0.8):
     x = np.asarray(x, float)
     center = np.median(x)
     scale = tscale(np.diff(x)) / np.sqrt(2)
@@ -180,7 +180,7 @@ def prepare(x, season=True):
     z = (x - center) / scale
     z = winsorise(z)
     if season:
-        p = seasonal_period(z)
+        p = seasonal_period(z, season_drop)
         if p:
             z = winsorise(deseasonalise(z, p))
     q = 0.0
@@ -191,13 +191,26 @@ def prepare(x, season=True):
     return z, floor
 
 
+def second_order(vif, n, z, max_rho=0.8):
+    """The default since branch `cp3`: a smooth curve, whose first differences are as
+    persistent as the clamp on rho, has its VIF multiplied by theirs."""
+    if not tscale(np.diff(np.diff(z))) > 0:
+        return vif  # piecewise-constant differences (exact lines, noiseless steps): no estimate
+    r2 = lag1(np.diff(z))
+    if np.isfinite(r2) and r2 >= max_rho:
+        r2 = min(r2, max_rho)
+        vif *= (1 + r2) / (1 - r2)
+    return vif
+
+
 def detect(x, model="trend", scale=1.0, per_param=2.0, slope_params=2.0, max_rho=0.8, min_size=5,
-           rho_fn=None, vif_fn=None, neff=True, neff_min=2.0):
+           rho_fn=None, vif_fn=second_order, neff=True, neff_min=2.0, var_floor=0.0, season_drop=0.8):
     x = np.asarray(x, float)
     n = len(x)
     if n < 2 * min_size or np.all(x == x[0]):
         return []
-    z, floor = prepare(x)
+    z, floor = prepare(x, season_drop=season_drop)
+    floor = max(floor, var_floor)
     rho = lag1(z) if rho_fn is None else rho_fn(z)
     rho = min(max(rho, 0.0), max_rho) if np.isfinite(rho) else max_rho
     vif = (1 + rho) / (1 - rho)
@@ -300,13 +313,19 @@ def main():
         sys.exit(__doc__)
     series, _ = tcpd.load(sys.argv[1])
     experiments = {
-        "first version: 1.5 * ln n * VIF": lambda x: detect(x, per_param=1.5, neff=False),
-        "default: 2 * ln(n / VIF) * VIF": lambda x: detect(x),
+        "first version: 1.5 * ln n * VIF": lambda x: detect(x, per_param=1.5, neff=False, vif_fn=None),
+        "cp2: 2 * ln(n / VIF) * VIF": lambda x: detect(x, vif_fn=None),
+        "default (cp3): cp2 and the differences' VIF on smooth curves": lambda x: detect(x),
         "1.75 * ln(n / VIF) * VIF": lambda x: detect(x, per_param=1.75),
         "2.25 * ln(n / VIF) * VIF": lambda x: detect(x, per_param=2.25),
         "default, rho clamp 0.9": lambda x: detect(x, max_rho=0.9),
         "left out: rho from residuals of a first pass": two_pass,
         "left out: extra VIF when smoother than a walk": lambda x: detect(x, vif_fn=smoother_than_walk),
+        "left out: the differences' VIF from rho_diff > 1": lambda x: detect(
+            x, vif_fn=lambda v, n, z: second_order(v, n, z) if lag1(np.diff(z)) > 1 else v),
+        "left out: min segment max(5, n / 20)": lambda x: detect(x, min_size=max(5, len(x) // 20)),
+        "left out: residual variance floor 0.05 (noise units)": lambda x: detect(x, var_floor=0.05),
+        "left out: season search, trough-to-peak drop 0.5": lambda x: detect(x, season_drop=0.5),
     }
     for label, fn in experiments.items():
         print(f"{label}\n  TCPD {score(series, fn)}\n  synthetic: {synthetic(fn)}", flush=True)

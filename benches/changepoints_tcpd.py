@@ -204,9 +204,11 @@ def standardised(v):
     return (v - v.mean()) / (sd if sd > 0 else 1.0), np.flatnonzero(np.isfinite(v))
 
 
-def run_ruptures(series, jump=1):
+def run_ruptures(series, jump=1, kernel_max_n=None):
     """ruptures' Pelt, Binseg (l2) and KernelCPD (rbf) with the penalties in the module doc;
-    `jump` = candidate spacing (1 = every sample; ruptures' own default is 5)."""
+    `jump` = candidate spacing (1 = every sample; ruptures' own default is 5), or a function
+    of the series length giving it. KernelCPD is skipped (no entry) on series longer than
+    `kernel_max_n`: its memory grows as n² (12 GB at 39,000 samples)."""
     import ruptures as rpt
 
     out = {"ruptures Pelt l2": {}, "ruptures Binseg l2": {}, "ruptures KernelCPD rbf": {}}
@@ -217,15 +219,18 @@ def run_ruptures(series, jump=1):
         sd = x.std()
         x = ((x - x.mean()) / (sd if sd > 0 else 1.0)).reshape(-1, 1)
         n = len(x)
+        step = jump(n) if callable(jump) else jump
         d = np.diff(x[:, 0])
         sigma = 1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2) if n > 2 else 1.0
         sigma = sigma if sigma > 0 else 1.0
         pen_l2 = np.log(n) * 1 * sigma ** 2
         algos = {
-            "ruptures Pelt l2": lambda: rpt.Pelt(model="l2", min_size=2, jump=jump).fit(x).predict(pen=pen_l2),
-            "ruptures Binseg l2": lambda: rpt.Binseg(model="l2", min_size=2, jump=jump).fit(x).predict(pen=pen_l2),
-            "ruptures KernelCPD rbf": lambda: rpt.KernelCPD(kernel="rbf", min_size=2, jump=jump).fit(x).predict(pen=np.log(n)),
+            "ruptures Pelt l2": lambda: rpt.Pelt(model="l2", min_size=2, jump=step).fit(x).predict(pen=pen_l2),
+            "ruptures Binseg l2": lambda: rpt.Binseg(model="l2", min_size=2, jump=step).fit(x).predict(pen=pen_l2),
+            "ruptures KernelCPD rbf": lambda: rpt.KernelCPD(kernel="rbf", min_size=2, jump=step).fit(x).predict(pen=np.log(n)),
         }
+        if kernel_max_n is not None and n > kernel_max_n:
+            del algos["ruptures KernelCPD rbf"]
         for label, fn in algos.items():
             try:
                 bk = fn()[:-1]
@@ -260,6 +265,22 @@ def print_table(title, names, methods, scores, reps, rng):
     print()
 
 
+def report_series(args, methods, scores, columns, rows):
+    """`--per-series` table (the `columns` of each of `rows`, `(name, cells)`, then each method's
+    `F1/number of changes`) and the `--json` file (per method and series: F1, cover, changes)."""
+    if args.per_series:
+        print("| series | " + " | ".join(list(columns) + list(methods)) + " |")
+        print("|---|" + "---:|" * (len(columns) + len(methods)))
+        for name, cells in rows:
+            print(f"| {name} | " + " | ".join([str(c) for c in cells] + [
+                f"{scores[m][name][0]:.2f}/{scores[m][name][2]}" if name in scores[m] else "not run"
+                for m in methods]) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({m: {n: {"f1": v[0], "cover": v[1], "found": methods[m][n]} for n, v in s.items()}
+                       for m, s in scores.items()}, f, indent=1)
+
+
 def parse_args(doc, data_arg):
     """The command line shared by the change-point benches."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,7 +294,7 @@ def parse_args(doc, data_arg):
     return ap.parse_args()
 
 
-def run_methods(series, args, binary, jump=1):
+def run_methods(series, args, binary, jump=1, kernel_max_n=None):
     """Change points per method and series: zero, Lockstep (default and each variant), ruptures."""
     methods = {"zero (no change)": {name: [] for name in series}}
     methods["Lockstep change_points"] = run_lockstep(binary, series)
@@ -281,7 +302,7 @@ def run_methods(series, args, binary, jump=1):
         label, _, sql_args = v.partition("=")
         methods[f"Lockstep {label}"] = run_lockstep(binary, series, sql_args)
     if not args.no_ruptures:
-        methods.update(run_ruptures(series, jump))
+        methods.update(run_ruptures(series, jump, kernel_max_n))
     return methods
 
 
@@ -317,14 +338,7 @@ def main():
         cells = [np.mean([scores[m][n][0] for n in series if family(n) == f]) for f in fams]
         print(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     print()
-    if args.per_series:
-        print("| series | half | " + " | ".join(methods) + " |")
-        for n in series:
-            print(f"| {n} | {half(n)} | " + " | ".join(
-                f"{scores[m][n][0]:.2f}/{scores[m][n][2]}" for m in methods) + " |")
-    if args.json:
-        json.dump({m: {n: {"f1": v[0], "cover": v[1], "found": methods[m][n]} for n, v in s.items()}
-                   for m, s in scores.items()}, open(args.json, "w"), indent=1)
+    report_series(args, methods, scores, ["half"], [(n, [half(n)]) for n in series])
 
 
 if __name__ == "__main__":

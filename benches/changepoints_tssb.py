@@ -37,7 +37,6 @@ a 10,000-sample series is far stricter than on TCPD's series of ~200); segmentat
 TCPD (and TSSB's own evaluation). Means over series with 95 % percentile bootstrap intervals
 over series.
 """
-import json
 import os
 import random
 import sys
@@ -104,14 +103,9 @@ def main():
     print(f"TSSB: {len(series)} series; lockstep binary: {binary}\n")
     for g, names in groups.items():
         tcpd.print_table(g, names, methods, scores, args.boot, rng)
-    if args.per_series:
-        print("| series | n | true | level/spread | " + " | ".join(methods) + " |")
-        for n, s in series.items():
-            print(f"| {n} | {len(s['values'])} | {len(s['annotations'][0])} | {'yes' if n in visible else 'no'} | "
-                  + " | ".join(f"{scores[m][n][0]:.2f}/{scores[m][n][2]}" for m in methods) + " |")
-    if args.json:
-        json.dump({m: {n: {"f1": v[0], "cover": v[1], "found": methods[m][n]} for n, v in s.items()}
-                   for m, s in scores.items()}, open(args.json, "w"), indent=1)
+    tcpd.report_series(args, methods, scores, ["n", "true", "level/spread"], [
+        (n, [len(s["values"]), len(s["annotations"][0]), "yes" if n in visible else "no"])
+        for n, s in series.items()])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@
 //!    (level, variance, location) and 2 more for each sloped segment — with
 //!    `VIF = (1 + ρ) / (1 − ρ)` the variance inflation of AR(1) noise, `ρ` a robust lag-1
 //!    autocorrelation from first and second differences
-//!    ([`super::robust::lag1_autocorrelation`]) clamped to `[0, 0.8]`. Serially correlated
+//!    ([`super::robust::lag1_autocorrelation`]) clamped to `[0, 0.8]`; a smooth curve, whose
+//!    first differences are themselves that persistent, has its VIF multiplied by theirs
+//!    (9 more). Serially correlated
 //!    noise carries less information per sample: the cost is judged on an effective sample
 //!    size of `n / VIF` (each sample's likelihood weighs `1 / VIF`, BIC's `ln` is of the
 //!    effective size, at least [`MIN_EFFECTIVE_N`]), so random walks and smooth curves are not
@@ -458,8 +460,7 @@ impl ChangeDetector {
                     winsorise(&mut z, MEDIAN_HALF_WIDTH, CLIP_SDS, &mut self.scratch);
                 }
                 let rho = lag1_autocorrelation(&z, &mut self.scratch);
-                let rho = if rho.is_finite() { rho.clamp(0.0, MAX_AUTOCORRELATION) } else { MAX_AUTOCORRELATION };
-                let vif = (1.0 + rho) / (1.0 - rho);
+                let vif = variance_inflation(rho) * second_order_inflation(&z, &mut self.scratch);
                 let q = if noisy { quantum(&z, &mut self.scratch).unwrap_or(0.0) } else { 0.0 };
                 let floor = (q * q / 12.0).max(REL_VAR_FLOOR);
                 // Per change: level, variance and location; a slope pays for itself.
@@ -481,6 +482,33 @@ impl ChangeDetector {
         }
         Some(Segmentation { cost, cps, penalty, vif, scale })
     }
+}
+
+/// `(1 + ρ) / (1 − ρ)`, the variance inflation of AR(1) noise, with `ρ` clamped to
+/// `[0, MAX_AUTOCORRELATION]` (an undefined estimate counts as the clamp).
+fn variance_inflation(rho: f64) -> f64 {
+    let rho = if rho.is_finite() { rho.clamp(0.0, MAX_AUTOCORRELATION) } else { MAX_AUTOCORRELATION };
+    (1.0 + rho) / (1.0 - rho)
+}
+
+/// The extra variance inflation of a smooth curve: when the first differences of `z` are
+/// themselves as persistent as the clamp on `ρ` (their lag-1 autocorrelation estimate is at
+/// least [`MAX_AUTOCORRELATION`]: `z` behaves like an integrated random walk — a population
+/// curve, the cumulative count of a drifting rate), the curve's local shape carries even less
+/// information per sample than the clamped `ρ` of `z` says, and the differences' own
+/// inflation (the clamp's, 9) multiplies it. 1 otherwise: white noise, random walks, AR(1)
+/// noise, and steps, ramps and kinks in noise have much less persistent differences and keep
+/// their penalty.
+fn second_order_inflation(z: &[f64], scratch: &mut Vec<f64>) -> f64 {
+    let diffs: Vec<f64> = z.windows(2).map(|w| w[1] - w[0]).collect();
+    let steps: Vec<f64> = diffs.windows(2).map(|w| w[1] - w[0]).collect();
+    let step_scale = trimmed_scale(&steps, scratch);
+    if step_scale.is_nan() || step_scale <= 0.0 {
+        // Piecewise-constant differences (exact lines or noiseless steps): no estimate.
+        return 1.0;
+    }
+    let rho = lag1_autocorrelation(&diffs, scratch);
+    if rho.is_finite() && rho >= MAX_AUTOCORRELATION { variance_inflation(rho) } else { 1.0 }
 }
 
 /// Moves each change of slope (where the two fits meet without a level jump) to the kink of
