@@ -20,8 +20,8 @@ pub(crate) enum VerdictKind {
 /// `LOCKSTEP_EVAL_SEEDS=0:12 [LOCKSTEP_EVAL_BAND=hard] benches/diagnose_independent.sh`), then
 /// frozen: isotonic regression of the AC@1 outcome of the 154 episode verdicts on the rule score,
 /// each block smoothed as (right + p) / (runs + 1) towards their overall accuracy p = 0.96. The
-/// blocks: 5 fallback verdicts at 0.19–0.30 (0 right), 101 at 0.31–0.89 (100 right), 48 at
-/// 0.89–1.0 (48 right).
+/// blocks: 5 fallback verdicts at 0.19–0.30 (0 right), 101 at 0.44–0.80 (100 right; the wrong
+/// one a hard-band pair of concurrent faults 10–60 s apart), 48 at 0.83–1.0 (48 right).
 const EPISODE_KNOTS: [(f64, f64); 3] = [(0.244, 0.160), (0.686, 0.990), (0.942, 0.999)];
 /// Probability that a `healthy` verdict is right, without and with gaps in the signals: on the
 /// same tuning runs 18 of 29 without gaps and 6 of 8 with gaps were right (the wrong ones are
