@@ -22,7 +22,10 @@
 //! (labelled with their own job ids), some with slowdowns or write bursts of their own; every
 //! host's clock offset (±5 s) and, on some runs, one host's clock stepping mid-run; and a
 //! red-herring NIC with a steady error trickle. [`Situation::TwoFaults`] injects two concurrent
-//! faults of different kinds.
+//! faults of different kinds. [`Band::Hard`] draws runs that are meant to be diagnosed wrong some
+//! of the time (faults at and below the detection limit, 10–30 s blips, coarse scrapes, concurrent
+//! faults 10–60 s apart, several exporters absent), to measure whether the confidence is
+//! calibrated; the default band's draws do not depend on it.
 //!
 //! Layout: `scenario.rs` draws a run from its seed ([`generate`]: conventions, intervals, hosts,
 //! faults, the truth), `dynamics.rs` holds the fault effects, shapes and host clocks,
