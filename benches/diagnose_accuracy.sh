@@ -6,4 +6,4 @@
 # Usage: benches/diagnose_accuracy.sh [--release]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test ${1:-} -p lockstep --test cli -- --ignored --exact diagnose::diagnose_accuracy --nocapture
+cargo test ${1:-} --workspace --test cli -- --ignored --exact diagnose::diagnose_accuracy --nocapture

@@ -284,8 +284,13 @@ pub struct Episode {
     pub chain: Vec<ChainLink>,
     /// Step-time decomposition.
     pub decomposition: Decomposition,
-    /// Confidence in the root cause, in [0, 1] (see docs/diagnosis.md).
+    /// Confidence that the verdict is right, in [0, 1]: `rule_confidence` mapped to the
+    /// probability of being right measured on the independent generator's tuning seeds (see
+    /// docs/diagnosis.md).
     pub confidence: f64,
+    /// The root-cause rule's own score, lowered for missing signals and hard episodes, before
+    /// calibration (also the first suspect's `score`).
+    pub rule_confidence: f64,
     /// For a pool or fabric root cause: the other jobs that use that pool or port during the
     /// episode (the aggressor, when the evidence names one, and the blast radius).
     pub other_jobs: Vec<String>,
@@ -309,6 +314,7 @@ impl Episode {
             chain: Vec::new(),
             decomposition: Decomposition::default(),
             confidence: 0.0,
+            rule_confidence: 0.0,
             other_jobs: Vec::new(),
             blast_radius: Vec::new(),
             next_action: String::new(),

@@ -22,7 +22,10 @@
 //! (labelled with their own job ids), some with slowdowns or write bursts of their own; every
 //! host's clock offset (±5 s) and, on some runs, one host's clock stepping mid-run; and a
 //! red-herring NIC with a steady error trickle. [`Situation::TwoFaults`] injects two concurrent
-//! faults of different kinds.
+//! faults of different kinds. [`Band::Hard`] draws runs that are meant to be diagnosed wrong some
+//! of the time (faults at and below the detection limit, 10–30 s blips, coarse scrapes, concurrent
+//! faults 10–60 s apart, several exporters absent), to measure whether the confidence is
+//! calibrated; the default band's draws do not depend on it.
 //!
 //! Layout: `scenario.rs` draws a run from its seed ([`generate`]: conventions, intervals, hosts,
 //! faults, the truth), `dynamics.rs` holds the fault effects, shapes and host clocks,
@@ -155,6 +158,27 @@ pub struct Fixed {
     pub every_s: Option<u32>,
 }
 
+/// The band of difficulty a run is drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Band {
+    /// The evaluation's default draws (see the module documentation).
+    #[default]
+    Default,
+    /// Runs made to be diagnosed wrong some of the time, to measure whether the confidence is
+    /// calibrated: magnitudes at and below the detection limit (+3–20 %, half of them at most
+    /// +12 %), 40 % of single faults 10–30 s blips, scrape intervals 5–15 s, two concurrent
+    /// faults 10–60 s apart, 0–3 exporters absent. Its own random streams: hard-band seed `s`
+    /// is another run than default-band seed `s`.
+    Hard,
+}
+
+impl Band {
+    /// `hard` for the hard band, anything else the default band.
+    pub fn parse(s: &str) -> Band {
+        if s.trim().eq_ignore_ascii_case("hard") { Band::Hard } else { Band::Default }
+    }
+}
+
 /// What to generate.
 #[derive(Debug, Clone, Default)]
 pub struct IndependentConfig {
@@ -168,6 +192,8 @@ pub struct IndependentConfig {
     pub minutes: u32,
     /// What not to draw.
     pub fixed: Fixed,
+    /// The band of difficulty.
+    pub band: Band,
 }
 
 impl IndependentConfig {
@@ -175,7 +201,13 @@ impl IndependentConfig {
     /// nodes for 12–20 min, sometimes 17–32 nodes (10–14 min), rarely 33–64 nodes (8–10 min,
     /// to keep the evaluation's run time reasonable).
     pub fn draw(situation: Situation, seed: u64) -> IndependentConfig {
-        let mut rng = Rand::new(seed, 997);
+        IndependentConfig::draw_in(situation, seed, Band::Default)
+    }
+
+    /// [`IndependentConfig::draw`] in a band: the hard band draws its size from a stream of its
+    /// own (same proportions).
+    pub fn draw_in(situation: Situation, seed: u64, band: Band) -> IndependentConfig {
+        let mut rng = Rand::new(seed, if band == Band::Hard { 998 } else { 997 });
         let u = rng.unit();
         let (nodes, minutes) = if u < 0.75 {
             (4 + rng.below(13), 12 + rng.below(9) as u32)
@@ -184,7 +216,7 @@ impl IndependentConfig {
         } else {
             (33 + rng.below(32), 8 + rng.below(3) as u32)
         };
-        IndependentConfig { situation, seed, nodes, minutes, fixed: Fixed::default() }
+        IndependentConfig { situation, seed, nodes, minutes, fixed: Fixed::default(), band }
     }
 }
 

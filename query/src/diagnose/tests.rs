@@ -178,3 +178,30 @@ fn gridding_takes_the_median_per_slot_and_drops_samples_outside() {
     assert_eq!([g[0], g[1], g[3], g[4]], [3.0, 5.0, 7.5, 5.0]);
     assert!(g[2].is_nan(), "a slot without samples");
 }
+
+/// The calibrated confidence is a monotone map of the rule's score into [0, 1]: a higher rule
+/// score never gets a lower probability, a fallback verdict (rule score 0.3) gets less than a
+/// strong one, out-of-range and non-finite scores stay in [0, 1], and a healthy verdict with
+/// gaps in the signals gets no more than one without.
+#[test]
+fn calibrated_confidence_is_monotone_and_a_probability() {
+    use super::verdict::calibration::{VerdictKind, calibrated};
+    let mut previous = f64::NEG_INFINITY;
+    for i in 0..=1000 {
+        let rule = f64::from(i) / 1000.0;
+        let p = calibrated(VerdictKind::Episode, rule, false);
+        assert!((0.0..=1.0).contains(&p), "{rule} -> {p}");
+        assert!(p >= previous, "not monotone at {rule}: {p} < {previous}");
+        previous = p;
+    }
+    let fallback = calibrated(VerdictKind::Episode, 0.3, false);
+    let strong = calibrated(VerdictKind::Episode, 0.95, false);
+    assert!(fallback < strong, "fallback {fallback} vs strong {strong}");
+    for odd in [-1.0, 2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        for kind in [VerdictKind::Episode, VerdictKind::Healthy, VerdictKind::Other] {
+            let p = calibrated(kind, odd, true);
+            assert!((0.0..=1.0).contains(&p), "{kind:?} {odd} -> {p}");
+        }
+    }
+    assert!(calibrated(VerdictKind::Healthy, 0.7, true) <= calibrated(VerdictKind::Healthy, 0.9, false));
+}

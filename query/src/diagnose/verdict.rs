@@ -21,6 +21,7 @@ use super::{ChainLink, Decomposition, DiagnoseOptions, Diagnosis, Episode, Lane,
 
 mod action;
 mod blast;
+pub(crate) mod calibration;
 mod causes;
 mod decompose;
 mod evidence;
@@ -273,9 +274,10 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         chain[i].after_previous = before(p.time, p.uncertainty_ns, c.time, c.uncertainty_ns);
     }
     d.chain = chain;
-    d.confidence = honest::confidence(primary.confidence, missing, &d);
+    d.rule_confidence = honest::confidence(primary.confidence, missing, &d);
+    d.confidence = calibration::calibrated(calibration::VerdictKind::Episode, d.rule_confidence, !missing.is_empty());
     if let Some(top) = d.suspects.first_mut() {
-        top.score = d.confidence;
+        top.score = d.rule_confidence;
     }
     // Best first: no suspect above the one before it.
     for i in 1..d.suspects.len() {

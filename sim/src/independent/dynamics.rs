@@ -120,7 +120,11 @@ pub(super) fn draw_shape(rng: &mut Rand, kind: Kind) -> Shape {
 }
 
 /// The step-time rise of a fault: a third of the runs near the detection limit (+12–20 %),
-/// the rest +20–80 %.
-pub(super) fn draw_magnitude(rng: &mut Rand) -> f64 {
+/// the rest +20–80 %. In the hard band half the runs at or below the diagnosis's 10 % episode
+/// threshold (+3–12 %), the rest just above it (+12–20 %).
+pub(super) fn draw_magnitude(rng: &mut Rand, hard: bool) -> f64 {
+    if hard {
+        return if rng.chance(0.5) { rng.range(0.03, 0.12) } else { rng.range(0.12, 0.2) };
+    }
     if rng.chance(0.35) { rng.range(0.12, 0.2) } else { rng.range(0.2, 0.8) }
 }

@@ -10,7 +10,7 @@ use super::dynamics::{Effect, HostClock, Kind, draw_magnitude, draw_shape, windo
 use super::rand::Rand;
 use super::scrapes::write_scrapes;
 use super::steps::{write_neighbour, write_steps};
-use super::{Exporter, GPUS, IndependentConfig, IndependentTruth, JOB, NICS, POOL, START_NS, Shape, Situation};
+use super::{Band, Exporter, GPUS, IndependentConfig, IndependentTruth, JOB, NICS, POOL, START_NS, Shape, Situation};
 
 /// Label conventions of one run.
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +28,8 @@ pub(super) struct Plan {
     pub(super) dcgm_every: i64,
     pub(super) node_every: i64,
     pub(super) storage_every: i64,
-    pub(super) missing: Option<Exporter>,
+    /// Absent exporters (at most one in the default band, up to three in the hard band).
+    pub(super) missing: Vec<Exporter>,
     pub(super) clocks: Vec<HostClock>,
     pub(super) clock_step: Option<(usize, i64, i64)>,
     pub(super) storm: Effect,
@@ -47,9 +48,19 @@ pub(super) struct Plan {
     pub(super) shapes: Vec<(Kind, Shape)>,
 }
 
+impl Plan {
+    /// Whether `x`'s series are absent from the run.
+    pub(super) fn lacks(&self, x: Exporter) -> bool {
+        self.missing.contains(&x)
+    }
+}
+
 /// Generates one run into `store` (which should be empty) and returns its truth.
 pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Result<IndependentTruth> {
-    let mut rng = Rand::new(cfg.seed, cfg.situation as u64 + 11);
+    // The hard band draws from streams of its own: its seeds are other runs than the default
+    // band's, and the default band's draws are exactly what they were before the band existed.
+    let hard = cfg.band == Band::Hard;
+    let mut rng = Rand::new(cfg.seed, cfg.situation as u64 + if hard { 101 } else { 11 });
     let nodes = cfg.nodes.max(2);
     let start = START_NS;
     let end = start + i64::from(cfg.minutes.max(6)) * 60 * SEC;
@@ -65,7 +76,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
         Situation::LoaderStarvation => Conventions { nccl_rank: false, per_node_loader: false, ..conv },
         _ => conv,
     };
-    let mut every = || (1 + rng.below(15) as i64) * SEC;
+    // Scrape intervals 1–15 s (hard band: coarse, 5–15 s).
+    let (every_lo, every_n) = if hard { (5, 11) } else { (1, 15) };
+    let mut every = || (every_lo + rng.below(every_n) as i64) * SEC;
     let drawn = (every(), every(), every());
     let (dcgm_every, node_every, storage_every) = match cfg.fixed.every_s {
         Some(s) => (i64::from(s.max(1)) * SEC, i64::from(s.max(1)) * SEC, i64::from(s.max(1)) * SEC),
@@ -130,7 +143,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
             let pool = [Kind::Storm, Kind::Cpu, Kind::Link, Kind::Heat];
             let a = rng.below(4);
             let b = (a + 1 + rng.below(3)) % 4;
-            let second = onset + rng.secs(60.0, 180.0);
+            // Hard band: the second fault follows within 10–60 s (closer than the diagnosis's
+            // one-minute escalation rule can separate).
+            let second = onset + if hard { rng.secs(10.0, 60.0) } else { rng.secs(60.0, 180.0) };
             vec![(pool[a], onset, Shape::Persistent), (pool[b], second, Shape::Persistent)]
         }
     };
@@ -144,7 +159,7 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     for (i, &(kind, at, shape)) in kinds.iter().enumerate() {
         let m = match (i, cfg.fixed.magnitude) {
             (0, Some(m)) => m,
-            _ => draw_magnitude(&mut rng),
+            _ => draw_magnitude(&mut rng, hard),
         };
         let e = &mut effects[slot(kind)];
         e.ramp_s = ramps[slot(kind)];
@@ -156,9 +171,16 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
             let until = if rng.chance(0.5) { end } else { at + rng.secs(240.0, 420.0) };
             vec![(at, until.min(end))]
         } else {
-            windows(&mut rng, shape, at, end)
+            let w = windows(&mut rng, shape, at, end);
+            // Hard band: 40 % of single faults are very short blips of 10–30 s (fewer than three
+            // samples of an exporter scraped every 5–15 s).
+            if hard && cfg.situation != Situation::InsideSlowPeriod && cfg.fixed.shape.is_none() && rng.chance(0.4) {
+                vec![(at, at + rng.secs(10.0, 30.0))]
+            } else {
+                w
+            }
         };
-        let shape = if cfg.situation == Situation::TwoFaults && e.windows.iter().all(|w| w.1 < end) {
+        let shape = if (cfg.situation == Situation::TwoFaults || hard) && e.windows.len() == 1 && e.windows[0].1 < end {
             Shape::Transient
         } else {
             shape
@@ -182,7 +204,17 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
             .filter(|x| !needed(*x))
             .collect();
     let pick = rng.below(candidates.len());
-    let missing = (rng.chance(0.3) && !cfg.fixed.all_exporters).then(|| candidates[pick]);
+    let mut missing: Vec<Exporter> =
+        (rng.chance(0.3) && !cfg.fixed.all_exporters).then(|| candidates[pick]).into_iter().collect();
+    if hard && !cfg.fixed.all_exporters {
+        // Hard band: 0–3 exporters absent (each never one the truth depends on).
+        missing.clear();
+        let mut left = candidates.clone();
+        let k = rng.below(4).min(left.len());
+        for _ in 0..k {
+            missing.push(left.remove(rng.below(left.len())));
+        }
+    }
     // Other jobs: the neighbour slows down on its own (a red herring) and the other job writes
     // harmless bursts to the pool.
     let mut neighbour_slow = Effect { ramp_s: 5.0, gain: rng.range(0.3, 1.0), ..Default::default() };
@@ -302,7 +334,11 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
             plan.node_every / SEC,
             plan.storage_every / SEC,
             if shapes.is_empty() { "no fault".to_string() } else { shapes },
-            plan.missing.map_or("none", Exporter::name),
+            if plan.missing.is_empty() {
+                "none".to_string()
+            } else {
+                plan.missing.iter().map(|x| x.name()).collect::<Vec<_>>().join(" + ")
+            },
             plan.clock_step.map_or("none".to_string(), |(h, at, j)| format!(
                 "host #{h} at +{} s by {:+.1} s",
                 (at - start) / SEC,

@@ -56,7 +56,7 @@ pub(super) fn write_scrapes(
         l
     };
     // dcgm-exporter.
-    if plan.missing != Some(Exporter::Dcgm) {
+    if !plan.lacks(Exporter::Dcgm) {
         let mut t = start;
         while t < end {
             for (n, name) in hosts.iter().enumerate() {
@@ -86,12 +86,12 @@ pub(super) fn write_scrapes(
         for n in 0..nodes + neighbours.len() {
             let (name, clock) = if n < nodes { (&hosts[n], n) } else { (&neighbours[n - nodes], n + 1) };
             let lt = local(clock, t + rng.secs(0.0, 0.3));
-            if plan.missing != Some(Exporter::NodeCpu) {
+            if !plan.lacks(Exporter::NodeCpu) {
                 let starved = if n == plan.cpu_node { (0.3 + 3.0 * plan.cpu.magnitude) * plan.cpu.at(t) } else { 0.0 };
                 let cpu_rate = 0.05 + 0.03 * rng.unit() + starved;
                 counters.bump(&mut batch, key("node_pressure_cpu_waiting_seconds_total", name, &[]), lt, cpu_rate * dt);
             }
-            if plan.missing == Some(Exporter::Infiniband) {
+            if plan.lacks(Exporter::Infiniband) {
                 continue;
             }
             for k in 0..NICS {
@@ -136,7 +136,7 @@ pub(super) fn write_scrapes(
                 key("storage_write_bytes_total", &servers[0], &[("pool", POOL.to_string()), ("job", job.to_string())]);
             counters.bump(&mut batch, k, t, rate * dt * rng.range(0.9, 1.1));
         }
-        if plan.missing != Some(Exporter::StorageServers) {
+        if !plan.lacks(Exporter::StorageServers) {
             for (i, s) in servers.iter().enumerate() {
                 let slow = if i == 1 { server_k } else { 0.0 };
                 let busy = (0.2 + 0.6 * storm_k + 0.75 * slow) * dt * rng.range(0.9, 1.1);

@@ -62,7 +62,7 @@ pub(super) fn write_steps(
     };
     let exec_keys: Vec<SeriesKey> =
         (0..ranks).map(|r| key("nccl_collective_exec_time_microseconds", &hosts[r / GPUS], &nccl(r))).collect();
-    let with_waits = plan.missing != Some(Exporter::LoaderWait);
+    let with_waits = !plan.lacks(Exporter::LoaderWait);
     let local = |n: usize, t: i64| plan.clocks[n].local(t);
     let mut batch = WriteBatch::default();
     let mut t = start + SEC;

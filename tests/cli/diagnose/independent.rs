@@ -9,7 +9,9 @@ use std::path::Path;
 use lockstep::report::text;
 use lockstep_engine::{Store, StoreConfig};
 use lockstep_query::diagnose::{DiagnoseOptions, Diagnosis, diagnose};
-use lockstep_sim::independent::{Fixed, IndependentConfig, IndependentTruth, START_NS, Shape, Situation, generate};
+use lockstep_sim::independent::{
+    Band, Fixed, IndependentConfig, IndependentTruth, START_NS, Shape, Situation, generate,
+};
 
 /// Generates `cfg` into a fresh store under `dir` and diagnoses the truth's window.
 fn run(dir: &Path, cfg: &IndependentConfig) -> (Diagnosis, IndependentTruth) {
@@ -93,6 +95,7 @@ fn fixed(
             no_clock_step: true,
             every_s: None,
         },
+        band: Band::Default,
     }
 }
 
@@ -103,6 +106,10 @@ fn transient_storage_storm_that_recovers() {
     assert!(correct(&d, &t, 1), "{s}");
     assert!(d.recovery.is_some() && !d.episodes.is_empty(), "the storm recovers: {s}");
     assert!(d.other_jobs.iter().any(|j| j == "batch-b"), "the other job on the pool: {s}");
+    assert_eq!(d.suspects[0].score, d.rule_confidence, "the first suspect's score is the rule's: {s}");
+    assert!((0.0..=1.0).contains(&d.confidence) && d.confidence > 0.0, "{s}");
+    let json: serde_json::Value = serde_json::from_str(&d.to_json()).unwrap();
+    assert_eq!(json["rule_confidence"].as_f64(), Some(d.rule_confidence), "{s}");
     let (on, off) = (t.episodes[0].0, t.episodes[0].1.unwrap());
     assert!((d.slowdown.time.unwrap() - on).abs() < 30_000_000_000, "{s}");
     assert!((d.recovery.unwrap() - off).abs() < 40_000_000_000, "{s}");
@@ -243,14 +250,18 @@ fn row(label: &str, n: usize, k1: usize, k3: usize, extra: &str) -> String {
 
 /// The evaluation. Seeds: `LOCKSTEP_EVAL_SEEDS` = `first:count` (default `300:15`, the held-out
 /// seeds; tuning used 0-19). `LOCKSTEP_EVAL_ONLY` = comma-separated situation indices (0-7) to
-/// run a subset. Cluster size, run length and everything else are drawn per seed
-/// (`IndependentConfig::draw`). Writes `target/diagnose_independent.md` (tables) and
-/// `target/diagnose_independent_runs.csv` (one line per run).
+/// run a subset. `LOCKSTEP_EVAL_BAND=hard` draws from the hard band (`Band::Hard`: faults at and
+/// below the detection limit, 10-30 s blips, coarse scrapes, close concurrent faults, several
+/// exporters absent). Cluster size, run length and everything else are drawn per seed
+/// (`IndependentConfig::draw_in`). Writes `target/diagnose_independent.md` (tables) and
+/// `target/diagnose_independent_runs.csv` (one line per run; `_hard` before the extension for
+/// the hard band).
 #[test]
 #[ignore = "benchmark: run with benches/diagnose_independent.sh"]
 fn diagnose_independent_evaluation() {
     let spec = std::env::var("LOCKSTEP_EVAL_SEEDS").unwrap_or_else(|_| "300:15".to_string());
     let (first, count) = spec.split_once(':').map_or((300, 15), |(a, b)| (a.parse().unwrap(), b.parse().unwrap()));
+    let band = Band::parse(&std::env::var("LOCKSTEP_EVAL_BAND").unwrap_or_default());
     let only: Option<Vec<usize>> =
         std::env::var("LOCKSTEP_EVAL_ONLY").ok().map(|v| v.split(',').map(|x| x.trim().parse().unwrap()).collect());
     let mut table = String::from(
@@ -258,9 +269,12 @@ fn diagnose_independent_evaluation() {
     );
     let (mut all, mut all1, mut all3) = (0, 0, 0);
     let mut failures = Vec::new();
-    let mut runs_csv =
-        String::from("situation,seed,nodes,minutes,ok1,ok3,confidence,status,domain,entity,ms,convention\n");
+    let mut runs_csv = String::from(
+        "band,situation,seed,nodes,minutes,ok1,ok3,confidence,rule_confidence,status,missing,from_start,episodes,recovered,\
+         magnitude,domain,entity,ms,convention\n",
+    );
     let mut calib: Vec<(f64, bool)> = Vec::new();
+    let mut calib_rule: Vec<(f64, bool)> = Vec::new();
     let (mut healthy_runs, mut false_alarms) = (0, 0);
     for (si, situation) in Situation::ALL.into_iter().enumerate() {
         if only.as_ref().is_some_and(|o| !o.contains(&si)) {
@@ -270,7 +284,7 @@ fn diagnose_independent_evaluation() {
         let (mut conf_ok, mut conf_bad, mut n_bad) = (0.0, 0.0, 0);
         for seed in first..first + count {
             let tmp = tempfile::tempdir().unwrap();
-            let cfg = IndependentConfig::draw(situation, seed);
+            let cfg = IndependentConfig::draw_in(situation, seed, band);
             let started = std::time::Instant::now();
             let (d, t) = run(tmp.path(), &cfg);
             let ms = started.elapsed().as_millis();
@@ -283,18 +297,25 @@ fn diagnose_independent_evaluation() {
             k1 += usize::from(ok1);
             k3 += usize::from(ok3);
             calib.push((d.confidence, ok1));
+            calib_rule.push((d.rule_confidence, ok1));
             if situation == Situation::Healthy {
                 healthy_runs += 1;
                 false_alarms += usize::from(d.status != "healthy");
             }
             let top = d.suspects.first().map(|s| s.entity.clone()).unwrap_or_default();
             runs_csv.push_str(&format!(
-                "\"{}\",{seed},{},{},{ok1},{ok3},{:.2},{},{},{top},{ms},\"{}\"\n",
+                "{band:?},\"{}\",{seed},{},{},{ok1},{ok3},{:.2},{:.2},{},{},{},{},{},{:.3},{},{top},{ms},\"{}\"\n",
                 situation.name(),
                 cfg.nodes,
                 cfg.minutes,
                 d.confidence,
+                d.rule_confidence,
                 d.status,
+                d.missing.len(),
+                d.main.from_start,
+                d.episodes.len(),
+                d.main.recovery.is_some(),
+                t.magnitude,
                 d.root_cause_domain.as_deref().unwrap_or("-"),
                 t.convention
             ));
@@ -337,7 +358,11 @@ fn diagnose_independent_evaluation() {
         100.0 * lo,
         100.0 * hi
     );
-    let calibration = calibration_table(&calib);
+    let calibration = format!(
+        "Calibrated `confidence`:\n\n{}\nThe rule's own score (`rule_confidence`, before the mapping):\n\n{}",
+        calibration_table(&calib),
+        calibration_table(&calib_rule)
+    );
     println!("{table}\n{alarms}\n{calibration}");
     for f in &failures {
         println!("FAIL {f}");
@@ -345,21 +370,27 @@ fn diagnose_independent_evaluation() {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     std::fs::create_dir_all(&target).unwrap();
     let report = format!(
-        "seeds {first}..{}\n\n{table}\n{alarms}\n{calibration}\nfailures:\n{}\n",
+        "band {band:?}, seeds {first}..{}\n\n{table}\n{alarms}\n{calibration}\nfailures:\n{}\n",
         first + count,
         failures.join("\n")
     );
-    std::fs::write(target.join("diagnose_independent.md"), report).unwrap();
-    std::fs::write(target.join("diagnose_independent_runs.csv"), runs_csv).unwrap();
+    let suffix = if band == Band::Hard { "_hard" } else { "" };
+    std::fs::write(target.join(format!("diagnose_independent{suffix}.md")), report).unwrap();
+    std::fs::write(target.join(format!("diagnose_independent_runs{suffix}.csv")), runs_csv).unwrap();
 }
 
-/// Reliability of the confidence: per bin, the runs, their mean confidence and the observed
-/// AC@1 (95 % Wilson interval); then the Brier score against that of always answering the
-/// overall accuracy.
+/// Reliability of the confidence: per bin, the runs, their mean confidence, the observed AC@1
+/// (95 % Wilson interval) and whether the mean confidence lies inside that interval; then the
+/// Brier score against that of always answering the overall accuracy, its binned Murphy
+/// decomposition (reliability − resolution + uncertainty) and the expected calibration error.
 fn calibration_table(calib: &[(f64, bool)]) -> String {
     let bins = [(0.0, 0.3), (0.3, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)];
-    let mut out =
-        String::from("| confidence | runs | mean confidence | observed AC@1 | 95 % CI |\n|---|---:|---:|---:|---|\n");
+    let mut out = String::from(
+        "| confidence | runs | mean confidence | observed AC@1 | 95 % CI | confidence inside |\n|---|---:|---:|---:|---|---|\n",
+    );
+    let total = calib.len().max(1) as f64;
+    let overall = calib.iter().filter(|(_, ok)| *ok).count() as f64 / total;
+    let (mut rel, mut res, mut ece) = (0.0, 0.0, 0.0);
     for (lo, hi) in bins {
         let in_bin: Vec<&(f64, bool)> = calib.iter().filter(|(c, _)| *c >= lo && *c < hi).collect();
         if in_bin.is_empty() {
@@ -369,21 +400,28 @@ fn calibration_table(calib: &[(f64, bool)]) -> String {
         let k = in_bin.iter().filter(|(_, ok)| *ok).count();
         let mean = in_bin.iter().map(|(c, _)| c).sum::<f64>() / n as f64;
         let (a, b) = wilson(k, n);
+        let observed = k as f64 / n as f64;
+        rel += n as f64 * (mean - observed).powi(2) / total;
+        res += n as f64 * (observed - overall).powi(2) / total;
+        ece += n as f64 * (mean - observed).abs() / total;
         out.push_str(&format!(
-            "| {lo:.1}–{:.1} | {n} | {mean:.2} | {k} ({:.0} %) | {:.0}–{:.0} % |\n",
+            "| {lo:.1}–{:.1} | {n} | {mean:.2} | {k} ({:.0} %) | {:.0}–{:.0} % | {} |\n",
             hi.min(1.0),
-            100.0 * k as f64 / n as f64,
+            100.0 * observed,
             100.0 * a,
-            100.0 * b
+            100.0 * b,
+            if mean >= a && mean <= b { "yes" } else { "**no**" }
         ));
     }
     let n = calib.len().max(1) as f64;
     let brier = calib.iter().map(|(c, ok)| (c - f64::from(u8::from(*ok))).powi(2)).sum::<f64>() / n;
     let rate = calib.iter().filter(|(_, ok)| *ok).count() as f64 / n;
     out.push_str(&format!(
-        "\nBrier score {brier:.3} over {} runs (always answering the overall accuracy {:.2}: {:.3})\n",
+        "\nBrier score {brier:.3} over {} runs (always answering the overall accuracy {:.2}: {:.3}); binned \
+         decomposition: reliability {rel:.3} − resolution {res:.3} + uncertainty {:.3}; ECE {ece:.3}\n",
         calib.len(),
         rate,
+        rate * (1.0 - rate),
         rate * (1.0 - rate)
     ));
     out

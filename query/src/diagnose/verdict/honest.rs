@@ -9,6 +9,7 @@ use lockstep_engine::metrics::names;
 use super::super::load::{Loaded, MIN_PACE_POINTS, STEP_METRIC};
 use super::super::{Diagnosis, Episode, Slowdown};
 use super::JobContext;
+use super::calibration::{VerdictKind, calibrated};
 
 /// A median data-loader wait of at least this share of the step time is a slow job even
 /// without a healthy baseline (ranks wait for input instead of computing).
@@ -96,13 +97,15 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     let list = |m: &[Missing]| m.iter().map(|m| format!("no {m}")).collect::<Vec<_>>().join("; ");
     if missing.contains(&Missing::Data) || (missing.contains(&Missing::StepTime) && data.pace.points == 0) {
         d.status = "insufficient_data".into();
+        d.rule_confidence = 0.0;
         d.confidence = 0.0;
         d.verdict = format!("insufficient data: cannot tell whether {job} is slow — {}", list(missing));
         return;
     }
     if missing.contains(&Missing::StepTime) {
         d.status = "insufficient_data".into();
-        d.confidence = 0.3;
+        d.rule_confidence = 0.3;
+        d.confidence = calibrated(VerdictKind::Other, 0.3, true);
         d.verdict = format!(
             "insufficient data: the collective time of {job} shows no slowdown, but without step time a slowdown \
              that delays every rank alike (input, checkpoints) cannot be excluded — {}",
@@ -115,7 +118,8 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     let share = loader_share(ctx, data, step);
     if step > 0.0 && share >= INPUT_SHARE_ABSOLUTE {
         d.status = "slow_from_start".into();
-        d.confidence = 0.5;
+        d.rule_confidence = 0.5;
+        d.confidence = calibrated(VerdictKind::Other, 0.5, !missing.is_empty());
         let from = earlier_from(ctx, data);
         d.suggested_from = (from < ctx.from).then_some(from);
         let hint = match d.suggested_from {
@@ -130,7 +134,8 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
         return;
     }
     d.status = "healthy".into();
-    d.confidence = if missing.is_empty() { 0.9 } else { 0.7 };
+    d.rule_confidence = if missing.is_empty() { 0.9 } else { 0.7 };
+    d.confidence = calibrated(VerdictKind::Healthy, d.rule_confidence, !missing.is_empty());
     let mut text = format!(
         "healthy: no sustained step-time slowdown of {job} (median step {:.3} s over the window); nothing to blame",
         d.slowdown.baseline
