@@ -76,8 +76,8 @@ impl SamplesExec {
     /// The same rows in `partitions` output partitions that each hold whole series: partition
     /// `k` keeps the series with ids in its range, from every unit that may hold them. A
     /// whole-series aggregate over it needs no repartition (see `crate::plan`). The ranges cut
-    /// the scan's rows into about equal parts (assuming a unit's rows spread evenly over its
-    /// wanted series). A unit whose series straddle a cut is read by both partitions: its series
+    /// the scan's wanted rows into about equal parts (assuming a unit's rows spread evenly over
+    /// the series ids of its range). A unit whose series straddle a cut is read by both partitions: its series
     /// ids (and times, under a time filter) are decoded twice, its values once. `None` with a
     /// `LIMIT` (partitions would stop at different series) or when already split.
     pub fn by_series(&self, partitions: usize) -> Option<SamplesExec> {
@@ -240,9 +240,9 @@ impl SamplesExec {
 }
 
 /// `partitions + 1` series-id cuts (the first the smallest id, the last past the largest, at
-/// most `series`, the number of series ids) that split the rows of `units` into about equal
-/// parts: a unit's rows are spread over its wanted series (`wanted`; `None`: every id in its
-/// range) evenly.
+/// most `series`, the number of series ids) that split the wanted rows of `units` into about
+/// equal parts: a unit's rows are taken as spread evenly over the ids of its range, and only
+/// those of wanted series (`wanted`; `None`: all) count.
 fn series_cuts(units: &[&ScanUnit], wanted: Option<&RoaringBitmap>, series: u64, partitions: usize) -> Vec<u32> {
     let count = |lo: u32, end: u64| -> u64 {
         if u64::from(lo) >= end {
@@ -261,8 +261,9 @@ fn series_cuts(units: &[&ScanUnit], wanted: Option<&RoaringBitmap>, series: u64,
         .filter_map(|u| {
             let (lo, hi) = u.series();
             let end = (u64::from(hi) + 1).min(series);
-            let n = count(lo, end);
-            (n > 0).then(|| (lo, end, u.rows() as f64 / n as f64))
+            // Rows spread over all the ids of the range, of which only the wanted ones count.
+            let ids = end.saturating_sub(u64::from(lo));
+            (count(lo, end) > 0).then(|| (lo, end, u.rows() as f64 / ids as f64))
         })
         .collect();
     let first = spans.iter().map(|s| u64::from(s.0)).min().unwrap_or(0);
