@@ -28,6 +28,7 @@ use roaring::RoaringBitmap;
 
 pub use codec::{ValueDecoder, decode_values, encode_values};
 pub use read::{RowGroups, read_file};
+pub(crate) use split::retain;
 pub use split::{Chunk, Columns, FileFooter, GroupStats};
 pub use write::{DataFileWriter, write_file, write_file_range};
 

@@ -15,10 +15,10 @@
 //! whenever one of the aggregates keeps whole series: the raw rows are repartitioned once and
 //! each partition aggregates its groups completely. When the group keys include `series_id`
 //! and the input is a `samples` scan, the scan itself hands each partition whole series
-//! ([`SamplesExec::by_series`]) and no row is repartitioned at all. Results are identical (the same groups
-//! meet in the same partition); only copies are saved. A plan that pairs the partitions of two
-//! inputs (a partitioned join, an interleave) is left alone: it was planned for the partitioning
-//! of the aggregate it replaces.
+//! ([`SamplesExec::by_series`]) and no row is repartitioned at all. Results are identical (the
+//! same groups meet in the same partition); only copies are saved. A plan that pairs the
+//! partitions of two inputs (a partitioned join, an interleave) is left alone: it was planned
+//! for the partitioning of the aggregate it replaces.
 
 use std::sync::Arc;
 
@@ -175,8 +175,7 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>, series_scans: bool) -> Result<Option<A
 
 /// `plan` with its `samples` scan split by series ([`SamplesExec::by_series`]) into
 /// `partitions`, when output column `column` is the scan's `series_id` passed through
-/// projections and filters (which keep rows in their partition); `None`
-/// otherwise.
+/// projections and filters (which keep rows in their partition); `None` otherwise.
 fn split_by_series(
     plan: &Arc<dyn ExecutionPlan>,
     column: usize,

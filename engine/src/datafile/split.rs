@@ -365,7 +365,7 @@ fn downcast<T: 'static>(a: &arrow::array::ArrayRef) -> std::result::Result<&T, S
 }
 
 /// Keeps the rows passing `filter` (series and time are decoded whenever it needs them).
-fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
+pub(crate) fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
     let mut w = 0;
     for i in 0..chunk.len {
         let series_ok = filter.series.is_none_or(|set| chunk.series.get(i).is_none_or(|&s| set.contains(s)));

@@ -268,13 +268,13 @@ pub fn series_set(
             break;
         }
         // One row per series still kept: dictionary columns keyed by the series id.
-        let ids: Vec<u32> = keep.iter().collect();
-        let keys = arrow::array::Int32Array::from_iter_values(ids.iter().map(|&id| id as i32));
+        let ids = UInt32Array::from_iter_values(keep.iter());
+        let keys = arrow::array::Int32Array::from_iter_values(ids.values().iter().map(|&id| id as i32));
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
         for values in dict_values.iter().take(names.len()) {
             columns.push(Arc::new(DictionaryArray::<Int32Type>::try_new(keys.clone(), Arc::clone(values))?));
         }
-        columns.push(Arc::new(UInt32Array::from(ids.clone())));
+        columns.push(Arc::new(ids.clone()));
         let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
         let expr = state.create_physical_expr(unnormalize_col((*f).clone()), &df_schema)?;
         let result = expr
@@ -285,8 +285,13 @@ pub fn series_set(
             DataFusionError::Internal(format!("series filter {f} is {}, not boolean", result.data_type()))
         })?;
         // Null is not true: the row is filtered out, as a WHERE clause does.
-        keep =
-            ids.iter().enumerate().filter(|&(i, _)| result.is_valid(i) && result.value(i)).map(|(_, &id)| id).collect();
+        keep = ids
+            .values()
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| result.is_valid(i) && result.value(i))
+            .map(|(_, &id)| id)
+            .collect();
     }
     Ok(Some(keep))
 }
