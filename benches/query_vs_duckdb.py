@@ -84,6 +84,19 @@ def questions(con, parquet):
         f"(CAST(max(time) - min(time) AS DOUBLE) / 1e9) AS r FROM s WHERE metric = '{counter}' GROUP BY {pk})",
         "exact",
     ))
+    # Thresholds: rows above a high quantile (value ranges per series run prune the rest).
+    thr = con.execute(f"SELECT quantile_disc(value, 0.999) FROM read_parquet('{parquet}') WHERE metric = '{gauge}'").fetchone()[0]
+    thr_all = con.execute(f"SELECT quantile_disc(value, 0.999) FROM read_parquet('{parquet}')").fetchone()[0]
+    for label, where in (
+        (f"{gauge} above its p99.9 ({thr!r})", f"metric = '{gauge}' AND value > {thr!r}"),
+        (f"any metric above the p99.9 of all values ({thr_all!r})", f"value > {thr_all!r}"),
+    ):
+        q.append((
+            f"threshold: {label}",
+            f"SELECT count(*), sum(value) FROM samples WHERE {where}",
+            f"SELECT count(*), sum(value) FROM s WHERE {where}",
+            "exact",
+        ))
     hosts = [r[0] for r in con.execute(f"SELECT DISTINCT host FROM read_parquet('{parquet}') WHERE metric = '{gauge}' ORDER BY 1 LIMIT 2").fetchall()]
     if len(hosts) == 2 and "gpu" in series_columns(con, parquet):
         a, b = hosts

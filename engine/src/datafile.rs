@@ -19,6 +19,7 @@
 mod codec;
 mod read;
 mod split;
+mod valuestats;
 mod write;
 
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use codec::{ValueDecoder, decode_values, encode_values};
 pub use read::{RowGroups, read_file};
 pub(crate) use split::retain;
 pub use split::{Chunk, Columns, FileFooter, GroupStats};
+pub use valuestats::{RunRange, ValueRange};
 pub use write::{DataFileWriter, write_file, write_file_range};
 
 /// Rows per Parquet row group; row groups are the unit of pruning by series and time.
@@ -97,6 +99,12 @@ pub struct RowFilter<'a> {
     pub time: Option<(i64, i64)>,
     /// Allowed series (`None` = all).
     pub series: Option<&'a RoaringBitmap>,
+    /// Wanted values (`None` = all): a pruning hint, not a filter. A reader may skip the runs
+    /// of a series whose recorded value range lies outside (`datafile/valuestats.rs`); rows
+    /// outside it may still be returned, rows inside never dropped. Readers that merge
+    /// overlapping sources must not pass it down (a newer value outside the range overrides
+    /// an older one inside).
+    pub value: Option<ValueRange>,
 }
 
 impl RowFilter<'_> {

@@ -301,10 +301,10 @@ impl ScanPlan {
             (Some((a, b)), Some((c, d))) => Some((a.max(c), b.min(d))),
             (one, other) => one.or(other),
         };
-        if time.is_some_and(|(lo, hi)| lo >= hi) {
+        if time.is_some_and(|(lo, hi)| lo >= hi) || pushdown.value.is_some_and(|v| v.is_empty()) {
             return Ok(plan);
         }
-        plan.request = Some(ScanRequest { time, series });
+        plan.request = Some(ScanRequest { time, series, value: pushdown.value });
         Ok(plan)
     }
 

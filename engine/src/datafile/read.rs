@@ -99,7 +99,7 @@ impl RowGroups {
             .with_batch_size(64 * 1024)
             .build()
             .map_err(|e| invalid(e.to_string()))?;
-        let filter = RowFilter { time: self.time, series: self.series.as_ref() };
+        let filter = RowFilter { time: self.time, series: self.series.as_ref(), value: None };
         let mut runs = RunTimes::default();
         let mut values = ValueDecoder::default();
         let mut out = Rows::default();

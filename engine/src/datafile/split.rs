@@ -15,6 +15,7 @@ use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::read::{RunTimes, check_schema, i64_range, u32_range};
+use super::valuestats::{self, RunRange, ValueRange};
 use super::{RowFilter, decode_values};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -118,7 +119,14 @@ pub struct FileFooter {
     path: PathBuf,
     len: u64,
     metadata: ArrowReaderMetadata,
+    /// The value ranges of each row group's series runs, decoded on first use (`None`: the
+    /// file has none; written before they were recorded).
+    value_runs: std::sync::OnceLock<FileRuns>,
 }
+
+/// The value ranges of a file's series runs by row group, `None` if it has none, or why they
+/// are unreadable.
+type FileRuns = std::result::Result<Option<Vec<Vec<RunRange>>>, String>;
 
 impl FileFooter {
     /// Reads the footer of `path` (two range reads: the 8-byte tail, then the metadata) and
@@ -142,7 +150,36 @@ impl FileFooter {
         let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::default())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         check_schema(metadata.schema(), &invalid)?;
-        Ok(FileFooter { path: path.to_path_buf(), len, metadata })
+        Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new() })
+    }
+
+    /// The value ranges of the series runs of row group `group` (`None`: not recorded).
+    pub fn value_runs(&self, group: usize) -> Result<Option<&[RunRange]>> {
+        let decoded = self.value_runs.get_or_init(|| {
+            let meta = self.metadata.metadata();
+            let Some(text) = meta
+                .file_metadata()
+                .key_value_metadata()
+                .and_then(|kv| kv.iter().find(|kv| kv.key == valuestats::KEY))
+                .and_then(|kv| kv.value.as_deref())
+            else {
+                return Ok(None);
+            };
+            let rows: Vec<u64> =
+                meta.row_groups().iter().map(|rg| u64::try_from(rg.num_rows()).unwrap_or(u64::MAX)).collect();
+            valuestats::decode(text, &rows).map(Some)
+        });
+        match decoded {
+            Ok(None) => Ok(None),
+            Ok(Some(runs)) => Ok(runs.get(group).map(Vec::as_slice)),
+            Err(reason) => Err(Error::DataFileInvalid { path: self.path.clone(), reason: reason.clone() }),
+        }
+    }
+
+    /// Whether row group `group` may hold a value in `range` (by its runs' recorded value
+    /// ranges; `true` when none are recorded).
+    pub fn group_may_hold(&self, group: usize, range: &ValueRange) -> Result<bool> {
+        Ok(self.value_runs(group)?.is_none_or(|runs| range.may_hold_any(runs)))
     }
 
     /// The file.
@@ -186,8 +223,15 @@ impl FileFooter {
         let stats = self.groups().get(group).copied().ok_or_else(|| invalid(format!("no row group {group}")))?;
         let filter_time = !stats.time_covered(filter);
         let filter_series = !stats.series_covered(filter);
+        // Runs whose recorded values all lie outside the wanted range (only when values are
+        // read: otherwise nothing is saved, and the caller's count must not change).
+        let value_runs = match (&filter.value, columns.value) {
+            (Some(range), true) => self.value_runs(group)?.filter(|runs| !runs.iter().all(|r| range.may_hold(r))),
+            _ => None,
+        };
+        let filter_value = value_runs.is_some();
         let need_time = columns.time || filter_time;
-        let need_series = columns.series || need_time || filter_series;
+        let need_series = columns.series || need_time || filter_series || filter_value;
         let need_value = columns.value;
         let rows = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
         if !need_series && !need_value {
@@ -203,7 +247,7 @@ impl FileFooter {
             leaves.push(1);
         }
         // Phase 1: the key columns (and the values too when no series filter can skip rows).
-        let values_now = need_value && !(filter_series && need_series);
+        let values_now = need_value && !((filter_series || filter_value) && need_series);
         if values_now {
             leaves.extend([2, 3, 4]);
         }
@@ -247,9 +291,15 @@ impl FileFooter {
             return Err(context("columns differ in length".into()));
         }
         if need_value && !values_now {
-            // Phase 2: keep the runs of wanted series, then decode their values only.
+            // Phase 2: keep the runs of wanted series whose values may be wanted, then decode
+            // their values only.
             let set = filter.series;
-            let selectors = series_runs(&out.series, |s| set.is_none_or(|set| set.contains(s)));
+            let wanted_values = value_runs.zip(filter.value);
+            let selectors = series_runs(&out.series, wanted_values.map(|(runs, _)| runs), |s, run| {
+                set.is_none_or(|set| set.contains(s))
+                    && wanted_values.is_none_or(|(runs, range)| runs.get(run).is_none_or(|r| range.may_hold(r)))
+            })
+            .map_err(context)?;
             let kept = keep_runs(&mut out, &selectors);
             if kept > 0 {
                 let selection = RowSelection::from(selectors);
@@ -323,21 +373,39 @@ fn decode_value_columns(v: &[&arrow::array::ArrayRef]) -> std::result::Result<Ve
     decode_values(downcast::<Int64Array>(vint)?, downcast::<Int8Array>(vscale)?, downcast::<Float64Array>(vfloat)?)
 }
 
-/// Select/skip runs of rows sorted by series: a run is selected when `wanted(series)`.
-fn series_runs(series: &[u32], wanted: impl Fn(u32) -> bool) -> Vec<RowSelector> {
+/// Select/skip runs of rows sorted by series: run `i` (of series `s`) is selected when
+/// `wanted(s, i)`. With `expected` (the runs recorded in the file's value statistics) the runs
+/// found must be exactly those.
+fn series_runs(
+    series: &[u32],
+    expected: Option<&[RunRange]>,
+    wanted: impl Fn(u32, usize) -> bool,
+) -> std::result::Result<Vec<RowSelector>, String> {
     let mut out: Vec<RowSelector> = Vec::new();
     let mut i = 0;
+    let mut index = 0;
     while i < series.len() {
         let id = series[i];
         let run = series[i..].iter().take_while(|&&s| s == id).count();
-        let select = wanted(id);
+        if let Some(expected) = expected
+            && expected.get(index).is_none_or(|r| r.rows as usize != run)
+        {
+            return Err(format!("value statistics do not match series run {index} ({run} rows of series {id})"));
+        }
+        let select = wanted(id, index);
         match out.last_mut() {
             Some(last) if last.skip != select => last.row_count += run,
             _ => out.push(if select { RowSelector::select(run) } else { RowSelector::skip(run) }),
         }
         i += run;
+        index += 1;
     }
-    out
+    if let Some(expected) = expected
+        && expected.len() != index
+    {
+        return Err(format!("value statistics list {} series runs, the row group has {index}", expected.len()));
+    }
+    Ok(out)
 }
 
 /// Keeps the series and time rows of the selected runs; returns how many rows are kept.

@@ -34,7 +34,7 @@ fn write_read_round_trip_with_pruning() {
     set.insert(3);
     set.insert(7);
     let t0 = 1_700_000_000_000_000_000 + 10 * 1_000_000_000;
-    let filter = RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set) };
+    let filter = RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set), value: None };
     let some = read_file(&OsStorage, &path, &filter).unwrap();
     assert_eq!(some.len(), 10);
     assert!(some.series.iter().all(|s| *s == 3 || *s == 7));
@@ -95,7 +95,7 @@ fn shared_timestamps_round_trip_across_row_groups_and_filters() {
     let mut set = RoaringBitmap::new();
     set.insert(6);
     let t0 = 1_700_000_000_000_000_000 + 60_000 * 1_000_000_000;
-    let filter = RowFilter { time: Some((t0, t0 + 10 * 1_000_000_000)), series: Some(&set) };
+    let filter = RowFilter { time: Some((t0, t0 + 10 * 1_000_000_000)), series: Some(&set), value: None };
     let some = read_file(&OsStorage, &path, &filter).unwrap();
     let want: Vec<i64> =
         (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).map(|i| rows.time[i]).collect();
@@ -173,7 +173,9 @@ fn footer_reads_row_groups_by_column() {
     set.insert(3);
     set.insert(7);
     let t0 = 1_700_000_000_000_000_000 + 10 * 1_000_000_000;
-    for filter in [RowFilter::default(), RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set) }] {
+    for filter in
+        [RowFilter::default(), RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set), value: None }]
+    {
         let want = read_file(&OsStorage, &path, &filter).unwrap();
         let mut all = Rows::default();
         let mut counted = 0;
@@ -289,7 +291,7 @@ fn series_filter_selects_value_runs_and_skips_groups_without_them() {
     ];
     for set in &sets {
         for time in [None, Some((t0 + 100 * 1_000_000_000, t0 + 700 * 1_000_000_000))] {
-            let filter = RowFilter { time, series: Some(set) };
+            let filter = RowFilter { time, series: Some(set), value: None };
             let want = read_file(&OsStorage, &path, &filter).unwrap();
             let mut got = Rows::default();
             for g in 0..groups.len() {
@@ -312,7 +314,7 @@ fn series_filter_selects_value_runs_and_skips_groups_without_them() {
             &observed as &dyn Storage,
             last,
             Columns { value: true, ..Columns::NONE },
-            &RowFilter { time: None, series: Some(&set) },
+            &RowFilter { time: None, series: Some(&set), value: None },
         )
         .unwrap();
     assert_eq!(c.len, 0);

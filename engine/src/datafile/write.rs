@@ -12,6 +12,7 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
+use super::valuestats::{self, RunRange};
 use super::{FileStats, ROW_GROUP_ROWS, WriteOptions, columns, encode_values, file_schema};
 use crate::error::{Error, Result};
 use crate::model::Rows;
@@ -51,6 +52,8 @@ pub struct DataFileWriter {
     writer: ArrowWriter<Box<dyn StorageFile>>,
     pending: Rows,
     stats: FileStats,
+    /// Value ranges of the series runs of each row group written (`datafile/valuestats.rs`).
+    runs: Vec<Vec<RunRange>>,
 }
 
 impl std::fmt::Debug for DataFileWriter {
@@ -82,6 +85,7 @@ impl DataFileWriter {
                 min_series: u32::MAX,
                 max_series: 0,
             },
+            runs: Vec::new(),
         })
     }
 
@@ -128,6 +132,7 @@ impl DataFileWriter {
 
     fn write_group(&mut self, rows: &Rows, start: usize, end: usize) -> Result<()> {
         let (vint, vscale, vfloat) = encode_values(&rows.series[start..end], &rows.value[start..end]);
+        self.runs.push(valuestats::group_runs(&rows.series[start..end], &rows.value[start..end]));
         let time = share_times(&rows.series[start..end], &rows.time[start..end]);
         let batch = RecordBatch::try_new(
             self.schema.clone(),
@@ -152,6 +157,9 @@ impl DataFileWriter {
             self.write_group(&rest, 0, rest.len())?;
         }
         let path = self.path;
+        let runs = valuestats::encode(&self.runs);
+        self.writer
+            .append_key_value_metadata(parquet::file::metadata::KeyValue::new(valuestats::KEY.to_string(), runs));
         let mut file = self.writer.into_inner().map_err(|source| Error::Parquet { path: path.clone(), source })?;
         file.sync().map_err(|e| Error::io(&path, e))?;
         drop(file);

@@ -17,7 +17,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use roaring::RoaringBitmap;
 
 use super::{LiveFile, Store, lock_poisoned, split_by_partition};
-use crate::datafile::{self, Chunk, Columns, FileFooter, RowFilter};
+use crate::datafile::{self, Chunk, Columns, FileFooter, RowFilter, ValueRange};
 use crate::error::Result;
 use crate::merge::{merge_streams, sort_dedup, sort_dedup_owned};
 use crate::model::Rows;
@@ -33,6 +33,10 @@ pub struct ScanRequest {
     pub time: Option<(i64, i64)>,
     /// Series to read; `None` = all series.
     pub series: Option<RoaringBitmap>,
+    /// Values wanted (`None` = all): a pruning hint for [`SplitScan`], which skips the row
+    /// groups and series runs whose recorded values all lie outside (rows outside may still be
+    /// returned: the caller filters). [`Scan`] ignores it.
+    pub value: Option<ValueRange>,
 }
 
 /// The schema of scan batches: `series_id` UInt32, `time` Int64 (local ns), `value` Float64.
@@ -97,7 +101,7 @@ impl Store {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.files.clone(), s.frozen.clone(), s.active.clone(), s.manifest.partition_ns)
         };
-        let filter = RowFilter { time: request.time, series: request.series.as_ref() };
+        let filter = RowFilter { time: request.time, series: request.series.as_ref(), value: None };
         let mut by_partition: BTreeMap<i64, Vec<Arc<LiveFile>>> = BTreeMap::new();
         for f in files.iter() {
             let e = &f.entry;
@@ -159,7 +163,7 @@ impl Scan {
     }
 
     fn read_partition(&mut self, partition: i64) -> Result<Rows> {
-        let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref() };
+        let filter = RowFilter { time: self.request.time, series: self.request.series.as_ref(), value: None };
         let files = self.files.remove(&partition).unwrap_or_default();
         let buffered = self.buffered.remove(&partition);
         match (files.as_slice(), buffered) {
@@ -199,7 +203,7 @@ fn shift_ids(series: &mut [u32], offset: u32) {
 /// Reads one whole file through `filter` (in the store's ids), its rows in the store's ids.
 fn read_file(storage: &dyn Storage, file: &LiveFile, filter: &RowFilter<'_>) -> Result<Rows> {
     let shifted = shifted_series(filter.series, file.series_offset);
-    let local = RowFilter { time: filter.time, series: shifted.as_ref().or(filter.series) };
+    let local = RowFilter { time: filter.time, series: shifted.as_ref().or(filter.series), value: None };
     let mut rows = datafile::read_file(storage, &file.path, &local)?;
     shift_ids(&mut rows.series, file.series_offset);
     Ok(rows)
@@ -297,7 +301,7 @@ impl Store {
     /// and groups the parts that overlap.
     pub fn split_scan(&self, request: ScanRequest) -> Result<SplitScan> {
         let (by_partition, mut buffered_by_partition) = self.snapshot(&request)?;
-        let filter = RowFilter { time: request.time, series: request.series.as_ref() };
+        let filter = RowFilter { time: request.time, series: request.series.as_ref(), value: None };
         let partitions: BTreeSet<i64> = by_partition.keys().chain(buffered_by_partition.keys()).copied().collect();
         let mut scan = SplitScan {
             storage: self.storage.clone(),
@@ -318,7 +322,8 @@ impl Store {
                 if let Some(ids) = shifted_series(request.series.as_ref(), offset) {
                     scan.shifted.entry(offset).or_insert(ids);
                 }
-                let local = RowFilter { time: filter.time, series: scan.shifted.get(&offset).or(filter.series) };
+                let local =
+                    RowFilter { time: filter.time, series: scan.shifted.get(&offset).or(filter.series), value: None };
                 for (group, stats) in footer.groups().into_iter().enumerate() {
                     if stats.may_match(&local) {
                         let (lo, hi) = stats.series.unwrap_or((0, u32::MAX - offset));
@@ -352,7 +357,12 @@ impl Store {
                 }
                 scan.buffered.push(rows);
             }
-            scan.units.extend(group_overlapping(items));
+            let units = group_overlapping(items);
+            for unit in units {
+                if scan.may_hold_values(&unit)? {
+                    scan.units.push(unit);
+                }
+            }
         }
         Ok(scan)
     }
@@ -415,6 +425,26 @@ fn group_overlapping(mut items: Vec<Item>) -> Vec<ScanUnit> {
 }
 
 impl SplitScan {
+    /// Whether `unit` may hold a value the request wants: `false` only for a unit of one source
+    /// whose row groups' recorded value ranges all lie outside. A merged unit is always read:
+    /// a newer value outside the range may override an older one inside.
+    fn may_hold_values(&self, unit: &ScanUnit) -> Result<bool> {
+        let Some(range) = &self.request.value else { return Ok(true) };
+        if unit.is_merge() {
+            return Ok(true);
+        }
+        for (_, part) in &unit.parts {
+            match part {
+                Part::Group { file, group } => match self.files.get(*file) {
+                    Some((_, footer)) if !footer.group_may_hold(*group, range)? => {}
+                    _ => return Ok(true),
+                },
+                Part::Buffered { .. } => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
     /// The units, in (partition, series) order.
     pub fn units(&self) -> &[ScanUnit] {
         &self.units
@@ -449,7 +479,7 @@ impl SplitScan {
         })?;
         if !unit.is_merge() {
             for (_, part) in &unit.parts {
-                if !emit(self.read_part(part, columns, slice)?)? {
+                if !emit(self.read_part(part, columns, slice, self.request.value)?)? {
                     return Ok(());
                 }
             }
@@ -470,7 +500,7 @@ impl SplitScan {
             .into_iter()
             .map(|parts| {
                 parts.into_iter().map(|p| {
-                    let c = self.read_part(p, Columns::ALL, slice)?;
+                    let c = self.read_part(p, Columns::ALL, slice, None)?;
                     Ok::<Rows, Halt>(Rows { series: c.series, time: c.time, value: c.value })
                 })
             })
@@ -482,7 +512,14 @@ impl SplitScan {
         }
     }
 
-    fn read_part(&self, part: &Part, columns: Columns, slice: Option<&SeriesSlice>) -> Result<Chunk> {
+    /// Reads one part; `value` prunes its series runs by value (never for a part of a merge).
+    fn read_part(
+        &self,
+        part: &Part,
+        columns: Columns,
+        slice: Option<&SeriesSlice>,
+        value: Option<ValueRange>,
+    ) -> Result<Chunk> {
         let series = slice.map_or(self.request.series.as_ref(), |s| Some(&s.series));
         match part {
             Part::Group { file, group } => {
@@ -494,7 +531,7 @@ impl SplitScan {
                     Some(s) => s.shifted.get(&offset),
                     None => self.shifted.get(&offset),
                 };
-                let local = RowFilter { time: self.request.time, series: shifted.or(series) };
+                let local = RowFilter { time: self.request.time, series: shifted.or(series), value };
                 let mut chunk = footer.read_group(self.storage.as_ref(), *group, columns, &local)?;
                 shift_ids(&mut chunk.series, offset);
                 Ok(chunk)
@@ -509,7 +546,7 @@ impl SplitScan {
                 // The buffer was filtered by the request when the scan was planned; a slice
                 // keeps the rows of its own series.
                 if let Some(s) = slice {
-                    datafile::retain(&mut chunk, &RowFilter { time: None, series: Some(&s.series) });
+                    datafile::retain(&mut chunk, &RowFilter { time: None, series: Some(&s.series), value: None });
                 }
                 Ok(chunk)
             }
@@ -607,8 +644,8 @@ mod split_tests {
         write(&store, 79..80, 3_490..3_510, 0.25); // buffered; overlaps the second row group
         let requests = [
             ScanRequest::default(),
-            ScanRequest { time: Some((T0 + 150 * SEC, T0 + 3_495 * SEC)), series: None },
-            ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()) },
+            ScanRequest { time: Some((T0 + 150 * SEC, T0 + 3_495 * SEC)), series: None, value: None },
+            ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()), value: None },
         ];
         for request in requests {
             let want = sort_dedup_owned(store.scan_all(request.clone()).unwrap());
@@ -664,7 +701,7 @@ mod split_tests {
         write(&store, 10..13, 100..200, 0.5);
         store.flush().unwrap();
         write(&store, 79..80, 3_490..3_510, 0.25); // buffered, merged with a row group
-        let request = ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()) };
+        let request = ScanRequest { time: None, series: Some([0u32, 11, 79].into_iter().collect()), value: None };
         let split = store.split_scan(request).unwrap();
         let (n, want) = read_all(&split, Columns::ALL);
         let all: Vec<usize> = (0..split.units().len()).collect();

@@ -127,7 +127,11 @@ fn scan_filters_by_time_and_series() {
     let mut set = roaring::RoaringBitmap::new();
     set.insert(id);
     let rows = store
-        .scan_all(ScanRequest { time: Some((T0 + 10_000_000_000, T0 + 100_000_000_100)), series: Some(set) })
+        .scan_all(ScanRequest {
+            time: Some((T0 + 10_000_000_000, T0 + 100_000_000_100)),
+            series: Some(set),
+            value: None,
+        })
         .unwrap();
     assert!(rows.series.iter().all(|&s| s == id));
     // From the file: i in [100, 1000) with i % 10 == 4 → 90 rows; from the buffer: i < 100 → 10.
@@ -365,7 +369,7 @@ fn bad_data_corpus_gives_typed_errors() {
     let id = store.with_catalog(|c| c.get(&key(2)).unwrap()).unwrap();
     let mut set = roaring::RoaringBitmap::new();
     set.insert(id);
-    let rows = store.scan_all(ScanRequest { time: Some((T0 + 1, T0 + 2)), series: Some(set) }).unwrap();
+    let rows = store.scan_all(ScanRequest { time: Some((T0 + 1, T0 + 2)), series: Some(set), value: None }).unwrap();
     assert_eq!(rows.value, vec![2.0], "wal data survives a broken data file");
 
     // Zero-length and garbage WAL segments in the newest position are torn tails.

@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(c.iter().collect::<Vec<_>>(), [4, 5]);
         let mut series = c.clone();
         series.insert(1);
-        let request = ScanRequest { time: Some((T0 + 2 * SEC, T0 + 5 * SEC)), series: Some(series) };
+        let request = ScanRequest { time: Some((T0 + 2 * SEC, T0 + 5 * SEC)), series: Some(series), value: None };
         let rows = union.scan_all(request.clone()).unwrap();
         assert_eq!(rows.len(), 9);
         assert!(rows.series.iter().all(|id| [1, 4, 5].contains(id)));

@@ -236,7 +236,7 @@ pub fn collective_barriers(store: &Store) -> Result<Vec<BarrierEvent>, ImportErr
     // Several ranks share a host: keep the earliest end per (host, collective); every rank
     // leaves after the last one entered, so the earliest exit is still a barrier exit.
     let mut first: std::collections::HashMap<(u32, u64), i64> = std::collections::HashMap::new();
-    let mut scan = store.scan(ScanRequest { time: None, series: Some(series) })?;
+    let mut scan = store.scan(ScanRequest { time: None, series: Some(series), value: None })?;
     while let Some(rows) = scan.next_rows() {
         let rows = rows?;
         for i in 0..rows.len() {

@@ -287,7 +287,7 @@ pub(crate) fn scan(
     let Some(time) = models.local_range(Some(&set), from.saturating_sub(SCAN_PAD_NS), to) else {
         return Ok(Vec::new());
     };
-    let split = store.split_scan(ScanRequest { time: Some(time), series: Some(set) })?;
+    let split = store.split_scan(ScanRequest { time: Some(time), series: Some(set), value: None })?;
     Ok(read_units(&split, Columns::ALL, threads)?)
 }
 

@@ -5,7 +5,10 @@
 //! conservative):
 //! - `time <op> literal` (`<`, `<=`, `>`, `>=`, `=`) and `time BETWEEN a AND b`, and the same
 //!   on `local_time`;
-//! - `col = 'literal'` and `col IN ('a', 'b')` on `metric`, `host` and label columns.
+//! - `col = 'literal'` and `col IN ('a', 'b')` on `metric`, `host` and label columns;
+//! - `value <op> number` and `value BETWEEN a AND b`: a value range the scan prunes series
+//!   runs and row groups by, through the value statistics data files record per series run
+//!   (`engine/src/datafile/valuestats.rs`).
 //!
 //! Any other filter that reads only columns constant within a series (`metric`, `series_id`,
 //! `domain`, `entity` and the labels) and is deterministic — `metric LIKE 'DCGM%'`,
@@ -24,6 +27,7 @@ use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, expr::InList};
+use lockstep_engine::datafile::ValueRange;
 use lockstep_engine::series::SeriesFilter;
 use roaring::RoaringBitmap;
 
@@ -39,6 +43,9 @@ pub struct Pushdown {
     pub local: Option<(i64, i64)>,
     /// Metric and label constraints.
     pub series: SeriesFilter,
+    /// The values wanted (inclusive bounds in total order; a strict comparison's bound is the
+    /// next value past its number).
+    pub value: Option<ValueRange>,
 }
 
 impl Pushdown {
@@ -83,6 +90,30 @@ fn literal_time(e: &Expr) -> Option<i64> {
         Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
         _ => None,
     }
+}
+
+/// A finite or infinite number literal, exactly as `f64` (never NaN): what a comparison with
+/// the `value` column (Float64) compares against once DataFusion has coerced it.
+fn literal_value(e: &Expr) -> Option<f64> {
+    const EXACT: i64 = 1 << 53;
+    let x = match e {
+        Expr::Literal(ScalarValue::Float64(Some(x)), _) => *x,
+        Expr::Literal(ScalarValue::Float32(Some(x)), _) => f64::from(*x),
+        Expr::Literal(ScalarValue::Int64(Some(x)), _) if (-EXACT..=EXACT).contains(x) => *x as f64,
+        Expr::Literal(ScalarValue::Int32(Some(x)), _) => f64::from(*x),
+        _ => return None,
+    };
+    (!x.is_nan()).then_some(x)
+}
+
+/// Whether `e` is the `value` column itself (not a cast of it: a cast compares other numbers).
+fn is_value_column(e: &Expr) -> bool {
+    matches!(e, Expr::Column(c) if c.name == "value")
+}
+
+fn narrow_value(p: &mut Pushdown, range: ValueRange) -> bool {
+    p.value = Some(p.value.unwrap_or(ValueRange::ALL).intersect(range));
+    true
 }
 
 /// Whether a filter has a shape this module understands (used for `supports_filters_pushdown`).
@@ -150,6 +181,23 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
             let b = apply(right, label_columns, p);
             a || b
         }
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) if is_value_column(left) || is_value_column(right) => {
+            let (lit, op) = match (is_value_column(left), op.swap()) {
+                (true, _) => (right.as_ref(), *op),
+                (false, Some(swapped)) => (left.as_ref(), swapped),
+                (false, None) => return false,
+            };
+            let Some(x) = literal_value(lit) else { return false };
+            let range = match op {
+                Operator::Gt => ValueRange::above(x),
+                Operator::GtEq => ValueRange::new(x, f64::INFINITY),
+                Operator::Lt => ValueRange::below(x),
+                Operator::LtEq => ValueRange::new(f64::NEG_INFINITY, x),
+                Operator::Eq => ValueRange::new(x, x),
+                _ => None,
+            };
+            range.is_some_and(|r| narrow_value(p, r))
+        }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let (col, lit, op) = match (column_name(left), column_name(right)) {
                 (Some(c), None) => (c, right.as_ref(), *op),
@@ -177,6 +225,12 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
             match literal_string(lit) {
                 Some(v) => add_values(p, col, vec![v], label_columns),
                 None => false,
+            }
+        }
+        Expr::Between(Between { expr, negated: false, low, high }) if is_value_column(expr) => {
+            match (literal_value(low), literal_value(high)) {
+                (Some(lo), Some(hi)) => ValueRange::new(lo, hi).is_some_and(|r| narrow_value(p, r)),
+                _ => false,
             }
         }
         Expr::Between(Between { expr, negated: false, low, high }) => {

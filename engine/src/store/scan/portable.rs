@@ -84,7 +84,7 @@ impl SplitScan {
                         PortablePart::Group { file: index, group: *group as u32 }
                     }
                     Part::Buffered { .. } => {
-                        out.buffered.push(self.read_part(part, Columns::ALL, None).map(|c| Rows {
+                        out.buffered.push(self.read_part(part, Columns::ALL, None, None).map(|c| Rows {
                             series: c.series,
                             time: c.time,
                             value: c.value,
@@ -168,7 +168,7 @@ impl Store {
         }
         Ok(SplitScan {
             storage: self.storage.clone(),
-            request: ScanRequest { time: portable.time, series: portable.series.clone() },
+            request: ScanRequest { time: portable.time, series: portable.series.clone(), value: None },
             files,
             shifted,
             buffered,
