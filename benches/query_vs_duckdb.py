@@ -88,8 +88,8 @@ def questions(con, parquet):
     thr = con.execute(f"SELECT quantile_disc(value, 0.999) FROM read_parquet('{parquet}') WHERE metric = '{gauge}'").fetchone()[0]
     thr_all = con.execute(f"SELECT quantile_disc(value, 0.999) FROM read_parquet('{parquet}')").fetchone()[0]
     for label, where in (
-        (f"{gauge} above its p99.9 ({thr!r})", f"metric = '{gauge}' AND value > {thr!r}"),
-        (f"any metric above the p99.9 of all values ({thr_all!r})", f"value > {thr_all!r}"),
+        (f"{gauge} at or above its p99.9 ({thr!r})", f"metric = '{gauge}' AND value >= {thr!r}"),
+        (f"any metric at or above the p99.9 of all values ({thr_all!r})", f"value >= {thr_all!r}"),
     ):
         q.append((
             f"threshold: {label}",

@@ -15,7 +15,7 @@ use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::read::{RunTimes, check_schema, i64_range, u32_range};
-use super::valuestats::{self, RunRange, ValueRange};
+use super::valuestats::{self, GroupRanges, RunRange, ValueRange};
 use super::{RowFilter, decode_values};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -126,7 +126,7 @@ pub struct FileFooter {
 
 /// The value ranges of a file's series runs by row group, `None` if it has none, or why they
 /// are unreadable.
-type FileRuns = std::result::Result<Option<Vec<Vec<RunRange>>>, String>;
+type FileRuns = std::result::Result<Option<Vec<GroupRanges>>, String>;
 
 impl FileFooter {
     /// Reads the footer of `path` (two range reads: the 8-byte tail, then the metadata) and
@@ -153,8 +153,8 @@ impl FileFooter {
         Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new() })
     }
 
-    /// The value ranges of the series runs of row group `group` (`None`: not recorded).
-    pub fn value_runs(&self, group: usize) -> Result<Option<&[RunRange]>> {
+    /// The value ranges of row group `group` (`None`: not recorded).
+    pub fn value_ranges(&self, group: usize) -> Result<Option<&GroupRanges>> {
         let decoded = self.value_runs.get_or_init(|| {
             let meta = self.metadata.metadata();
             let Some(text) = meta
@@ -171,7 +171,7 @@ impl FileFooter {
         });
         match decoded {
             Ok(None) => Ok(None),
-            Ok(Some(runs)) => Ok(runs.get(group).map(Vec::as_slice)),
+            Ok(Some(groups)) => Ok(groups.get(group)),
             Err(reason) => Err(Error::DataFileInvalid { path: self.path.clone(), reason: reason.clone() }),
         }
     }
@@ -179,7 +179,7 @@ impl FileFooter {
     /// Whether row group `group` may hold a value in `range` (by its runs' recorded value
     /// ranges; `true` when none are recorded).
     pub fn group_may_hold(&self, group: usize, range: &ValueRange) -> Result<bool> {
-        Ok(self.value_runs(group)?.is_none_or(|runs| range.may_hold_any(runs)))
+        Ok(self.value_ranges(group)?.is_none_or(|g| range.may_hold_any(&g.runs)))
     }
 
     /// The file.
@@ -226,7 +226,10 @@ impl FileFooter {
         // Runs whose recorded values all lie outside the wanted range (only when values are
         // read: otherwise nothing is saved, and the caller's count must not change).
         let value_runs = match (&filter.value, columns.value) {
-            (Some(range), true) => self.value_runs(group)?.filter(|runs| !runs.iter().all(|r| range.may_hold(r))),
+            (Some(range), true) => self
+                .value_ranges(group)?
+                .filter(|g| g.per_run && !g.runs.iter().all(|r| range.may_hold(r)))
+                .map(|g| g.runs.as_slice()),
             _ => None,
         };
         let filter_value = value_runs.is_some();

@@ -5,7 +5,8 @@
 //! scale, counters as differences; see `codec.rs`), so the coded columns' minimum and maximum
 //! say nothing about the values. The writer records, for every run of one series in a row
 //! group, the smallest and largest *decoded* value, in the file's key-value metadata under
-//! [`KEY`] (older files have none and are never pruned by value).
+//! [`KEY`] (older files have none and are never pruned by value). A row group of short runs
+//! (fewer than [`MIN_ROWS_PER_RUN`] rows on average) gets one range for all its rows instead.
 //!
 //! Ranges are in the total order of `f64::total_cmp`, the order Arrow's comparison kernels
 //! (and so DataFusion's filters) use for floats: `-0.0 < 0.0`, NaN above `+inf`. A run holding
@@ -23,6 +24,20 @@ const VERSION: u8 = 1;
 
 /// Bytes per run: rows (u32), lower bound (f32), upper bound (f32).
 const RUN_BYTES: usize = 12;
+
+/// Fewest rows per run, on average over a row group, for which runs get ranges of their own;
+/// a row group of shorter runs gets one range (12 bytes a run would be a sizeable part of a
+/// small store, and selecting short runs saves little decoding).
+const MIN_ROWS_PER_RUN: usize = 1024;
+
+/// The value ranges of one row group: one per series run, or one for the whole group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRanges {
+    /// Whether `runs` are the group's series runs (else one range covering every row).
+    pub per_run: bool,
+    /// The ranges, in row order.
+    pub runs: Vec<RunRange>,
+}
 
 /// One run of one series in a row group: its length and a range holding all its values.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,31 +138,41 @@ pub fn run_range(values: &[f64]) -> RunRange {
     RunRange { rows, lo: round_down(lo), hi: round_up(hi) }
 }
 
-/// The runs of a row group's rows (sorted by series).
-pub fn group_runs(series: &[u32], values: &[f64]) -> Vec<RunRange> {
-    let mut out = Vec::new();
+/// The ranges of a row group's rows (sorted by series): per run when runs are long enough.
+pub fn group_ranges(series: &[u32], values: &[f64]) -> GroupRanges {
+    let mut runs = Vec::new();
     let mut start = 0;
     while start < series.len() {
         let id = series[start];
         let end = start + series[start..].iter().take_while(|&&s| s == id).count();
-        out.push(run_range(&values[start..end.min(values.len())]));
+        runs.push(run_range(&values[start..end.min(values.len())]));
         start = end;
     }
-    out
+    if runs.len().saturating_mul(MIN_ROWS_PER_RUN) > series.len() {
+        return GroupRanges { per_run: false, runs: vec![run_range(values)] };
+    }
+    GroupRanges { per_run: true, runs }
 }
 
-/// Encodes the runs of every row group (in file order) for [`KEY`].
-pub fn encode(groups: &[Vec<RunRange>]) -> String {
-    let runs: usize = groups.iter().map(Vec::len).sum();
+/// Encodes the ranges of every row group (in file order) for [`KEY`]: per group the number
+/// of runs, or 0 for one range covering the group, then the ranges (runs with their rows).
+pub fn encode(groups: &[GroupRanges]) -> String {
+    let runs: usize = groups.iter().map(|g| g.runs.len()).sum();
     let mut bytes = Vec::with_capacity(5 + 4 * groups.len() + RUN_BYTES * runs);
     bytes.push(VERSION);
     bytes.extend_from_slice(&u32::try_from(groups.len()).unwrap_or(u32::MAX).to_le_bytes());
     for group in groups {
-        bytes.extend_from_slice(&u32::try_from(group.len()).unwrap_or(u32::MAX).to_le_bytes());
-        for r in group {
-            bytes.extend_from_slice(&r.rows.to_le_bytes());
+        let n = if group.per_run { u32::try_from(group.runs.len()).unwrap_or(u32::MAX) } else { 0 };
+        bytes.extend_from_slice(&n.to_le_bytes());
+        for r in &group.runs {
+            if group.per_run {
+                bytes.extend_from_slice(&r.rows.to_le_bytes());
+            }
             bytes.extend_from_slice(&r.lo.to_bits().to_le_bytes());
             bytes.extend_from_slice(&r.hi.to_bits().to_le_bytes());
+            if !group.per_run {
+                break;
+            }
         }
     }
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -155,7 +180,7 @@ pub fn encode(groups: &[Vec<RunRange>]) -> String {
 
 /// Decodes [`encode`]'s output and checks it against the file: `group_rows` are the row counts
 /// of its row groups, which the runs of each group must add up to.
-pub fn decode(text: &str, group_rows: &[u64]) -> Result<Vec<Vec<RunRange>>, String> {
+pub fn decode(text: &str, group_rows: &[u64]) -> Result<Vec<GroupRanges>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| format!("value statistics are not base64: {e}"))?;
@@ -177,6 +202,14 @@ pub fn decode(text: &str, group_rows: &[u64]) -> Result<Vec<Vec<RunRange>>, Stri
     let mut out = Vec::with_capacity(groups);
     for (g, &want) in group_rows.iter().enumerate() {
         let runs = u32_at(take(4)?) as usize;
+        if runs == 0 {
+            let b = take(8)?;
+            let lo = f32::from_bits(u32_at(&b[0..4]));
+            let hi = f32::from_bits(u32_at(&b[4..8]));
+            let rows = u32::try_from(want).unwrap_or(u32::MAX);
+            out.push(GroupRanges { per_run: false, runs: vec![RunRange { rows, lo, hi }] });
+            continue;
+        }
         let raw = take(runs.checked_mul(RUN_BYTES).ok_or_else(|| "value statistics are truncated".to_string())?)?;
         let group: Vec<RunRange> = raw
             .chunks_exact(RUN_BYTES)
@@ -190,7 +223,7 @@ pub fn decode(text: &str, group_rows: &[u64]) -> Result<Vec<Vec<RunRange>>, Stri
         if rows != want {
             return Err(format!("value statistics of row group {g} cover {rows} rows, it has {want}"));
         }
-        out.push(group);
+        out.push(GroupRanges { per_run: true, runs: group });
     }
     if at != bytes.len() {
         return Err(format!("{} bytes after the value statistics", bytes.len() - at));
@@ -269,24 +302,36 @@ mod tests {
 
     #[test]
     fn ranges_prune_what_cannot_match_and_round_trip() {
-        let series = [1, 1, 1, 4, 4, 9];
-        let values = [0.0, 0.0, 0.0, 95.5, 12.25, 3.0];
-        let runs = group_runs(&series, &values);
-        assert_eq!(runs.iter().map(|r| r.rows).collect::<Vec<_>>(), [3, 2, 1]);
+        // Runs of 2,000, 1,000 and 1,500 rows: long enough for ranges of their own.
+        let mut series = vec![1u32; 2_000];
+        series.extend([4; 1_000]);
+        series.extend([9; 1_500]);
+        let mut values = vec![0.0; 2_000];
+        values.extend((0..1_000).map(|i| if i == 500 { 95.5 } else { 12.25 }));
+        values.extend([3.0; 1_500]);
+        let per_run = group_ranges(&series, &values);
+        assert!(per_run.per_run);
+        let runs = &per_run.runs;
+        assert_eq!(runs.iter().map(|r| r.rows).collect::<Vec<_>>(), [2_000, 1_000, 1_500]);
         let above_90 = ValueRange::new(90.0, f64::INFINITY).unwrap();
         let kept: Vec<bool> = runs.iter().map(|r| above_90.may_hold(r)).collect();
         assert_eq!(kept, [false, true, false]);
-        assert!(above_90.may_hold_any(&runs));
+        assert!(above_90.may_hold_any(runs));
+        // Short runs: one range for the group.
+        let whole = group_ranges(&[1, 1, 2, 3], &[0.0, 5.0, -2.0, 1.0]);
+        assert!(!whole.per_run);
+        assert_eq!(whole.runs, [RunRange { rows: 4, lo: -2.0, hi: 5.0 }]);
         // f32 rounding is outward: 0.1 is not an f32, its range still holds it.
         let r = run_range(&[0.1]);
         assert!(f64::from(r.lo) <= 0.1 && f64::from(r.hi) >= 0.1 && r.lo < r.hi);
 
-        let groups = vec![runs.clone(), vec![run_range(&[f64::NAN, 1.0])]];
+        let nan = GroupRanges { per_run: true, runs: vec![run_range(&[f64::NAN, 1.0])] };
+        let groups = vec![per_run.clone(), whole.clone(), nan];
         let text = encode(&groups);
-        assert_eq!(decode(&text, &[6, 2]).unwrap(), groups);
-        assert!(decode(&text, &[6, 3]).unwrap_err().contains("row group 1 cover 2 rows, it has 3"));
-        assert!(decode(&text, &[6]).unwrap_err().contains("for 2 row groups"));
-        assert!(decode(&text[..text.len() - 8], &[6, 2]).is_err());
+        assert_eq!(decode(&text, &[4_500, 4, 2]).unwrap(), groups);
+        assert!(decode(&text, &[4_500, 4, 3]).unwrap_err().contains("row group 2 cover 2 rows, it has 3"));
+        assert!(decode(&text, &[4_500, 4]).unwrap_err().contains("for 3 row groups"));
+        assert!(decode(&text[..text.len() - 8], &[4_500, 4, 2]).is_err());
         assert!(decode("not base64!", &[6, 2]).unwrap_err().contains("base64"));
         assert!(ValueRange::new(f64::NAN, 1.0).is_none());
         assert!(ValueRange::new(5.0, 3.0).unwrap().is_empty());

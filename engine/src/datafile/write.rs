@@ -12,7 +12,7 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
-use super::valuestats::{self, RunRange};
+use super::valuestats::{self, GroupRanges};
 use super::{FileStats, ROW_GROUP_ROWS, WriteOptions, columns, encode_values, file_schema};
 use crate::error::{Error, Result};
 use crate::model::Rows;
@@ -53,7 +53,7 @@ pub struct DataFileWriter {
     pending: Rows,
     stats: FileStats,
     /// Value ranges of the series runs of each row group written (`datafile/valuestats.rs`).
-    runs: Vec<Vec<RunRange>>,
+    runs: Vec<GroupRanges>,
 }
 
 impl std::fmt::Debug for DataFileWriter {
@@ -132,7 +132,7 @@ impl DataFileWriter {
 
     fn write_group(&mut self, rows: &Rows, start: usize, end: usize) -> Result<()> {
         let (vint, vscale, vfloat) = encode_values(&rows.series[start..end], &rows.value[start..end]);
-        self.runs.push(valuestats::group_runs(&rows.series[start..end], &rows.value[start..end]));
+        self.runs.push(valuestats::group_ranges(&rows.series[start..end], &rows.value[start..end]));
         let time = share_times(&rows.series[start..end], &rows.time[start..end]);
         let batch = RecordBatch::try_new(
             self.schema.clone(),
