@@ -419,6 +419,15 @@ fn value_filters_skip_runs_that_cannot_match() {
             bytes.insert((sql, threads), read);
         }
     }
+    // Per-series aggregates over a pruned scan (split by series where the plan allows).
+    for threads in [1usize, 2, 3] {
+        let ctx = crate::plan::context(datafusion::prelude::SessionConfig::new().with_target_partitions(threads));
+        ctx.register_table("samples", Arc::new(SamplesTable::new(store.clone(), Arc::new(MetricCatalog::builtin()))))
+            .unwrap();
+        let sql = "SELECT count(*), sum(n), CAST(sum(m) AS BIGINT) FROM (SELECT series_id, count(*) AS n, \
+                   max(value) AS m FROM samples WHERE value > 5 GROUP BY series_id)";
+        assert_eq!(query_i64(&ctx, sql), vec![4, above_5, 12 + 9 + 6 + 50], "{threads} threads");
+    }
     let all = bytes[&("SELECT count(*) FROM samples WHERE value > -1", 1)];
     for (sql, _) in &cases[..5] {
         assert!(bytes[&(*sql, 1)] < all, "{sql} read as much as a full scan: {bytes:?}");
