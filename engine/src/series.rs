@@ -247,10 +247,13 @@ impl SeriesCatalog {
         catalog.ids.reserve(snapshot.series.len());
         for key in snapshot.series {
             key.validate().map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
-            if catalog.ids.contains_key(&key) {
+            let key = Arc::new(key);
+            catalog.push(key.clone()).map_err(|e| corrupt(e.to_string()))?;
+            // A duplicate replaced its first id in `ids` (one hash of the key, not two); the
+            // half-built catalog is dropped.
+            if catalog.ids.len() != catalog.keys.len() {
                 return Err(corrupt(format!("duplicate series {key}")));
             }
-            catalog.push(Arc::new(key)).map_err(|e| corrupt(e.to_string()))?;
         }
         Ok(catalog)
     }
