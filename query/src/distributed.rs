@@ -36,6 +36,7 @@ use datafusion_distributed::{
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use lockstep_engine::Store;
+use lockstep_engine::datafile::ValueRange;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::model::Rows;
 use lockstep_engine::store::{PortablePart, PortableScan};
@@ -346,6 +347,11 @@ struct ScanProto {
     buffered: Vec<RowsProto>,
     #[prost(message, repeated, tag = "6")]
     units: Vec<UnitProto>,
+    /// The wanted value range, both bounds or neither (see `ScanRequest::value`).
+    #[prost(double, optional, tag = "7")]
+    value_lo: Option<f64>,
+    #[prost(double, optional, tag = "8")]
+    value_hi: Option<f64>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -432,6 +438,8 @@ impl SamplesScanProto {
                     files,
                     buffered,
                     units,
+                    value_lo: scan.value.map(|v| v.lo),
+                    value_hi: scan.value.map(|v| v.hi),
                 })
             }
         };
@@ -457,6 +465,13 @@ impl SamplesScanProto {
                     (Some(lo), Some(hi)) => Some((lo, hi)),
                     (None, None) => None,
                     _ => return Err(bad("half a time range".into())),
+                };
+                let value = match (scan.value_lo, scan.value_hi) {
+                    (Some(lo), Some(hi)) => {
+                        Some(ValueRange::new(lo, hi).ok_or_else(|| bad("a NaN value bound".into()))?)
+                    }
+                    (None, None) => None,
+                    _ => return Err(bad("half a value range".into())),
                 };
                 let series = match scan.series {
                     None => None,
@@ -492,6 +507,7 @@ impl SamplesScanProto {
                 Some(PortableScan {
                     time,
                     series,
+                    value,
                     files: scan.files.into_iter().map(Into::into).collect(),
                     buffered,
                     units,
@@ -532,6 +548,13 @@ mod tests {
         let half =
             SamplesScanProto { scan: Some(ScanProto { time_lo: Some(1), ..Default::default() }), ..Default::default() };
         assert!(half.into_portable().is_err());
+        for (lo, hi) in [(Some(1.0), None), (Some(f64::NAN), Some(2.0))] {
+            let bad = SamplesScanProto {
+                scan: Some(ScanProto { value_lo: lo, value_hi: hi, ..Default::default() }),
+                ..Default::default()
+            };
+            assert!(bad.into_portable().is_err(), "{lo:?} {hi:?}");
+        }
         let ragged = SamplesScanProto {
             scan: Some(ScanProto {
                 buffered: vec![RowsProto { series: vec![1, 2], time: vec![1], value: vec![] }],

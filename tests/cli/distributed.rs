@@ -52,8 +52,9 @@ impl Drop for Worker {
 
 /// Questions whose answers must not depend on where they run: scans, per-host and per-series
 /// aggregates (mergeable and whole-series), a correlation, change points and a join with the
-/// topology tables. Float sums are rounded: their last bits depend on the order of addition.
-const QUERIES: [&str; 9] = [
+/// topology tables, a value threshold (value ranges prune on the workers too). Float sums are
+/// rounded: their last bits depend on the order of addition.
+const QUERIES: [&str; 10] = [
     "SELECT count(*) AS n, round(sum(value), 3) AS s, min(time) AS t0, max(time) AS t1 FROM samples",
     "SELECT host, count(*) AS n, round(avg(value), 6) AS a, max(value) AS hi FROM samples GROUP BY host ORDER BY host",
     "SELECT series_id, quantile_cont(value, 0.99) AS p99, count(*) AS n FROM samples \
@@ -73,6 +74,8 @@ const QUERIES: [&str; 9] = [
      GROUP BY host, metric ORDER BY host, metric LIMIT 20",
     "SELECT time, host, metric, value FROM samples WHERE metric = 'train_step_duration_seconds' \
      ORDER BY time, host LIMIT 50",
+    "SELECT metric, count(*) AS n, max(value) AS hi FROM samples WHERE value > 1000 AND value <= 1e12 \
+     GROUP BY metric ORDER BY metric",
 ];
 
 fn simulated_store(dir: &Path) -> String {

@@ -208,7 +208,7 @@ impl SamplesExec {
             None => None,
             Some(scan) => Some(store.split_scan_portable(scan).map_err(engine_err)?),
         };
-        let request = p.scan.as_ref().map(|s| ScanRequest { time: s.time, series: s.series.clone(), value: None });
+        let request = p.scan.as_ref().map(|s| ScanRequest { time: s.time, series: s.series.clone(), value: s.value });
         let plan = ScanPlan::for_request(store, catalog, clocks, &p.labels, request)?;
         let units = split.as_ref().map_or(0, |s| s.units().len());
         if p.partition_units.iter().sum::<usize>() != units {

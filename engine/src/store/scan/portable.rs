@@ -8,7 +8,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use super::{Part, ScanRequest, ScanUnit, SplitScan, shifted_series};
-use crate::datafile::{Columns, FileFooter};
+use crate::datafile::{Columns, FileFooter, ValueRange};
 use crate::error::Result;
 use crate::model::Rows;
 use crate::store::{LiveFile, Store, lock_poisoned};
@@ -23,6 +23,8 @@ pub struct PortableScan {
     pub time: Option<(i64, i64)>,
     /// Series to read; `None` = all series.
     pub series: Option<RoaringBitmap>,
+    /// Values wanted (`None` = all): prunes series runs as in [`ScanRequest::value`].
+    pub value: Option<ValueRange>,
     /// Data files, relative to the store directory (`data/p<partition>/<id>.parquet`).
     pub files: Vec<PathBuf>,
     /// Buffered rows, each sorted by (series, time) and deduplicated.
@@ -53,8 +55,12 @@ impl SplitScan {
     /// relative to `root` (the store directory); the portable scan's units are numbered in
     /// the order given.
     pub fn portable(&self, units: &[usize], root: &Path) -> Result<PortableScan> {
-        let mut out =
-            PortableScan { time: self.request.time, series: self.request.series.clone(), ..Default::default() };
+        let mut out = PortableScan {
+            time: self.request.time,
+            series: self.request.series.clone(),
+            value: self.request.value,
+            ..Default::default()
+        };
         let mut file_index: BTreeMap<usize, u32> = BTreeMap::new();
         for &u in units {
             let unit = self.units.get(u).ok_or_else(|| crate::error::Error::Internal {
@@ -168,7 +174,7 @@ impl Store {
         }
         Ok(SplitScan {
             storage: self.storage.clone(),
-            request: ScanRequest { time: portable.time, series: portable.series.clone(), value: None },
+            request: ScanRequest { time: portable.time, series: portable.series.clone(), value: portable.value },
             files,
             shifted,
             buffered,
