@@ -43,8 +43,8 @@ pub struct Pushdown {
     pub local: Option<(i64, i64)>,
     /// Metric and label constraints.
     pub series: SeriesFilter,
-    /// The values wanted (inclusive bounds in total order; a strict comparison's bound is the
-    /// next value past its number).
+    /// The values wanted (inclusive bounds; a strict comparison's bound is the next value past
+    /// its number; a zero bound covers both zeros, see `ValueRange`).
     pub value: Option<ValueRange>,
 }
 
