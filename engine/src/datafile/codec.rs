@@ -171,30 +171,50 @@ impl ValueDecoder {
             return Err("value columns differ in length".into());
         }
         out.reserve(n);
-        if n > 0 && vfloat.null_count() == n && vint.null_count() == 0 && vscale.null_count() == 0 {
-            return self.decode_integers(vint.values(), vscale.values(), out);
+        // Float rows (a valid `value_float`) cut the rows into integer segments; a segment
+        // whose integer columns have no nulls decodes without per-row checks.
+        let Some(floats) = vfloat.nulls() else {
+            out.extend_from_slice(vfloat.values());
+            if n > 0 {
+                self.previous = None;
+            }
+            return Ok(());
+        };
+        let mut at = 0;
+        for (start, end) in floats.valid_slices() {
+            self.decode_segment(vint, vscale, vfloat, at..start, out)?;
+            out.extend_from_slice(&vfloat.values()[start..end]);
+            self.previous = None;
+            at = end;
         }
-        for i in 0..n {
+        self.decode_segment(vint, vscale, vfloat, at..n, out)
+    }
+
+    /// Rows `rows`, none of them a float row.
+    fn decode_segment(
+        &mut self,
+        vint: &Int64Array,
+        vscale: &Int8Array,
+        vfloat: &Float64Array,
+        rows: std::ops::Range<usize>,
+        out: &mut Vec<f64>,
+    ) -> Result<(), String> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let complete = |nulls: Option<&arrow::buffer::NullBuffer>| {
+            nulls.is_none_or(|n| n.slice(rows.start, rows.len()).null_count() == 0)
+        };
+        if complete(vint.nulls()) && complete(vscale.nulls()) {
+            let (ints, codes) = (&vint.values()[rows.clone()], &vscale.values()[rows.clone()]);
+            return self.decode_integers(ints, codes, rows.start, out);
+        }
+        for i in rows {
             if vfloat.is_valid(i) {
                 out.push(vfloat.value(i));
                 self.previous = None;
             } else if vint.is_valid(i) && vscale.is_valid(i) {
-                let (stored, code) = (vint.value(i), vscale.value(i));
-                let (m, scale) = if code >= DELTA_CODED {
-                    let m = self
-                        .previous
-                        .and_then(|p| p.checked_add(unzigzag(stored as u64)))
-                        .ok_or_else(|| format!("row {i} is a difference but does not follow an integer row it fits"))?;
-                    (m, code - DELTA_CODED)
-                } else {
-                    (stored, code)
-                };
-                let p = usize::try_from(scale)
-                    .ok()
-                    .and_then(|s| POW10.get(s))
-                    .ok_or_else(|| format!("row {i} has invalid value_scale {code}"))?;
-                out.push(m as f64 / p);
-                self.previous = Some(m);
+                self.decode_integers(&[vint.value(i)], &[vscale.value(i)], i, out)?;
             } else {
                 return Err(format!("row {i} has no value"));
             }
@@ -202,11 +222,12 @@ impl ValueDecoder {
         Ok(())
     }
 
-    /// [`Self::decode`] of rows that are all integers (no float, no null: the common case), in
-    /// a loop without validity checks; the same values and errors.
-    fn decode_integers(&mut self, ints: &[i64], codes: &[i8], out: &mut Vec<f64>) -> Result<(), String> {
+    /// Integer rows (mantissas or differences with their codes), the first of them row `first`
+    /// (for errors), in a loop without validity checks.
+    fn decode_integers(&mut self, ints: &[i64], codes: &[i8], first: usize, out: &mut Vec<f64>) -> Result<(), String> {
         let mut previous = self.previous;
-        for (i, (&stored, &code)) in ints.iter().zip(codes).enumerate() {
+        for (k, (&stored, &code)) in ints.iter().zip(codes).enumerate() {
+            let i = first + k;
             let (m, scale) = if code >= DELTA_CODED {
                 match previous.and_then(|p| p.checked_add(unzigzag(stored as u64))) {
                     Some(m) => (m, code - DELTA_CODED),
