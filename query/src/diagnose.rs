@@ -148,6 +148,19 @@ pub struct Slowdown {
     pub degraded: f64,
 }
 
+/// The largest rise of the pace signal (median step time, or collective time) that did not make
+/// an episode: below the 10 % threshold, or too short to be sustained. A `healthy` verdict is
+/// less certain the larger it is (a fault near the detection limit looks like this).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NearMiss {
+    /// Its first slot (reference ns).
+    pub start: i64,
+    /// Its end (reference ns; the last slot when it lasts to the end of the window).
+    pub end: i64,
+    /// Its level over the healthy baseline, minus one (0.06 = 6 % slower).
+    pub rise: f64,
+}
+
 /// One suspect, best first in [`Diagnosis::suspects`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Suspect {
@@ -298,6 +311,10 @@ pub struct Episode {
     pub blast_radius: Vec<OtherJob>,
     /// One concrete next step for an operator: what to inspect, which command or SQL to run.
     pub next_action: String,
+    /// A suspect of another domain that changed within three minutes of the root cause with a
+    /// comparable score: two faults close together, whose order the evidence may get wrong
+    /// (the confidence is capped for such verdicts).
+    pub contested_by: Option<String>,
 }
 
 impl Episode {
@@ -318,6 +335,7 @@ impl Episode {
             other_jobs: Vec::new(),
             blast_radius: Vec::new(),
             next_action: String::new(),
+            contested_by: None,
         }
     }
 
@@ -352,6 +370,8 @@ pub struct Diagnosis {
     /// Every slowdown episode of the window in time order; the top level repeats the main
     /// (costliest) one.
     pub episodes: Vec<Episode>,
+    /// The largest rise of the pace signal outside every episode (`None` without a baseline).
+    pub near_miss: Option<NearMiss>,
     /// Clock models used.
     pub clock: ClockInfo,
     /// Series analysed.

@@ -51,6 +51,10 @@ pub(crate) struct Episodes {
     pub spans: Vec<Span>,
     /// Whether a healthy segment exists at all (false: no baseline in the window).
     pub has_healthy: bool,
+    /// The highest stretch of the signal that is not part of an episode (at least two points):
+    /// a rise below the threshold or too short to count. `None` when every segment is in an
+    /// episode or the signal has no baseline.
+    pub near_miss: Option<Span>,
 }
 
 /// Finds the episodes of `points` (time, value), time-ordered.
@@ -58,7 +62,8 @@ pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
     let values: Vec<f64> = points.iter().map(|p| p.1).collect();
     let n = values.len();
     let overall = trimmed_mean(&values);
-    let none = |baseline: f64, has_healthy: bool| Episodes { baseline, spans: Vec::new(), has_healthy };
+    let none =
+        |baseline: f64, has_healthy: bool| Episodes { baseline, spans: Vec::new(), has_healthy, near_miss: None };
     if n < 2 {
         return none(overall, false);
     }
@@ -136,7 +141,14 @@ pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
         spans.sort_by_key(|s| s.start);
     }
     let has_healthy = segs.iter().any(|s| s.3 && !slow(s.2));
-    Episodes { baseline, spans, has_healthy }
+    // The largest rise that did not make an episode: a segment outside every span.
+    let inside = |a: usize, b: usize| spans.iter().any(|s| a < s.end && s.start < b);
+    let near_miss = segs
+        .iter()
+        .filter(|s| s.1 - s.0 >= 2 && s.2.is_finite() && !inside(s.0, s.1))
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|s| Span { start: s.0, end: s.1, level: s.2, recovered: s.1 < n });
+    Episodes { baseline, spans, has_healthy, near_miss }
 }
 
 /// Mean of the middle 90 % (5 % trimmed at each end); NaN when empty.
@@ -201,6 +213,26 @@ mod tests {
         assert_eq!(e.spans.len(), 1, "{e:?}");
         let e = find(&signal(&[(300, 1.0), (150, 1.5), (200, 1.55)]));
         assert_eq!(e.spans.len(), 1, "a level within the noise of the first stage: {e:?}");
+    }
+
+    /// The largest rise outside every episode is the near miss: a +6 % stretch below the
+    /// threshold, beside a real episode or alone; a flat signal's near miss is no rise at all.
+    #[test]
+    fn the_near_miss_is_the_highest_stretch_outside_every_episode() {
+        let e = find(&signal(&[(300, 1.0), (90, 1.06), (300, 1.0)]));
+        assert!(e.spans.is_empty(), "{e:?}");
+        let m = e.near_miss.expect("a near miss");
+        assert!((m.start as i64 - 300).abs() <= 3 && (m.end as i64 - 390).abs() <= 3, "{m:?}");
+        assert!((m.level / e.baseline - 1.06).abs() < 0.01, "{m:?} over {}", e.baseline);
+
+        let e = find(&signal(&[(300, 1.0), (60, 1.5), (200, 1.0), (90, 1.06), (200, 1.0)]));
+        assert_eq!(e.spans.len(), 1, "{e:?}");
+        let m = e.near_miss.expect("a near miss");
+        assert!((m.start as i64 - 560).abs() <= 3, "the bump, not the episode: {m:?}");
+
+        let e = find(&signal(&[(600, 1.0)]));
+        let m = e.near_miss.expect("the flat signal itself");
+        assert!((m.level / e.baseline - 1.0).abs() < 0.01, "{m:?}");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use super::context::{JobContext, SeriesMeta};
 use super::episodes;
 pub(crate) use super::signal::{Signal, Timeline};
 use super::stats::median_in_place;
-use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, Slowdown};
+use super::{ClockInfo, ClockMode, DiagnoseError, DiagnoseOptions, NearMiss, Slowdown};
 
 /// The step-time metric.
 pub(crate) const STEP_METRIC: &str = names::STEP_TIME;
@@ -114,6 +114,8 @@ pub(crate) struct Pace {
     pub baseline: f64,
     /// Start of the analysed span (before the window when the window has no healthy time).
     pub from: i64,
+    /// The largest rise of the signal that did not make an episode.
+    pub near_miss: Option<NearMiss>,
 }
 
 /// Everything read and computed per series.
@@ -194,7 +196,13 @@ pub(crate) fn load(
     }
     let pace_hosts: Vec<&str> = pace_idx.iter().map(|&i| ctx.series[i].host.as_str()).collect();
     let episodes = episode_windows(&found, &step_points, grid.start, ctx, pace_metric, &pace_hosts, timeline);
-    let pace = Pace { metric: pace_metric, points: step_points.len(), baseline: found.baseline, from: grid.start };
+    let near_miss = found.near_miss.filter(|_| found.baseline > 0.0).map(|m| NearMiss {
+        start: step_points[m.start].0,
+        end: step_points[m.end.min(step_points.len() - 1)].0,
+        rise: m.level / found.baseline - 1.0,
+    });
+    let pace =
+        Pace { metric: pace_metric, points: step_points.len(), baseline: found.baseline, from: grid.start, near_miss };
     tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, series = pace_idx.len(), "diagnose: pace and episodes");
 
     // 2. Every other series of the job, in one scan; the pace signals are kept (read over a span

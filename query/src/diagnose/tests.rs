@@ -181,27 +181,39 @@ fn gridding_takes_the_median_per_slot_and_drops_samples_outside() {
 
 /// The calibrated confidence is a monotone map of the rule's score into [0, 1]: a higher rule
 /// score never gets a lower probability, a fallback verdict (rule score 0.3) gets less than a
-/// strong one, out-of-range and non-finite scores stay in [0, 1], and a healthy verdict with
-/// gaps in the signals gets no more than one without.
+/// strong one, a contested verdict no more than an uncontested one, a healthy verdict no more
+/// the larger its near miss, and out-of-range and non-finite inputs stay in [0, 1].
 #[test]
 fn calibrated_confidence_is_monotone_and_a_probability() {
     use super::verdict::calibration::{VerdictKind, calibrated};
     let mut previous = f64::NEG_INFINITY;
+    let mut previous_healthy = f64::INFINITY;
     for i in 0..=1000 {
         let rule = f64::from(i) / 1000.0;
-        let p = calibrated(VerdictKind::Episode, rule, false);
+        let p = calibrated(VerdictKind::Episode { contested: false }, rule);
         assert!((0.0..=1.0).contains(&p), "{rule} -> {p}");
         assert!(p >= previous, "not monotone at {rule}: {p} < {previous}");
+        assert!(
+            calibrated(VerdictKind::Episode { contested: true }, rule) <= p,
+            "contested above uncontested at {rule}"
+        );
         previous = p;
+        let h = calibrated(VerdictKind::Healthy { rise: rule / 4.0 }, 0.9);
+        assert!(h <= previous_healthy, "healthy not non-increasing at rise {}: {h}", rule / 4.0);
+        previous_healthy = h;
     }
-    let fallback = calibrated(VerdictKind::Episode, 0.3, false);
-    let strong = calibrated(VerdictKind::Episode, 0.95, false);
+    let fallback = calibrated(VerdictKind::Episode { contested: false }, 0.3);
+    let strong = calibrated(VerdictKind::Episode { contested: false }, 0.95);
     assert!(fallback < strong, "fallback {fallback} vs strong {strong}");
     for odd in [-1.0, 2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-        for kind in [VerdictKind::Episode, VerdictKind::Healthy, VerdictKind::Other] {
-            let p = calibrated(kind, odd, true);
+        for kind in [
+            VerdictKind::Episode { contested: false },
+            VerdictKind::Episode { contested: true },
+            VerdictKind::Healthy { rise: odd },
+            VerdictKind::Other,
+        ] {
+            let p = calibrated(kind, odd);
             assert!((0.0..=1.0).contains(&p), "{kind:?} {odd} -> {p}");
         }
     }
-    assert!(calibrated(VerdictKind::Healthy, 0.7, true) <= calibrated(VerdictKind::Healthy, 0.9, false));
 }

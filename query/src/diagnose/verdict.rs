@@ -52,6 +52,20 @@ const BURSTY_SHARE: f64 = 0.1;
 /// Most suspects reported.
 const MAX_SUSPECTS: usize = 10;
 
+/// A rival suspect changed within this long of the root cause ...
+const RIVAL_NS: i64 = 180 * lockstep_engine::model::SEC;
+/// ... and scores at least this share of its score (the scores as reported: suspects after the
+/// first are capped at 0.9 of its rule score before the lowering for missing signals).
+const RIVAL_SHARE: f64 = 0.5;
+
+/// The best suspect of another domain than the first, when it contests the first: close in time
+/// and score (two faults close together, whose order the evidence may get wrong).
+fn rival(suspects: &[Suspect]) -> Option<&Suspect> {
+    let top = suspects.first()?;
+    let other = suspects[1..].iter().find(|s| s.domain != top.domain)?;
+    (other.score >= RIVAL_SHARE * top.score && (other.onset - top.onset).abs() <= RIVAL_NS).then_some(other)
+}
+
 /// Decides the diagnosis from the loaded data: every episode, the main one at the top level.
 pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) -> Diagnosis {
     let missing = honest::missing_signals(ctx, data);
@@ -65,6 +79,7 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
         suggested_from: None,
         main: Episode::new(first),
         episodes: Vec::new(),
+        near_miss: data.pace.near_miss,
         clock: data.clock.clone(),
         series: ctx.series.len(),
         samples: data.samples,
@@ -275,7 +290,6 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     }
     d.chain = chain;
     d.rule_confidence = honest::confidence(primary.confidence, missing, &d);
-    d.confidence = calibration::calibrated(calibration::VerdictKind::Episode, d.rule_confidence, !missing.is_empty());
     if let Some(top) = d.suspects.first_mut() {
         top.score = d.rule_confidence;
     }
@@ -283,6 +297,9 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     for i in 1..d.suspects.len() {
         d.suspects[i].score = d.suspects[i].score.min(d.suspects[i - 1].score);
     }
+    d.contested_by = rival(&d.suspects).map(|s| s.entity.clone());
+    let kind = calibration::VerdictKind::Episode { contested: d.contested_by.is_some() };
+    d.confidence = calibration::calibrated(kind, d.rule_confidence);
     d.verdict = verdict_text(&ctx.job.job, &d, &primary.headline);
     d.next_action = action::next_action(ctx, &d);
     let mut fabric: Vec<u32> = Vec::new();
@@ -391,7 +408,7 @@ fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
         (false, None) => format!("slowed down at {}", s.time.map_or("-".to_string(), super::format::fmt_time)),
     };
     let num = |v: f64| if unit == "s" { format!("{v:.3}") } else { super::format::fmt_num(v) };
-    format!(
+    let mut text = format!(
         "{job} {when} ({what} {} {unit} → {} {unit}, {:+.0} %). Bottleneck: {}. Root cause: {} in {} — {} (confidence {:.2}).",
         num(s.baseline),
         num(s.degraded),
@@ -401,5 +418,17 @@ fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
         d.root_cause_domain.as_deref().unwrap_or("-"),
         headline,
         d.confidence
-    )
+    );
+    if let (Some(top), Some(r)) =
+        (top, d.contested_by.as_deref().and_then(|e| d.suspects.iter().find(|s| s.entity == e)))
+    {
+        text.push_str(&format!(
+            " Contested: {} in {} changed {:.0} s {} it — two faults close together; check which came first.",
+            r.entity,
+            r.domain,
+            (r.onset - top.onset).unsigned_abs() as f64 / 1e9,
+            if r.onset < top.onset { "before" } else { "after" }
+        ));
+    }
+    text
 }

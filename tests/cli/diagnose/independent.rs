@@ -255,7 +255,7 @@ fn row(label: &str, n: usize, k1: usize, k3: usize, extra: &str) -> String {
 /// exporters absent). Cluster size, run length and everything else are drawn per seed
 /// (`IndependentConfig::draw_in`). Writes `target/diagnose_independent.md` (tables) and
 /// `target/diagnose_independent_runs.csv` (one line per run; `_hard` before the extension for
-/// the hard band).
+/// the hard band, then `_` and `LOCKSTEP_EVAL_TAG` when set).
 #[test]
 #[ignore = "benchmark: run with benches/diagnose_independent.sh"]
 fn diagnose_independent_evaluation() {
@@ -271,7 +271,7 @@ fn diagnose_independent_evaluation() {
     let mut failures = Vec::new();
     let mut runs_csv = String::from(
         "band,situation,seed,nodes,minutes,ok1,ok3,confidence,rule_confidence,status,missing,from_start,episodes,recovered,\
-         magnitude,domain,entity,ms,convention\n",
+         magnitude,domain,entity,ms,convention,near_miss_rise,rival_share,rival_gap_s,contested\n",
     );
     let mut calib: Vec<(f64, bool)> = Vec::new();
     let mut calib_rule: Vec<(f64, bool)> = Vec::new();
@@ -303,8 +303,14 @@ fn diagnose_independent_evaluation() {
                 false_alarms += usize::from(d.status != "healthy");
             }
             let top = d.suspects.first().map(|s| s.entity.clone()).unwrap_or_default();
+            // The strongest suspect of another domain than the first (what `contested_by` tests).
+            let rival =
+                d.suspects.first().and_then(|t| d.suspects.iter().find(|s| s.domain != t.domain).map(|s| (t, s)));
+            let (rival_share, rival_gap) = rival.map_or((0.0, f64::NAN), |(t, s)| {
+                (if t.score > 0.0 { s.score / t.score } else { 0.0 }, (s.onset - t.onset) as f64 / 1e9)
+            });
             runs_csv.push_str(&format!(
-                "{band:?},\"{}\",{seed},{},{},{ok1},{ok3},{:.2},{:.2},{},{},{},{},{},{:.3},{},{top},{ms},\"{}\"\n",
+                "{band:?},\"{}\",{seed},{},{},{ok1},{ok3},{:.2},{:.2},{},{},{},{},{},{:.3},{},{top},{ms},\"{}\",{:.4},{rival_share:.3},{rival_gap:.1},{}\n",
                 situation.name(),
                 cfg.nodes,
                 cfg.minutes,
@@ -317,7 +323,9 @@ fn diagnose_independent_evaluation() {
                 d.main.recovery.is_some(),
                 t.magnitude,
                 d.root_cause_domain.as_deref().unwrap_or("-"),
-                t.convention
+                t.convention,
+                d.near_miss.map_or(0.0, |m| m.rise),
+                d.contested_by.is_some()
             ));
             eprintln!(
                 "{} seed {seed}: {} ({ms} ms, {} nodes)",
@@ -374,7 +382,9 @@ fn diagnose_independent_evaluation() {
         first + count,
         failures.join("\n")
     );
-    let suffix = if band == Band::Hard { "_hard" } else { "" };
+    // `LOCKSTEP_EVAL_TAG` keeps runs of several seed ranges of one band apart.
+    let tag = std::env::var("LOCKSTEP_EVAL_TAG").map(|t| format!("_{t}")).unwrap_or_default();
+    let suffix = format!("{}{tag}", if band == Band::Hard { "_hard" } else { "" });
     std::fs::write(target.join(format!("diagnose_independent{suffix}.md")), report).unwrap();
     std::fs::write(target.join(format!("diagnose_independent_runs{suffix}.csv")), runs_csv).unwrap();
 }

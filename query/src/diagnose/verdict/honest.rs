@@ -91,6 +91,9 @@ pub(crate) fn earlier_from(ctx: &JobContext, data: &Loaded) -> i64 {
     ctx.from.saturating_sub(30 * 60 * lockstep_engine::model::SEC).max(ctx.job.start.min(ctx.from))
 }
 
+/// A near miss this large is named in a `healthy` verdict's text.
+const NEAR_MISS_SHOWN: f64 = 0.03;
+
 /// The verdict without a slowdown episode: healthy, slow from the start, or insufficient data.
 pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded, missing: &[Missing]) {
     let job = &ctx.job.job;
@@ -105,7 +108,7 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     if missing.contains(&Missing::StepTime) {
         d.status = "insufficient_data".into();
         d.rule_confidence = 0.3;
-        d.confidence = calibrated(VerdictKind::Other, 0.3, true);
+        d.confidence = calibrated(VerdictKind::Other, 0.3);
         d.verdict = format!(
             "insufficient data: the collective time of {job} shows no slowdown, but without step time a slowdown \
              that delays every rank alike (input, checkpoints) cannot be excluded — {}",
@@ -119,7 +122,7 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     if step > 0.0 && share >= INPUT_SHARE_ABSOLUTE {
         d.status = "slow_from_start".into();
         d.rule_confidence = 0.5;
-        d.confidence = calibrated(VerdictKind::Other, 0.5, !missing.is_empty());
+        d.confidence = calibrated(VerdictKind::Other, 0.5);
         let from = earlier_from(ctx, data);
         d.suggested_from = (from < ctx.from).then_some(from);
         let hint = match d.suggested_from {
@@ -135,11 +138,22 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     }
     d.status = "healthy".into();
     d.rule_confidence = if missing.is_empty() { 0.9 } else { 0.7 };
-    d.confidence = calibrated(VerdictKind::Healthy, d.rule_confidence, !missing.is_empty());
+    let rise = data.pace.near_miss.map_or(0.0, |m| m.rise);
+    d.confidence = calibrated(VerdictKind::Healthy { rise }, d.rule_confidence);
     let mut text = format!(
         "healthy: no sustained step-time slowdown of {job} (median step {:.3} s over the window); nothing to blame",
         d.slowdown.baseline
     );
+    if let Some(m) = data.pace.near_miss.filter(|m| m.rise >= NEAR_MISS_SHOWN) {
+        text.push_str(&format!(
+            "; the largest rise outside any episode: {:+.0} % for {:.0} s from {} (below the {:.0} % threshold \
+             or too short to be sustained: a fault near the detection limit looks like this)",
+            m.rise * 100.0,
+            (m.end - m.start) as f64 / 1e9,
+            super::super::format::fmt_time(m.start),
+            (super::super::episodes::SLOWDOWN_FACTOR - 1.0) * 100.0
+        ));
+    }
     if !missing.is_empty() {
         text.push_str(&format!(" (with gaps: {})", list(missing)));
     }
