@@ -13,6 +13,7 @@
 # target/diagnose_independent.md and target/diagnose_independent_runs.csv (_hard.md/_hard.csv for
 # the hard band). benches/fit_confidence.py fits the confidence mapping from tuning runs'
 # CSVs; benches/calibration_report.py pools the reliability tables over several CSVs.
+# LOCKSTEP_EVAL_TAG=name appends _name to the output files (several seed ranges of one band side by side).
 # Usage: benches/diagnose_independent.sh [--release]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -423,7 +423,8 @@ fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
         (top, d.contested_by.as_deref().and_then(|e| d.suspects.iter().find(|s| s.entity == e)))
     {
         text.push_str(&format!(
-            " Contested: {} in {} changed {:.0} s {} it — two faults close together; check which came first.",
+            " Contested: {} in {} changed {:.0} s {} it with a comparable score — a second fault or a \
+             symptom of this one; check which came first.",
             r.entity,
             r.domain,
             (r.onset - top.onset).unsigned_abs() as f64 / 1e9,
