@@ -215,8 +215,16 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
             },
         };
     };
-    let lat_onset = lat.feat.onset;
-    // A fabric fault on the storage path that does not start after the storage latency rise.
+    // The storage side's first change: the pool's latency, or a storage server degraded
+    // against its peers before it (a server's own disks slowing first means the storage is
+    // the origin, whatever fabric errors follow).
+    let lat_onset = scored
+        .iter()
+        .filter(|s| is_degraded_server(s))
+        .filter_map(|s| s.feat.onset)
+        .chain(lat.feat.onset)
+        .min_by_key(|o| o.t);
+    // A fabric fault on the storage path that does not start after the storage side changed.
     let fabric: Vec<&Scored<'_>> = scored
         .iter()
         .filter(|s| is_fabric_fault(s) && is_fault_source(s.meta))
@@ -259,10 +267,7 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         .collect();
     list.sort_by(|a, b| b.score.total_cmp(&a.score));
     let mut evidence = Vec::new();
-    let server = list
-        .iter()
-        .filter(|s| s.meta.kind == EntityKind::Node && s.peer.is_some_and(|p| p > 3.0))
-        .max_by(|a, b| a.score.total_cmp(&b.score));
+    let server = list.iter().filter(|s| is_degraded_server(s)).max_by(|a, b| a.score.total_cmp(&b.score));
     if let Some(sv) = server {
         evidence.push(format!("storage server {} degraded: {}", sv.meta.entity, describe(sv)));
         ev.series_link(sv);
@@ -293,4 +298,13 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         series: list,
         chain,
     }
+}
+
+/// A storage server's series that changed and stands out against its peers (the degraded
+/// server of a pool).
+fn is_degraded_server(s: &Scored<'_>) -> bool {
+    s.changed()
+        && s.meta.kind == EntityKind::Node
+        && s.meta.relation == lockstep_engine::metrics::Domain::Storage
+        && s.peer.is_some_and(|p| p > 3.0)
 }
