@@ -3,9 +3,9 @@
 
 Usage: benches/fit_confidence.py RUNS.csv [RUNS.csv ...]   (target/diagnose_independent_runs*.csv
 of the TUNING seeds). Episode verdicts: isotonic regression (pool adjacent violators) of the AC@1
-outcome on `rule_confidence`, each block's accuracy smoothed as (right + 1) / (runs + 2), then
-smoothed as (right + p) / (runs + 1) towards the accuracy p of all episode verdicts, pooled again where smoothing breaks the
-order; the knots are the blocks' mean rule scores. Contested episode verdicts (a suspect of another
+outcome on `rule_confidence`, each block's accuracy smoothed as (right + p) / (runs + 1) towards
+the accuracy p of all episode verdicts, pooled again where smoothing breaks the order; the knots
+are the blocks' mean rule scores. Contested episode verdicts (a suspect of another
 domain close in time and score, `RIVAL_SHARE` / `RIVAL_NS` in verdict.rs): each candidate pair of
 thresholds is scored by the tuning Brier score of the mapping capped at the contested verdicts'
 smoothed accuracy; the best pair and its cap are printed. Healthy verdicts: isotonic regression
@@ -22,63 +22,6 @@ def kind(r):
     if r["status"] == "insufficient_data" or int(r["episodes"]) == 0:
         return "other"
     return "episode"
-
-
-def pav(points):
-    """points: sorted [(x, y)]; returns blocks [(sum_x, sum_y, n)] with non-decreasing means."""
-    blocks = []
-    for x, y in points:
-        blocks.append([x, y, 1])
-        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] > blocks[-1][1] / blocks[-1][2]:
-            b = blocks.pop()
-            for i in range(3):
-                blocks[-1][i] += b[i]
-    return blocks
-
-
-rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
-ok = lambda r: r["ok1"] == "true"
-ep = sorted((float(r["rule_confidence"]), 1.0 if ok(r) else 0.0) for r in rows if kind(r) == "episode")
-# Ties at the same score go in one block: group equal x first.
-groups = {}
-for x, y in ep:
-    g = groups.setdefault(x, [0.0, 0.0, 0])
-    g[0] += x
-    g[1] += y
-    g[2] += 1
-blocks = []
-for x in sorted(groups):
-    blocks.append(list(groups[x]))
-    while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] >= blocks[-1][1] / blocks[-1][2]:
-        b = blocks.pop()
-        for i in range(3):
-            blocks[-1][i] += b[i]
-# Smooth each block towards the episode verdicts' accuracy p as (right + p) / (runs + 1), then pool adjacent violators again (weighted by
-# runs) so that the smoothed probabilities stay non-decreasing; equal neighbours are one knot.
-prior = sum(y for _, y in ep) / max(len(ep), 1)
-smoothed = []
-for sx, sy, n in blocks:
-    smoothed.append([sx, (sy + prior) / (n + 1) * n, n, sy])
-    while len(smoothed) > 1 and smoothed[-2][1] / smoothed[-2][2] > smoothed[-1][1] / smoothed[-1][2]:
-        b = smoothed.pop()
-        for i in range(4):
-            smoothed[-1][i] += b[i]
-knots = [(round(sx / n, 3), round(sy / n, 3), n, int(k)) for sx, sy, n, k in smoothed]
-print("episode verdicts:", len(ep), "right:", int(sum(y for _, y in ep)))
-for k in knots:
-    print("  block mean rule %.3f -> %.3f  (%d runs, %d right)" % k)
-print("const EPISODE_KNOTS: [(f64, f64); %d] = [%s];" % (len(knots), ", ".join("(%.3f, %.3f)" % (k[0], k[1]) for k in knots)))
-
-
-def interpolate(knots, x):
-    if x <= knots[0][0]:
-        return knots[0][1]
-    if x >= knots[-1][0]:
-        return knots[-1][1]
-    for (x0, y0), (x1, y1) in zip(knots, knots[1:]):
-        if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
-    return knots[-1][1]
 
 
 def isotonic(points, prior):
@@ -105,6 +48,28 @@ def isotonic(points, prior):
             for i in range(4):
                 smoothed[-1][i] += b[i]
     return [(sx / n, sy / n, n, int(k)) for sx, sy, n, k in smoothed]
+
+
+rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
+ok = lambda r: r["ok1"] == "true"
+ep = sorted((float(r["rule_confidence"]), 1.0 if ok(r) else 0.0) for r in rows if kind(r) == "episode")
+prior = sum(y for _, y in ep) / max(len(ep), 1)
+knots = [(round(x, 3), round(p, 3), n, k) for x, p, n, k in isotonic(ep, prior)]
+print("episode verdicts:", len(ep), "right:", int(sum(y for _, y in ep)))
+for k in knots:
+    print("  block mean rule %.3f -> %.3f  (%d runs, %d right)" % k)
+print("const EPISODE_KNOTS: [(f64, f64); %d] = [%s];" % (len(knots), ", ".join("(%.3f, %.3f)" % (k[0], k[1]) for k in knots)))
+
+
+def interpolate(knots, x):
+    if x <= knots[0][0]:
+        return knots[0][1]
+    if x >= knots[-1][0]:
+        return knots[-1][1]
+    for (x0, y0), (x1, y1) in zip(knots, knots[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return knots[-1][1]
 
 
 episode_knots = [(k[0], k[1]) for k in knots]

@@ -182,12 +182,12 @@ impl ValueDecoder {
         };
         let mut at = 0;
         for (start, end) in floats.valid_slices() {
-            self.decode_segment(vint, vscale, vfloat, at..start, out)?;
+            self.decode_segment(vint, vscale, at..start, out)?;
             out.extend_from_slice(&vfloat.values()[start..end]);
             self.previous = None;
             at = end;
         }
-        self.decode_segment(vint, vscale, vfloat, at..n, out)
+        self.decode_segment(vint, vscale, at..n, out)
     }
 
     /// Rows `rows`, none of them a float row.
@@ -195,7 +195,6 @@ impl ValueDecoder {
         &mut self,
         vint: &Int64Array,
         vscale: &Int8Array,
-        vfloat: &Float64Array,
         rows: std::ops::Range<usize>,
         out: &mut Vec<f64>,
     ) -> Result<(), String> {
@@ -210,14 +209,10 @@ impl ValueDecoder {
             return self.decode_integers(ints, codes, rows.start, out);
         }
         for i in rows {
-            if vfloat.is_valid(i) {
-                out.push(vfloat.value(i));
-                self.previous = None;
-            } else if vint.is_valid(i) && vscale.is_valid(i) {
-                self.decode_integers(&[vint.value(i)], &[vscale.value(i)], i, out)?;
-            } else {
+            if !(vint.is_valid(i) && vscale.is_valid(i)) {
                 return Err(format!("row {i} has no value"));
             }
+            self.decode_integers(&[vint.value(i)], &[vscale.value(i)], i, out)?;
         }
         Ok(())
     }

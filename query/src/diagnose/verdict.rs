@@ -419,9 +419,7 @@ fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
         headline,
         d.confidence
     );
-    if let (Some(top), Some(r)) =
-        (top, d.contested_by.as_deref().and_then(|e| d.suspects.iter().find(|s| s.entity == e)))
-    {
+    if let (Some(top), Some(r)) = (top, rival(&d.suspects)) {
         text.push_str(&format!(
             " Contested: {} in {} changed {:.0} s {} it with a comparable score — a second fault or a \
              symptom of this one; check which came first.",
