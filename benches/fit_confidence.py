@@ -3,14 +3,13 @@
 
 Usage: benches/fit_confidence.py RUNS.csv [RUNS.csv ...]   (target/diagnose_independent_runs*.csv
 of the TUNING seeds). Episode verdicts: isotonic regression (pool adjacent violators) of the AC@1
-outcome on `rule_confidence`, each block's accuracy smoothed as (right + p) / (runs + 1) towards
-the accuracy p of all episode verdicts, pooled again where smoothing breaks the order; the knots
-are the blocks' mean rule scores. Contested episode verdicts (a suspect of another
-domain close in time and score, `RIVAL_SHARE` / `RIVAL_NS` in verdict.rs): each candidate pair of
-thresholds is scored by the tuning Brier score of the mapping capped at the contested verdicts'
-smoothed accuracy; the best pair and its cap are printed. Healthy verdicts: isotonic regression
-(non-increasing) of the outcome on the near miss's rise (`near_miss_rise`), smoothed the same
-way towards the accuracy of all healthy verdicts. Prints the Rust constants.
+outcome on `rule_confidence`, each block's accuracy smoothed as (right + 0.5) / (runs + 1) (half a
+right and half a wrong verdict added), pooled again where smoothing breaks the order; each block
+is flat from its lowest to its highest rule score (two knots), linear between blocks. Contested
+episode verdicts (the runs' `contested` column: a suspect of another domain close in time and
+score, `RIVAL_SHARE` / `RIVAL_NS` in verdict.rs): capped at their smoothed accuracy. Healthy verdicts: isotonic regression (non-increasing) of the outcome on the near miss's
+rise (`near_miss_rise`), smoothed the same way, with a knot at each block's mean rise (the first
+block's highest). Prints the Rust constants.
 """
 import csv
 import sys
@@ -24,41 +23,60 @@ def kind(r):
     return "episode"
 
 
-def isotonic(points, prior):
-    """points [(x, y)]; non-decreasing fit, equal x in one block, each block smoothed towards
-    prior as (right + prior) / (runs + 1) and pooled again; returns [(mean x, p, runs, right)]."""
+def isotonic(points, prior, weight=1.0):
+    """points [(x, y)]; non-decreasing fit, equal x in one block, each block smoothed as
+    (right + weight * prior) / (runs + weight) and pooled again where smoothing breaks the order;
+    returns [(lowest x, highest x, p, runs, right, mean x)] per block."""
     groups = {}
     for x, y in points:
-        g = groups.setdefault(x, [0.0, 0.0, 0])
-        g[0] += x
-        g[1] += y
-        g[2] += 1
+        g = groups.setdefault(x, [x, x, 0.0, 0, 0.0])
+        g[2] += y
+        g[3] += 1
+        g[4] += x
     blocks = []
+    rate = lambda b: b[2] / b[3]
     for x in sorted(groups):
         blocks.append(list(groups[x]))
-        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] >= blocks[-1][1] / blocks[-1][2]:
+        while len(blocks) > 1 and rate(blocks[-2]) >= rate(blocks[-1]):
             b = blocks.pop()
-            for i in range(3):
+            blocks[-1][1] = b[1]
+            for i in (2, 3, 4):
                 blocks[-1][i] += b[i]
     smoothed = []
-    for sx, sy, n in blocks:
-        smoothed.append([sx, (sy + prior) / (n + 1) * n, n, sy])
-        while len(smoothed) > 1 and smoothed[-2][1] / smoothed[-2][2] > smoothed[-1][1] / smoothed[-1][2]:
+    p = lambda b: (b[2] + weight * prior) / (b[3] + weight)
+    for b in blocks:
+        smoothed.append(list(b))
+        while len(smoothed) > 1 and p(smoothed[-2]) > p(smoothed[-1]):
             b = smoothed.pop()
-            for i in range(4):
+            smoothed[-1][1] = b[1]
+            for i in (2, 3, 4):
                 smoothed[-1][i] += b[i]
-    return [(sx / n, sy / n, n, int(k)) for sx, sy, n, k in smoothed]
+    return [(b[0], b[1], p(b), b[3], int(b[2]), b[4] / b[3]) for b in smoothed]
+
+
+def knots_of(blocks):
+    """Knots (x, p): each block flat from its lowest to its highest x, linear between blocks."""
+    out = []
+    for lo, hi, p, _, _, _ in blocks:
+        out.append((round(lo, 3), round(p, 3)))
+        if hi > lo:
+            out.append((round(hi, 3), round(p, 3)))
+    return out
 
 
 rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
 ok = lambda r: r["ok1"] == "true"
 ep = sorted((float(r["rule_confidence"]), 1.0 if ok(r) else 0.0) for r in rows if kind(r) == "episode")
+# Smoothing: half a right and half a wrong verdict added to each block (weight 1 towards 0.5), so
+# that a small block of all-wrong or all-right verdicts is not mapped to 0 or 1.
+PRIOR, WEIGHT = 0.5, 1.0
 prior = sum(y for _, y in ep) / max(len(ep), 1)
-knots = [(round(x, 3), round(p, 3), n, k) for x, p, n, k in isotonic(ep, prior)]
+blocks = isotonic(ep, PRIOR, WEIGHT)
+knots = knots_of(blocks)
 print("episode verdicts:", len(ep), "right:", int(sum(y for _, y in ep)))
-for k in knots:
-    print("  block mean rule %.3f -> %.3f  (%d runs, %d right)" % k)
-print("const EPISODE_KNOTS: [(f64, f64); %d] = [%s];" % (len(knots), ", ".join("(%.3f, %.3f)" % (k[0], k[1]) for k in knots)))
+for b in blocks:
+    print("  rule %.3f-%.3f -> %.3f  (%d runs, %d right)" % b[:5])
+print("const EPISODE_KNOTS: [(f64, f64); %d] = [%s];" % (len(knots), ", ".join("(%.3f, %.3f)" % k for k in knots)))
 
 
 def interpolate(knots, x):
@@ -72,40 +90,34 @@ def interpolate(knots, x):
     return knots[-1][1]
 
 
-episode_knots = [(k[0], k[1]) for k in knots]
+episode_knots = knots
 eps = [r for r in rows if kind(r) == "episode"]
-best = None
-for share in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
-    for gap in (15, 30, 45, 60, 90, 120, 180):
-        flagged = [r for r in eps if float(r["rival_share"]) >= share and r["rival_gap_s"] != "NaN" and abs(float(r["rival_gap_s"])) <= gap]
-        if not flagged:
-            continue
-        right = sum(ok(r) for r in flagged)
-        cap = (right + prior) / (len(flagged) + 1)
-        brier = 0.0
-        for r in eps:
-            p = interpolate(episode_knots, float(r["rule_confidence"]))
-            if r in flagged:
-                p = min(p, cap)
-            brier += (p - (1.0 if ok(r) else 0.0)) ** 2
-        brier /= len(eps)
-        if best is None or brier < best[0] - 1e-12:
-            best = (brier, share, gap, len(flagged), right, cap)
-base = sum((interpolate(episode_knots, float(r["rule_confidence"])) - (1.0 if ok(r) else 0.0)) ** 2 for r in eps) / max(len(eps), 1)
-print("episode Brier without a contested cap: %.4f" % base)
-if best:
-    print("contested: share >= %.1f, |gap| <= %d s: %d verdicts, %d right, cap %.3f (Brier %.4f)"
-          % (best[1], best[2], best[3], best[4], best[5], best[0]))
-    print("const RIVAL_SHARE: f64 = %.1f; const RIVAL_NS = %d s; const CONTESTED: f64 = %.3f;" % (best[1], best[2], best[5]))
+# Contested verdicts (the `contested` column: what the code flagged with `RIVAL_SHARE` / `RIVAL_NS`,
+# which also decide when the fault that changed first leads): capped at their smoothed accuracy.
+flagged = [r for r in eps if r.get("contested") == "true"]
+right = sum(ok(r) for r in flagged)
+cap = (right + WEIGHT * PRIOR) / (len(flagged) + WEIGHT)
+brier = lambda capped: sum(
+    ((min(p, cap) if capped and r in flagged else p) - (1.0 if ok(r) else 0.0)) ** 2
+    for r in eps
+    for p in [interpolate(episode_knots, float(r["rule_confidence"]))]
+) / max(len(eps), 1)
+print("contested: %d verdicts, %d right, cap %.3f; episode Brier %.4f without the cap, %.4f with it"
+      % (len(flagged), right, cap, brier(False), brier(True)))
+print("const CONTESTED: f64 = %.3f;" % cap)
 healthy = [r for r in rows if kind(r) == "healthy"]
-hp = sum(ok(r) for r in healthy) / max(len(healthy), 1)
 # Non-increasing in the rise: fit the outcome on the negated rise.
-hk = isotonic([(-float(r.get("near_miss_rise") or 0.0), 1.0 if ok(r) else 0.0) for r in healthy], hp)
-hk = [(0.0 - x + 0.0, p, n, k) for x, p, n, k in reversed(hk)]
+hb = isotonic([(-float(r.get("near_miss_rise") or 0.0), 1.0 if ok(r) else 0.0) for r in healthy], PRIOR, WEIGHT)
+hb = [(-hi, -lo, p, n, k, -m) for lo, hi, p, n, k, m in reversed(hb)]
+# The tuning runs have no healthy verdict between "no rise at all" and the smallest near miss of a
+# missed fault, so where the map falls in between is not measured: it falls from the end of the
+# first block to the mean rise of the next (not to its lowest rise, which would make a 1 % wobble
+# of a healthy real job a confident miss).
+hk = [(round(hb[0][1], 4), round(hb[0][2], 3))] + [(round(b[5], 4), round(b[2], 3)) for b in hb[1:]]
 print("healthy verdicts:", len(healthy), "right:", sum(ok(r) for r in healthy))
-for k in hk:
-    print("  block mean rise %.4f -> %.3f  (%d runs, %d right)" % k)
-print("const HEALTHY_KNOTS: [(f64, f64); %d] = [%s];" % (len(hk), ", ".join("(%.4f, %.3f)" % (k[0], k[1]) for k in hk)))
+for b in hb:
+    print("  rise %.4f-%.4f -> %.3f  (%d runs, %d right, mean rise %.4f)" % b)
+print("const HEALTHY_KNOTS: [(f64, f64); %d] = [%s];" % (len(hk), ", ".join("(%.4f, %.3f)" % k for k in hk)))
 o = [r for r in rows if kind(r) == "other"]
 print("other (slow_from_start without episode, insufficient_data):", len(o), "runs,", sum(ok(r) for r in o), "right",
       sorted(set(r["rule_confidence"] for r in o)))

@@ -58,6 +58,24 @@ const RIVAL_NS: i64 = 180 * lockstep_engine::model::SEC;
 /// first are capped at 0.9 of its rule score before the lowering for missing signals).
 const RIVAL_SHARE: f64 = 0.5;
 
+/// The root cause named by the bottleneck rule changed at least this long after the slowdown
+/// began, and a rival at least this long before it ...
+const LATE_NS: i64 = 25 * lockstep_engine::model::SEC;
+/// ... within this long of the slowdown's onset: the rival is what changed first.
+const WITH_SLOWDOWN_NS: i64 = 30 * lockstep_engine::model::SEC;
+
+/// The rival (see [`rival`]) that changed with the slowdown while the first suspect — what the
+/// job waits on — changed well after it (each beyond the clocks' uncertainty): a second fault
+/// that joined the first and outweighs it. The first domain to change is the root cause.
+fn changed_first(suspects: &[Suspect], slow_t: i64, slow_unc: i64) -> Option<usize> {
+    let top = suspects.first()?;
+    let r = rival(suspects)?;
+    let late = before(slow_t + LATE_NS, slow_unc, top.onset, top.uncertainty_ns);
+    let led = before(r.onset + LATE_NS, r.uncertainty_ns, top.onset, top.uncertainty_ns);
+    let with = (r.onset - slow_t).abs() <= WITH_SLOWDOWN_NS + slow_unc.max(0) + r.uncertainty_ns.max(0);
+    (late && led && with).then(|| suspects.iter().position(|s| std::ptr::eq(s, r))).flatten()
+}
+
 /// The best suspect of another domain than the first, when it contests the first: close in time
 /// and score (two faults close together, whose order the evidence may get wrong).
 fn rival(suspects: &[Suspect]) -> Option<&Suspect> {
@@ -297,10 +315,41 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     for i in 1..d.suspects.len() {
         d.suspects[i].score = d.suspects[i].score.min(d.suspects[i - 1].score);
     }
+    // A second fault that joined the first and now dominates the waits: the one that changed with
+    // the slowdown leads; the bottleneck stays what the job waits on.
+    let mut headline = primary.headline.clone();
+    if let Some(i) = changed_first(&d.suspects, slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)) {
+        let mut first = d.suspects.remove(i);
+        let later = &d.suspects[0];
+        headline = format!(
+            "it changed first, with the slowdown; {} in {} changed {:.0} s later and is what the ranks wait on \
+             now ({})",
+            later.entity,
+            later.domain,
+            (later.onset - first.onset) as f64 / 1e9,
+            primary.headline
+        );
+        first.evidence.insert(
+            0,
+            format!(
+                "changed first: at {}, with the slowdown; {} ({}) followed {:.0} s later",
+                super::format::fmt_time(first.onset),
+                later.entity,
+                later.domain,
+                (later.onset - first.onset) as f64 / 1e9
+            ),
+        );
+        first.score = d.rule_confidence;
+        d.root_cause_domain = Some(first.domain.clone());
+        d.suspects.insert(0, first);
+        for i in 1..d.suspects.len() {
+            d.suspects[i].score = d.suspects[i].score.min(d.suspects[i - 1].score);
+        }
+    }
     d.contested_by = rival(&d.suspects).map(|s| s.entity.clone());
     let kind = calibration::VerdictKind::Episode { contested: d.contested_by.is_some() };
     d.confidence = calibration::calibrated(kind, d.rule_confidence);
-    d.verdict = verdict_text(&ctx.job.job, &d, &primary.headline);
+    d.verdict = verdict_text(&ctx.job.job, &d, &headline);
     d.next_action = action::next_action(ctx, &d);
     let mut fabric: Vec<u32> = Vec::new();
     if primary.domain == "network" {

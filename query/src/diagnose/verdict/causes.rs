@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// A fabric fault that explains a storage slowdown starts at most this long before the storage
+/// side changed.
+const FABRIC_LEAD_NS: i64 = 60 * lockstep_engine::model::SEC;
+
 pub(super) fn network<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence<'_>) -> Primary<'a> {
     let candidates: Vec<&Scored<'_>> = scored.iter().filter(|s| is_fabric_fault(s)).collect();
     ev.aggregate("collective", EXEC_METRIC, "median over ranks");
@@ -224,12 +228,16 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         .filter_map(|s| s.feat.onset)
         .chain(lat.feat.onset)
         .min_by_key(|o| o.t);
-    // A fabric fault on the storage path that does not start after the storage side changed.
+    // A fabric fault on the storage path that does not start after the storage side changed,
+    // nor long before it (errors on the path slow storage I/O at once: a trickle that began
+    // minutes before the latency moved did not cause it).
     let fabric: Vec<&Scored<'_>> = scored
         .iter()
         .filter(|s| is_fabric_fault(s) && is_fault_source(s.meta))
         .filter(|s| match (s.feat.onset, lat_onset) {
-            (Some(f), Some(l)) => !after_beyond_doubt(f, l),
+            (Some(f), Some(l)) => {
+                !after_beyond_doubt(f, l) && !before(f.t + FABRIC_LEAD_NS, f.uncertainty, l.t, l.uncertainty)
+            }
             (None, _) => false,
             (Some(_), None) => true,
         })
