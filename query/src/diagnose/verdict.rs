@@ -70,9 +70,12 @@ const WITH_SLOWDOWN_NS: i64 = 30 * lockstep_engine::model::SEC;
 fn changed_first(suspects: &[Suspect], slow_t: i64, slow_unc: i64) -> Option<usize> {
     let top = suspects.first()?;
     let r = rival(suspects)?;
-    let late = before(slow_t + LATE_NS, slow_unc, top.onset, top.uncertainty_ns);
-    let led = before(r.onset + LATE_NS, r.uncertainty_ns, top.onset, top.uncertainty_ns);
-    let with = (r.onset - slow_t).abs() <= WITH_SLOWDOWN_NS + slow_unc.max(0) + r.uncertainty_ns.max(0);
+    let late = before(slow_t.saturating_add(LATE_NS), slow_unc, top.onset, top.uncertainty_ns);
+    let led = before(r.onset.saturating_add(LATE_NS), r.uncertainty_ns, top.onset, top.uncertainty_ns);
+    // (An unknown uncertainty is `i64::MAX`: it never orders, here as in `before`.)
+    let known = slow_unc != UNCERTAINTY_UNKNOWN && r.uncertainty_ns != UNCERTAINTY_UNKNOWN;
+    let slack = WITH_SLOWDOWN_NS.saturating_add(slow_unc.max(0)).saturating_add(r.uncertainty_ns.max(0));
+    let with = known && r.onset.saturating_sub(slow_t).saturating_abs() <= slack;
     (late && led && with).then(|| suspects.iter().position(|s| std::ptr::eq(s, r))).flatten()
 }
 
@@ -81,7 +84,8 @@ fn changed_first(suspects: &[Suspect], slow_t: i64, slow_unc: i64) -> Option<usi
 fn rival(suspects: &[Suspect]) -> Option<&Suspect> {
     let top = suspects.first()?;
     let other = suspects[1..].iter().find(|s| s.domain != top.domain)?;
-    (other.score >= RIVAL_SHARE * top.score && (other.onset - top.onset).abs() <= RIVAL_NS).then_some(other)
+    (other.score >= RIVAL_SHARE * top.score && other.onset.saturating_sub(top.onset).saturating_abs() <= RIVAL_NS)
+        .then_some(other)
 }
 
 /// Decides the diagnosis from the loaded data: every episode, the main one at the top level.
@@ -326,7 +330,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
              now ({})",
             later.entity,
             later.domain,
-            (later.onset - first.onset) as f64 / 1e9,
+            later.onset.saturating_sub(first.onset) as f64 / 1e9,
             primary.headline
         );
         first.evidence.insert(
@@ -336,7 +340,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
                 super::format::fmt_time(first.onset),
                 later.entity,
                 later.domain,
-                (later.onset - first.onset) as f64 / 1e9
+                later.onset.saturating_sub(first.onset) as f64 / 1e9
             ),
         );
         first.score = d.rule_confidence;
@@ -474,9 +478,51 @@ fn verdict_text(job: &str, d: &Episode, headline: &str) -> String {
              symptom of this one; check which came first.",
             r.entity,
             r.domain,
-            (r.onset - top.onset).unsigned_abs() as f64 / 1e9,
+            r.onset.saturating_sub(top.onset).unsigned_abs() as f64 / 1e9,
             if r.onset < top.onset { "before" } else { "after" }
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_engine::model::SEC;
+
+    fn suspect(domain: &str, onset: i64, uncertainty_ns: i64, score: f64) -> Suspect {
+        Suspect {
+            domain: domain.to_string(),
+            entity: format!("{domain}-entity"),
+            onset,
+            uncertainty_ns,
+            score,
+            evidence: Vec::new(),
+            sql: Vec::new(),
+            link: None,
+        }
+    }
+
+    /// The rival leads only when it changed with the slowdown and the first suspect well after
+    /// it, each beyond the clocks; unknown uncertainties never order, and extreme onsets (from a
+    /// file's timestamps) do not overflow.
+    #[test]
+    fn what_changed_first_leads_only_beyond_the_clocks() {
+        let t = 1_000_000 * SEC;
+        let later = suspect("storage", t + 100 * SEC, SEC, 0.9);
+        let with = suspect("compute", t + 2 * SEC, SEC, 0.8);
+        assert_eq!(changed_first(&[later.clone(), with.clone()], t, SEC), Some(1));
+        let soon = suspect("storage", t + 20 * SEC, SEC, 0.9);
+        assert_eq!(changed_first(&[soon, with.clone()], t, SEC), None, "not late enough");
+        let weak = suspect("compute", t + 2 * SEC, SEC, 0.3);
+        assert_eq!(changed_first(&[later.clone(), weak], t, SEC), None, "not a rival");
+        let unknown = suspect("compute", t + 2 * SEC, UNCERTAINTY_UNKNOWN, 0.8);
+        assert_eq!(changed_first(&[later.clone(), unknown], t, SEC), None);
+        assert_eq!(changed_first(&[later, with], t, UNCERTAINTY_UNKNOWN), None);
+        for (a, b, s) in [(i64::MAX, i64::MIN, i64::MAX - 1), (i64::MIN, i64::MAX, i64::MIN), (i64::MAX, i64::MAX, 0)] {
+            let pair = [suspect("storage", a, 0, 0.9), suspect("compute", b, 0, 0.8)];
+            let _ = changed_first(&pair, s, 0);
+            let _ = rival(&pair);
+        }
+    }
 }

@@ -236,7 +236,8 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
         .filter(|s| is_fabric_fault(s) && is_fault_source(s.meta))
         .filter(|s| match (s.feat.onset, lat_onset) {
             (Some(f), Some(l)) => {
-                !after_beyond_doubt(f, l) && !before(f.t + FABRIC_LEAD_NS, f.uncertainty, l.t, l.uncertainty)
+                !after_beyond_doubt(f, l)
+                    && !before(f.t.saturating_add(FABRIC_LEAD_NS), f.uncertainty, l.t, l.uncertainty)
             }
             (None, _) => false,
             (Some(_), None) => true,
