@@ -66,11 +66,11 @@ def knots_of(blocks):
 
 rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
 ok = lambda r: r["ok1"] == "true"
-ep = sorted((float(r["rule_confidence"]), 1.0 if ok(r) else 0.0) for r in rows if kind(r) == "episode")
+eps = [r for r in rows if kind(r) == "episode"]
+ep = sorted((float(r["rule_confidence"]), 1.0 if ok(r) else 0.0) for r in eps)
 # Smoothing: half a right and half a wrong verdict added to each block (weight 1 towards 0.5), so
 # that a small block of all-wrong or all-right verdicts is not mapped to 0 or 1.
 PRIOR, WEIGHT = 0.5, 1.0
-prior = sum(y for _, y in ep) / max(len(ep), 1)
 blocks = isotonic(ep, PRIOR, WEIGHT)
 knots = knots_of(blocks)
 print("episode verdicts:", len(ep), "right:", int(sum(y for _, y in ep)))
@@ -90,17 +90,16 @@ def interpolate(knots, x):
     return knots[-1][1]
 
 
-episode_knots = knots
-eps = [r for r in rows if kind(r) == "episode"]
 # Contested verdicts (the `contested` column: what the code flagged with `RIVAL_SHARE` / `RIVAL_NS`,
 # which also decide when the fault that changed first leads): capped at their smoothed accuracy.
-flagged = [r for r in eps if r.get("contested") == "true"]
+contested = lambda r: r.get("contested") == "true"
+flagged = [r for r in eps if contested(r)]
 right = sum(ok(r) for r in flagged)
 cap = (right + WEIGHT * PRIOR) / (len(flagged) + WEIGHT)
 brier = lambda capped: sum(
-    ((min(p, cap) if capped and r in flagged else p) - (1.0 if ok(r) else 0.0)) ** 2
+    ((min(p, cap) if capped and contested(r) else p) - (1.0 if ok(r) else 0.0)) ** 2
     for r in eps
-    for p in [interpolate(episode_knots, float(r["rule_confidence"]))]
+    for p in [interpolate(knots, float(r["rule_confidence"]))]
 ) / max(len(eps), 1)
 print("contested: %d verdicts, %d right, cap %.3f; episode Brier %.4f without the cap, %.4f with it"
       % (len(flagged), right, cap, brier(False), brier(True)))

@@ -79,6 +79,13 @@ fn changed_first(suspects: &[Suspect], slow_t: i64, slow_unc: i64) -> Option<usi
     (late && led && with).then(|| suspects.iter().position(|s| std::ptr::eq(s, r))).flatten()
 }
 
+/// Best first: no suspect's score above the one before it.
+fn best_first(suspects: &mut [Suspect]) {
+    for i in 1..suspects.len() {
+        suspects[i].score = suspects[i].score.min(suspects[i - 1].score);
+    }
+}
+
 /// The best suspect of another domain than the first, when it contests the first: close in time
 /// and score (two faults close together, whose order the evidence may get wrong).
 fn rival(suspects: &[Suspect]) -> Option<&Suspect> {
@@ -315,40 +322,32 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     if let Some(top) = d.suspects.first_mut() {
         top.score = d.rule_confidence;
     }
-    // Best first: no suspect above the one before it.
-    for i in 1..d.suspects.len() {
-        d.suspects[i].score = d.suspects[i].score.min(d.suspects[i - 1].score);
-    }
+    best_first(&mut d.suspects);
     // A second fault that joined the first and now dominates the waits: the one that changed with
     // the slowdown leads; the bottleneck stays what the job waits on.
     let mut headline = primary.headline.clone();
     if let Some(i) = changed_first(&d.suspects, slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)) {
         let mut first = d.suspects.remove(i);
         let later = &d.suspects[0];
+        let gap = later.onset.saturating_sub(first.onset) as f64 / 1e9;
         headline = format!(
-            "it changed first, with the slowdown; {} in {} changed {:.0} s later and is what the ranks wait on \
-             now ({})",
-            later.entity,
-            later.domain,
-            later.onset.saturating_sub(first.onset) as f64 / 1e9,
-            primary.headline
+            "it changed first, with the slowdown; {} in {} changed {gap:.0} s later and is what the ranks wait \
+             on now ({})",
+            later.entity, later.domain, primary.headline
         );
         first.evidence.insert(
             0,
             format!(
-                "changed first: at {}, with the slowdown; {} ({}) followed {:.0} s later",
+                "changed first: at {}, with the slowdown; {} ({}) followed {gap:.0} s later",
                 super::format::fmt_time(first.onset),
                 later.entity,
-                later.domain,
-                later.onset.saturating_sub(first.onset) as f64 / 1e9
+                later.domain
             ),
         );
         first.score = d.rule_confidence;
         d.root_cause_domain = Some(first.domain.clone());
         d.suspects.insert(0, first);
-        for i in 1..d.suspects.len() {
-            d.suspects[i].score = d.suspects[i].score.min(d.suspects[i - 1].score);
-        }
+        best_first(&mut d.suspects);
     }
     d.contested_by = rival(&d.suspects).map(|s| s.entity.clone());
     let kind = calibration::VerdictKind::Episode { contested: d.contested_by.is_some() };

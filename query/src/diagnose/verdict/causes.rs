@@ -222,7 +222,7 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
     // The storage side's first change: the pool's latency, or a storage server degraded
     // against its peers before it (a server's own disks slowing first means the storage is
     // the origin, whatever fabric errors follow).
-    let lat_onset = scored
+    let storage_onset = scored
         .iter()
         .filter(|s| is_degraded_server(s))
         .filter_map(|s| s.feat.onset)
@@ -234,7 +234,7 @@ pub(super) fn storage_or_loading<'a>(scored: &'a [Scored<'a>], ev: &mut Evidence
     let fabric: Vec<&Scored<'_>> = scored
         .iter()
         .filter(|s| is_fabric_fault(s) && is_fault_source(s.meta))
-        .filter(|s| match (s.feat.onset, lat_onset) {
+        .filter(|s| match (s.feat.onset, storage_onset) {
             (Some(f), Some(l)) => {
                 !after_beyond_doubt(f, l)
                     && !before(f.t.saturating_add(FABRIC_LEAD_NS), f.uncertainty, l.t, l.uncertainty)
