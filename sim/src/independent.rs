@@ -20,8 +20,11 @@
 //! exporter (a domain's series absent) that the truth does not depend on; other jobs sharing
 //! the storage pool and the fabric leaves with their own traffic, step times and collectives
 //! (labelled with their own job ids), some with slowdowns or write bursts of their own; every
-//! host's clock offset (±5 s) and, on some runs, one host's clock stepping mid-run; and a
-//! red-herring NIC with a steady error trickle. [`Situation::TwoFaults`] injects two concurrent
+//! host's clock offset (±5 s) and, on some runs, one host's clock stepping mid-run; a
+//! red-herring NIC with a steady error trickle; and, in every run, a benign drift of the pace
+//! (a slow swing of ±0.3–2.5 % and a trend of up to ±2 % in the compute time, and an
+//! autocorrelated wander of 3–10 % in each node's input fetch time), so that healthy runs are
+//! not flat. [`Situation::TwoFaults`] injects two concurrent
 //! faults of different kinds. [`Band::Hard`] draws runs that are meant to be diagnosed wrong some
 //! of the time (faults at and below the detection limit, 10–30 s blips, coarse scrapes, concurrent
 //! faults 10–60 s apart, several exporters absent), to measure whether the confidence is
@@ -156,6 +159,10 @@ pub struct Fixed {
     pub no_clock_step: bool,
     /// One scrape interval (s) for every exporter.
     pub every_s: Option<u32>,
+    /// No benign pace drift: step times without a fault keep one level apart from i.i.d. noise
+    /// and the job's checkpoints (the generator before the drift existed; `Wobble` in
+    /// `dynamics.rs`).
+    pub steady_pace: bool,
 }
 
 /// The band of difficulty a run is drawn from.

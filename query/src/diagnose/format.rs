@@ -70,7 +70,7 @@ pub fn fmt_change(before: f64, after: f64, unit: &str) -> String {
     format!("{} → {}{sep}{unit}", fmt_num(before), fmt_num(after))
 }
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     s.replace('\'', "''")
 }
 

@@ -117,7 +117,7 @@ pub(crate) fn decide(ctx: &JobContext, data: &Loaded, opts: &DiagnoseOptions) ->
     };
     if data.episodes.is_empty() {
         honest::without_episode(&mut d, ctx, data, &missing);
-        d.main.next_action = action::without_episode(&d);
+        d.main.next_action = action::without_episode(&d, ctx);
         if opts.lanes {
             d.lanes = lanes(ctx, data, None, &[]);
         }
@@ -326,6 +326,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     // A second fault that joined the first and now dominates the waits: the one that changed with
     // the slowdown leads; the bottleneck stays what the job waits on.
     let mut headline = primary.headline.clone();
+    let mut promoted: Option<String> = None;
     if let Some(i) = changed_first(&d.suspects, slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)) {
         let mut first = d.suspects.remove(i);
         let later = &d.suspects[0];
@@ -346,6 +347,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         );
         first.score = d.rule_confidence;
         d.root_cause_domain = Some(first.domain.clone());
+        promoted = Some(first.entity.clone());
         d.suspects.insert(0, first);
         best_first(&mut d.suspects);
     }
@@ -355,6 +357,22 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     d.verdict = verdict_text(&ctx.job.job, &d, &headline);
     d.next_action = action::next_action(ctx, &d);
     let mut fabric: Vec<u32> = Vec::new();
+    let mut culprit_host = culprit.as_ref().map(|c| c.host.clone());
+    // What changed first leads the report too: its host's lanes and its own fabric series come
+    // first (the bottleneck's fabric series follow).
+    if let Some(first) = promoted.as_deref() {
+        let mut own: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.entity == first && s.changed()).collect();
+        own.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let domain = d.root_cause_domain.as_deref().unwrap_or("");
+        if matches!(domain, "network" | "compute" | "data_loading")
+            && let Some(s) = own.first().filter(|s| !s.meta.host.is_empty())
+        {
+            culprit_host = Some(s.meta.host.clone());
+        }
+        if domain == "network" {
+            fabric.extend(own.iter().take(3).map(|s| s.meta.id));
+        }
+    }
     if primary.domain == "network" {
         fabric.extend(primary.series.iter().take(3).map(|s| s.meta.id));
         // The other end of a merged link: its strongest series, so the report shows both ends.
@@ -364,7 +382,9 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
             fabric.extend(ends.iter().take(2).map(|s| s.meta.id));
         }
     }
-    let hint = LaneHints { culprit_host: culprit.as_ref().map(|c| c.host.clone()), fabric };
+    let mut seen = std::collections::HashSet::new();
+    fabric.retain(|id| seen.insert(*id));
+    let hint = LaneHints { culprit_host, fabric };
     (d, hint)
 }
 

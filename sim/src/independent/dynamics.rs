@@ -44,6 +44,56 @@ impl Effect {
     }
 }
 
+/// What every job does without a fault: its pace drifts by a few percent (a slow swing of the
+/// compute time — sequence lengths, data mix, GPU clocks — and a slow trend over the run) and
+/// each node's input fetch time wanders (an autocorrelated factor around one). Drawn from a
+/// random stream of its own, so that the rest of a run's draws are the same with and without
+/// it (`Fixed::steady_pace` leaves it out, reproducing the runs of earlier evaluations).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Wobble {
+    /// Amplitude of the swing (0.01 = ±1 % of the compute time), its period (ns) and phase.
+    swing: f64,
+    period_ns: f64,
+    phase: f64,
+    /// Change of the compute time from the first to the last step (0.01 = +1 %).
+    trend: f64,
+    start: i64,
+    span_ns: f64,
+    /// Standard deviation of each node's log fetch factor, and its correlation from one step
+    /// to the next.
+    pub(super) fetch_sd: f64,
+    pub(super) fetch_rho: f64,
+}
+
+impl Wobble {
+    /// Draws the pace drift of a run from `start` to `end` (none when `steady`).
+    pub(super) fn draw(rng: &mut Rand, start: i64, end: i64, steady: bool) -> Wobble {
+        if steady {
+            return Wobble::default();
+        }
+        Wobble {
+            swing: rng.range(0.003, 0.025),
+            period_ns: rng.range(3.0, 12.0) * 60e9,
+            phase: rng.range(0.0, std::f64::consts::TAU),
+            trend: rng.range(-0.02, 0.02),
+            start,
+            span_ns: (end - start).max(1) as f64,
+            fetch_sd: rng.range(0.03, 0.1),
+            fetch_rho: rng.range(0.8, 0.97),
+        }
+    }
+
+    /// The factor on the compute time at `t` (1 when steady).
+    pub(super) fn pace(&self, t: i64) -> f64 {
+        if self.period_ns <= 0.0 {
+            return 1.0;
+        }
+        let x = (t - self.start) as f64;
+        1.0 + self.swing * (std::f64::consts::TAU * x / self.period_ns + self.phase).sin()
+            + self.trend * x / self.span_ns
+    }
+}
+
 /// A host's clock: a constant offset, and possibly one step.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HostClock {

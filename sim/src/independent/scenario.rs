@@ -6,7 +6,7 @@ use lockstep_engine::Store;
 use lockstep_engine::model::SEC;
 
 use super::documents::{Hosts, write_clocks, write_documents};
-use super::dynamics::{Effect, HostClock, Kind, draw_magnitude, draw_shape, windows};
+use super::dynamics::{Effect, HostClock, Kind, Wobble, draw_magnitude, draw_shape, windows};
 use super::rand::Rand;
 use super::scrapes::write_scrapes;
 use super::steps::{write_neighbour, write_steps};
@@ -46,6 +46,8 @@ pub(super) struct Plan {
     pub(super) link_port: (usize, usize),
     pub(super) red_nic: (usize, usize),
     pub(super) shapes: Vec<(Kind, Shape)>,
+    /// The benign drift of the pace (every run, faults or not).
+    pub(super) wobble: Wobble,
 }
 
 impl Plan {
@@ -61,6 +63,9 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     // band's, and the default band's draws are exactly what they were before the band existed.
     let hard = cfg.band == Band::Hard;
     let mut rng = Rand::new(cfg.seed, cfg.situation as u64 + if hard { 101 } else { 11 });
+    // The benign pace drift has streams of its own (drawn here, and step by step while the
+    // steps are written), so that every other draw is what it was before the drift existed.
+    let mut calm = Rand::new(cfg.seed, cfg.situation as u64 + if hard { 5101 } else { 5011 });
     let nodes = cfg.nodes.max(2);
     let start = START_NS;
     let end = start + i64::from(cfg.minutes.max(6)) * 60 * SEC;
@@ -248,6 +253,7 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
         link_port,
         red_nic,
         shapes,
+        wobble: Wobble::draw(&mut calm, start, end, cfg.fixed.steady_pace),
     };
 
     let fault_of = |kind: Kind| -> (&'static str, String) {
@@ -275,7 +281,19 @@ pub fn generate(store: &Store, cfg: &IndependentConfig) -> lockstep_engine::Resu
     let names = Hosts { job: &hosts, aux: &aux, neighbours: &neighbours, servers: &servers };
     write_documents(store, &names, start, end)?;
     write_clocks(store, &plan, &names, start, end)?;
-    write_steps(store, &plan, &mut rng, &hosts, cfg.situation, start, end, base_compute, base_fetch, base_xfer)?;
+    write_steps(
+        store,
+        &plan,
+        &mut rng,
+        &mut calm,
+        &hosts,
+        cfg.situation,
+        start,
+        end,
+        base_compute,
+        base_fetch,
+        base_xfer,
+    )?;
     write_neighbour(store, &plan, &mut rng, &neighbours, nodes + 1, start, end)?;
     write_scrapes(
         store,

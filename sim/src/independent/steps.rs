@@ -30,6 +30,7 @@ pub(super) fn write_steps(
     store: &Store,
     plan: &Plan,
     rng: &mut Rand,
+    calm: &mut Rand,
     hosts: &[String],
     situation: Situation,
     start: i64,
@@ -69,7 +70,17 @@ pub(super) fn write_steps(
     let mut step_index = 0u64;
     let mut waits = vec![0.0; ranks];
     let mut arrive = vec![0.0; ranks];
+    // Each node's log fetch factor (the benign wander of its input pipeline).
+    let mut wander = vec![0.0; nodes];
+    let w = &plan.wobble;
     while t < end {
+        if w.fetch_sd > 0.0 {
+            let fresh = (1.0 - w.fetch_rho * w.fetch_rho).sqrt() * w.fetch_sd;
+            for x in &mut wander {
+                *x = w.fetch_rho * *x + fresh * calm.gauss();
+            }
+        }
+        let pace = w.pace(t);
         let pool_mult = plan.storm.mult(t).max(plan.server.mult(t));
         let cpu_mult = plan.cpu.mult(t);
         let heat_mult = plan.heat.mult(t);
@@ -78,9 +89,9 @@ pub(super) fn write_steps(
             let n = r / GPUS;
             let g = r % GPUS;
             let slow_gpu = if (n, g) == plan.heat_gpu { heat_mult } else { 1.0 };
-            let c = base_compute * slow_gpu * (1.0 + 0.015 * rng.gauss()).max(0.5);
+            let c = base_compute * pace * slow_gpu * (1.0 + 0.015 * rng.gauss()).max(0.5);
             let cpu = if n == plan.cpu_node { cpu_mult } else { 1.0 };
-            let fetch = base_fetch * pool_mult * cpu * (1.0 + 0.1 * rng.gauss()).max(0.2);
+            let fetch = base_fetch * wander[n].exp() * pool_mult * cpu * (1.0 + 0.1 * rng.gauss()).max(0.2);
             let w = (fetch - 0.5 * c).max(0.0) + 0.002 * rng.unit();
             waits[r] = w;
             arrive[r] = w + c;

@@ -94,6 +94,7 @@ fn fixed(
             all_exporters: true,
             no_clock_step: true,
             every_s: None,
+            steady_pace: false,
         },
         band: Band::Default,
     }
@@ -117,8 +118,9 @@ fn transient_storage_storm_that_recovers() {
 
 /// A fault below the detection limit (a persistent +6 % thermal throttle; episodes need +10 %)
 /// is not an episode, so the verdict is `healthy` — but it names the near miss (the rise and
-/// when it began) and its confidence falls, while a healthy run of the same seed, which never
-/// changes pace, keeps a high confidence and no near miss worth naming.
+/// when it began), its confidence falls and its next action is to look at the rise, while a
+/// healthy run of the same seed, whose pace drifts only by the generator's benign 1–2 %, keeps
+/// a higher confidence and names its near miss only when that lowers the confidence below 0.9.
 #[test]
 fn a_fault_below_the_threshold_is_a_named_near_miss_with_low_confidence() {
     let (d, t, s) = case(fixed(Situation::Thermal, 5, 4, 14, Shape::Persistent, 0.06));
@@ -128,14 +130,16 @@ fn a_fault_below_the_threshold_is_a_named_near_miss_with_low_confidence() {
     assert!((m.start - t.episodes[0].0).abs() < 60_000_000_000, "starts at the fault: {m:?} {s}");
     assert!(d.verdict.contains("largest rise outside any episode"), "{s}");
     assert!(d.confidence < 0.8, "a healthy verdict with a near miss is uncertain: {s}");
+    assert!(d.next_action.starts_with("Look at the +") && d.next_action.contains("GROUP BY entity"), "{s}");
     let json: serde_json::Value = serde_json::from_str(&d.to_json()).unwrap();
     assert!(json["near_miss"]["rise"].as_f64().is_some_and(|r| (r - m.rise).abs() < 1e-9), "{s}");
 
     let (h, _, s) = case(fixed(Situation::Healthy, 5, 4, 14, Shape::Persistent, 0.06));
     assert_eq!(h.status, "healthy", "{s}");
     assert!(h.near_miss.is_none_or(|m| m.rise < 0.03), "{s}");
-    assert!(!h.verdict.contains("largest rise"), "{s}");
-    assert!(h.confidence > 0.9 && h.confidence > d.confidence, "{s}");
+    assert_eq!(h.verdict.contains("largest rise"), h.confidence < 0.9, "named only when it matters: {s}");
+    assert_eq!(h.next_action.starts_with("Look at the"), h.confidence < 0.9, "{s}");
+    assert!(h.confidence > d.confidence, "{s}");
 }
 
 /// Recurring storms a minute or two apart, scraped every 12 s: the healthy time between two
@@ -193,9 +197,20 @@ fn the_fault_that_changed_first_leads_when_a_later_one_dominates_the_waits() {
     assert_eq!(d.contested_by.as_deref(), Some(later), "the later fault contests the verdict: {s}");
     assert_eq!(d.bottleneck.as_deref(), Some("network"), "what the ranks wait on now: {s}");
     assert!(d.verdict.contains("changed first") && d.verdict.contains(later), "{s}");
-    assert!(d.confidence <= 0.89, "capped: {s}");
+    assert!(d.confidence <= 0.93, "capped: {s}");
     let json: serde_json::Value = serde_json::from_str(&d.to_json()).unwrap();
     assert_eq!(json["contested_by"].as_str(), Some(later), "{s}");
+    // The report follows the promoted root cause, not the later fault the bottleneck rule chose.
+    let (domain, first) = (t.faults[0].0, t.faults[0].1.as_str());
+    let host = first.split('/').next().unwrap_or(first);
+    let labels: Vec<&str> = d.lanes.iter().map(|l| l.label.as_str()).collect();
+    match domain {
+        "network" => assert!(labels.iter().any(|l| l.starts_with(first)), "{first} in the lanes {labels:?}: {s}"),
+        "compute" | "data_loading" => {
+            assert!(labels.iter().any(|l| l.ends_with(&format!("({host})"))), "{host} in the lanes {labels:?}: {s}")
+        }
+        _ => assert!(labels.iter().any(|l| l.starts_with("pool read latency")), "{labels:?}: {s}"),
+    }
 }
 
 /// Two faults named in the right order with a suspect of another domain close behind
@@ -209,7 +224,7 @@ fn a_close_rival_contests_the_verdict_and_caps_its_confidence() {
     let rival = d.contested_by.as_deref().expect("contested");
     assert!(rival != t.entity && d.verdict.contains(&format!("Contested: {rival}")), "{s}");
     assert!(!d.verdict.contains("changed first"), "the link led: {s}");
-    assert!(d.confidence <= 0.89, "capped: {s}");
+    assert!(d.confidence <= 0.93, "capped: {s}");
 }
 
 #[test]
@@ -307,8 +322,9 @@ fn row(label: &str, n: usize, k1: usize, k3: usize, extra: &str) -> String {
 /// seeds; tuning used 0-19). `LOCKSTEP_EVAL_ONLY` = comma-separated situation indices (0-7) to
 /// run a subset. `LOCKSTEP_EVAL_BAND=hard` draws from the hard band (`Band::Hard`: faults at and
 /// below the detection limit, 10-30 s blips, coarse scrapes, close concurrent faults, several
-/// exporters absent). Cluster size, run length and everything else are drawn per seed
-/// (`IndependentConfig::draw_in`). Writes `target/diagnose_independent.md` (tables) and
+/// exporters absent). `LOCKSTEP_EVAL_STEADY=1` leaves out the benign pace drift
+/// (`Fixed::steady_pace`), reproducing the runs of evaluations before it existed. Cluster size,
+/// run length and everything else are drawn per seed (`IndependentConfig::draw_in`). Writes `target/diagnose_independent.md` (tables) and
 /// `target/diagnose_independent_runs.csv` (one line per run; `_hard` before the extension for
 /// the hard band, then `_` and `LOCKSTEP_EVAL_TAG` when set).
 #[test]
@@ -317,6 +333,7 @@ fn diagnose_independent_evaluation() {
     let spec = std::env::var("LOCKSTEP_EVAL_SEEDS").unwrap_or_else(|_| "300:15".to_string());
     let (first, count) = spec.split_once(':').map_or((300, 15), |(a, b)| (a.parse().unwrap(), b.parse().unwrap()));
     let band = Band::parse(&std::env::var("LOCKSTEP_EVAL_BAND").unwrap_or_default());
+    let steady = std::env::var("LOCKSTEP_EVAL_STEADY").is_ok_and(|v| v == "1");
     let only: Option<Vec<usize>> =
         std::env::var("LOCKSTEP_EVAL_ONLY").ok().map(|v| v.split(',').map(|x| x.trim().parse().unwrap()).collect());
     let mut table = String::from(
@@ -339,7 +356,8 @@ fn diagnose_independent_evaluation() {
         let (mut conf_ok, mut conf_bad, mut n_bad) = (0.0, 0.0, 0);
         for seed in first..first + count {
             let tmp = tempfile::tempdir().unwrap();
-            let cfg = IndependentConfig::draw_in(situation, seed, band);
+            let mut cfg = IndependentConfig::draw_in(situation, seed, band);
+            cfg.fixed.steady_pace = steady;
             let started = std::time::Instant::now();
             let (d, t) = run(tmp.path(), &cfg);
             let ms = started.elapsed().as_millis();

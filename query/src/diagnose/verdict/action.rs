@@ -87,7 +87,7 @@ pub(super) fn next_action(ctx: &JobContext, e: &Episode) -> String {
 }
 
 /// The next action without a slowdown episode (healthy, slow from the start, insufficient data).
-pub(super) fn without_episode(d: &Diagnosis) -> String {
+pub(super) fn without_episode(d: &Diagnosis, ctx: &JobContext) -> String {
     match d.status.as_str() {
         "insufficient_data" => format!(
             "Export the missing signals ({}), then rerun `lockstep diagnose --job {}`.",
@@ -109,9 +109,35 @@ pub(super) fn without_episode(d: &Diagnosis) -> String {
                     .to_string()
             }
         },
-        _ => format!(
-            "Nothing to fix in this window; if {} felt slow at another time, rerun with --from/--to around it.",
-            d.job
-        ),
+        _ => match d.near_miss.filter(|m| m.rise > 0.0 && d.confidence < super::honest::NEAR_MISS_NAMED) {
+            // The near miss is what makes this `healthy` uncertain: a fault near the detection
+            // limit looks like it. Look at it per host (one node behind it, or all of them).
+            Some(m) => {
+                let metric = d.main.slowdown.metric.as_str();
+                let (label, value) = if metric == super::STEP_METRIC {
+                    ("job", ctx.job.job.as_str())
+                } else {
+                    ("slurm_job_id", ctx.job.slurm_job_id.as_deref().unwrap_or(ctx.job.job.as_str()))
+                };
+                let q = super::super::format::quote;
+                let fmt = super::super::format::fmt_rfc3339;
+                format!(
+                    "Look at the {:+.0} % rise from {}: which ranks or hosts slowed (`lockstep sql \"SELECT entity, \
+                     avg(value) FROM samples WHERE metric = '{}' AND {label} = '{}' AND time >= '{}' AND time < '{}' \
+                     GROUP BY entity ORDER BY 2 DESC\"`), and whether the fabric, the pool or a node's loader \
+                     changed with it.",
+                    m.rise * 100.0,
+                    super::super::format::fmt_time(m.start),
+                    q(metric),
+                    q(value),
+                    fmt(m.start),
+                    fmt(m.end.max(m.start + 1))
+                )
+            }
+            None => format!(
+                "Nothing to fix in this window; if {} felt slow at another time, rerun with --from/--to around it.",
+                d.job
+            ),
+        },
     }
 }

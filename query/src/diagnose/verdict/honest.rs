@@ -91,8 +91,9 @@ pub(crate) fn earlier_from(ctx: &JobContext, data: &Loaded) -> i64 {
     ctx.from.saturating_sub(30 * 60 * lockstep_engine::model::SEC).max(ctx.job.start.min(ctx.from))
 }
 
-/// A near miss this large is named in a `healthy` verdict's text.
-const NEAR_MISS_SHOWN: f64 = 0.03;
+/// A `healthy` verdict whose confidence the near miss lowers below this names it (its text and
+/// its next action): the near miss is then what to look at.
+pub(super) const NEAR_MISS_NAMED: f64 = 0.9;
 
 /// The verdict without a slowdown episode: healthy, slow from the start, or insufficient data.
 pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded, missing: &[Missing]) {
@@ -144,7 +145,7 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
         "healthy: no sustained step-time slowdown of {job} (median step {:.3} s over the window); nothing to blame",
         d.slowdown.baseline
     );
-    if let Some(m) = data.pace.near_miss.filter(|m| m.rise >= NEAR_MISS_SHOWN) {
+    if let Some(m) = data.pace.near_miss.filter(|m| m.rise > 0.0 && d.confidence < NEAR_MISS_NAMED) {
         text.push_str(&format!(
             "; the largest rise outside any episode: {:+.0} % for {:.0} s from {} (below the {:.0} % threshold \
              or too short to be sustained: a fault near the detection limit looks like this)",
