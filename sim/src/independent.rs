@@ -24,11 +24,11 @@
 //! red-herring NIC with a steady error trickle; and, in every run, a benign drift of the pace
 //! (a slow swing of ±0.3–2.5 % and a trend of up to ±2 % in the compute time, and an
 //! autocorrelated wander of 3–10 % in each node's input fetch time), so that healthy runs are
-//! not flat. [`Situation::TwoFaults`] injects two concurrent
-//! faults of different kinds. [`Band::Hard`] draws runs that are meant to be diagnosed wrong some
-//! of the time (faults at and below the detection limit, 10–30 s blips, coarse scrapes, concurrent
-//! faults 10–60 s apart, several exporters absent), to measure whether the confidence is
-//! calibrated; the default band's draws do not depend on it.
+//! not flat. [`Situation::TwoFaults`] injects two concurrent faults of different kinds.
+//! [`Band::Hard`] draws runs that are meant to be diagnosed wrong some of the time (faults at
+//! and below the detection limit, 10–30 s blips, coarse scrapes, concurrent faults 10–60 s
+//! apart, several exporters absent), to measure whether the confidence is calibrated; the
+//! default band's draws do not depend on it.
 //!
 //! Layout: `scenario.rs` draws a run from its seed ([`generate`]: conventions, intervals, hosts,
 //! faults, the truth), `dynamics.rs` holds the fault effects, shapes and host clocks,

@@ -33,9 +33,9 @@ pub(crate) enum VerdictKind {
 /// of an earlier mapping, looked at and so a tuning range now) — then frozen before the held-out
 /// seeds 1100–1114 and 1200–1214 were run: isotonic regression of the AC@1 outcome of the 727
 /// episode verdicts on the rule score, each block's accuracy smoothed as
-/// (right + 0.5) / (runs + 1) and flat from its lowest to its highest rule score. Blocks: 21 fallbacks at 0.19–0.27 (0
-/// right), 155 at 0.43–0.66 (147 right), 437 at 0.67–0.92 (427 right), 114 at 0.93–1.00 (114
-/// right).
+/// (right + 0.5) / (runs + 1) and flat from its lowest to its highest rule score. Blocks: 21
+/// fallbacks at 0.19–0.27 (none right), 155 at 0.43–0.66 (147 right), 437 at 0.67–0.92 (427
+/// right), 114 at 0.93–1.00 (all right).
 const EPISODE_KNOTS: [(f64, f64); 8] = [
     (0.190, 0.023),
     (0.270, 0.023),
