@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Lockstep's whole test suite on a fresh machine: installs what the cross-checks need
 # (Python packages, Debian packages, the rustfmt and clippy components), checks formatting and
-# lints (any clippy warning fails), then runs every Rust test.
+# lints (any clippy or rustdoc warning fails), then runs every Rust test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,11 +32,13 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
-# --- gates: formatting (rustfmt.toml) and lints (workspace lints in Cargo.toml) -------------
+# --- gates: formatting (rustfmt.toml), lints (workspace lints in Cargo.toml), rustdoc ---------
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc -D warnings (broken and private intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
   echo "== cargo-nextest missing; using cargo test"
   exec cargo test --workspace --no-fail-fast

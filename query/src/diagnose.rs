@@ -161,7 +161,7 @@ pub struct NearMiss {
     pub rise: f64,
 }
 
-/// One suspect, best first in [`Diagnosis::suspects`].
+/// One suspect, best first in [`Episode::suspects`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Suspect {
     /// Root-cause domain of this suspect: compute, network, storage or data_loading.

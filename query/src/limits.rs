@@ -5,8 +5,8 @@
 //! others leave, so one sort cannot starve another) wrapped in a [`TrackConsumersPool`] (so an
 //! error can name the largest consumers) and in [`LimitPool`], which rewrites the
 //! "resources exhausted" error into one sentence: which limit, which operator asked for how
-//! much, and the largest consumers. [`QueryError`](crate::QueryError) turns that error into
-//! [`QueryError::MemoryLimit`](crate::QueryError::MemoryLimit).
+//! much, and the largest consumers. [`QueryError`] turns that error into
+//! [`QueryError::MemoryLimit`].
 //!
 //! **Accounted.** DataFusion's sorts, hash aggregates, hash/cross/nested-loop/sort-merge joins,
 //! repartitions, top-k and sort-preserving merges reserve their buffers in the pool. The

@@ -10,7 +10,7 @@
 //! Clock correction happens here, at read time, from one snapshot of the store's clock models
 //! (the newest version, or a pinned one for reproducibility): `time = local_time − θ_host(local_time)`
 //! in integer arithmetic (see `lockstep_engine::clock`), one model lookup per run of a series.
-//! The correction and the corrected-to-local range mapping are in [`read`], shared with the
+//! The correction and the corrected-to-local range mapping are in `read`, shared with the
 //! diagnosis (`crate::diagnose`), which reads through them too. A
 //! host without a model keeps its raw time. Filters on `time`, `local_time`, `metric`, `host` and
 //! labels are pushed into the engine scan (labels via the roaring postings; any other

@@ -7,7 +7,7 @@ use lockstep_engine::ErrorKind;
 /// Errors of the simulator.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The scenario name is not one of [`Scenario::ALL`].
+    /// The scenario name is not one of [`Scenario::ALL`](crate::scenario::Scenario::ALL).
     #[error("unknown scenario {name:?} (known: {known})")]
     UnknownScenario {
         /// The name given.

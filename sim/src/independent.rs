@@ -6,7 +6,7 @@
 //! all-reduce transfer`, where the loader needs `fetch = base × pool latency × node CPU
 //! contention` per batch and hides it behind half of the compute; collective time per rank is
 //! the time it waited for the last rank plus the transfer. Faults are time windows (transient,
-//! recurring or persistent) of multiplicative effects. It writes directly into a [`Store`]:
+//! recurring or persistent) of multiplicative effects. It writes directly into a [`Store`](lockstep_engine::Store):
 //! `topology.json`, `jobs.json`, the samples stamped by each host's skewed (and possibly
 //! stepping) clock, and chrony-like offset observations from which the store fits its clock
 //! models.

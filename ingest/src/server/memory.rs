@@ -11,7 +11,7 @@
 //!
 //! With a memory limit, memory that is kept but free still counts in the RSS the limit is
 //! checked against, so the server keeps less and hands free pages back after every flush
-//! ([`release_free_memory`]).
+//! (`release_free_memory`).
 
 /// Bytes one buffered row costs (series id, time, value) plus chunk overhead.
 const ROW_BYTES: u64 = 24;

@@ -3,7 +3,7 @@
 //! — what the OTel SDKs' `otlphttp` exporters and the Collector's `otlphttp` exporter send.
 //!
 //! The request goes through the same conversion, limits and durable write path as OTLP/gRPC
-//! ([`super::otlp`]). The answer follows the OTLP/HTTP specification: 200 with an
+//! (`super::otlp`). The answer follows the OTLP/HTTP specification: 200 with an
 //! `ExportMetricsServiceResponse` (with `partial_success` when some points were rejected) in
 //! the request's encoding; on failure a `google.rpc.Status` in the request's encoding, with
 //! 400/401/403/413/415 for what a retry cannot fix and 503 plus `Retry-After` for overload,

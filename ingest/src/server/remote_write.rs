@@ -8,7 +8,7 @@
 //!   `host` kept when present, else derived from `instance` without its port;
 //! * stale markers (NaN `0x7ff0000000000002`) and other non-finite values are dropped;
 //! * native histograms become `_bucket{le}`/`_count`/`_sum` series, and remote write 2.0
-//!   (`proto=io.prometheus.write.v2.Request`) is accepted too ([`native`]).
+//!   (`proto=io.prometheus.write.v2.Request`) is accepted too (`native`).
 
 use std::collections::HashMap;
 
@@ -63,7 +63,7 @@ pub struct PromTimeSeries {
 
 /// `prometheus.Label`. The protobuf `string` fields are read as bytes (the same wire format):
 /// decoded from a [`Bytes`] body they are slices of it, not copies, and the UTF-8 check is
-/// done only for label sets not in the [`cache::SeriesCache`].
+/// done only for label sets not in the `cache::SeriesCache`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PromLabel {
     /// Label name (UTF-8).

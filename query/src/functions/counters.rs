@@ -1,5 +1,5 @@
 //! The counter family, one aggregate type with two switches: what it returns
-//! ([`CounterOutput`]: the increase or the per-second rate) and whose rules turn consecutive
+//! (`CounterOutput`: the increase or the per-second rate) and whose rules turn consecutive
 //! samples into steps (plain resets and an optional wrap width, or the metric catalog's).
 //!
 //! - `increase(time, value [, wrap_bits])`: how much a counter grew between the first and the

@@ -4,7 +4,7 @@
 //! A function describes itself with [`SeriesFunction`] (name, value columns, argument
 //! coercion, result type, constant options, evaluation); [`WholeSeries`] turns that into a
 //! DataFusion aggregate with a row accumulator (retractable, mergeable state) and a groups
-//! accumulator ([`PointGroups`]).
+//! accumulator (`PointGroups`).
 
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};

@@ -4,7 +4,7 @@
 //! A value `x > 0` goes to bin `i = ceil(log_γ(x))` with `γ = (1 + α) / (1 − α)`, so the bin
 //! covers `(γ^(i−1), γ^i]` and its representative `γ^i (1 − α)` is within relative error `α`
 //! of every value in it. Negative values use the same mapping on `|x|` in a second store.
-//! Magnitudes below [`Mapping::min_indexable`] (subnormals and zero) count as exact zeros;
+//! Magnitudes below `Mapping::min_indexable` (subnormals and zero) count as exact zeros;
 //! `NaN`, `+inf` and `−inf` are counted separately so quantiles order them like the exact
 //! `quantile_cont` does (`−inf < finite < +inf < NaN`).
 //!
