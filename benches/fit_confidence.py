@@ -7,8 +7,9 @@ outcome on `rule_confidence`, each block's accuracy smoothed as (right + 0.5) / 
 right and half a wrong verdict added), pooled again where smoothing breaks the order; each block
 is flat from its lowest to its highest rule score (two knots), linear between blocks. Contested
 episode verdicts (the runs' `contested` column: a suspect of another domain close in time and
-score, `RIVAL_SHARE` / `RIVAL_NS` in verdict.rs): capped at their smoothed accuracy. Healthy verdicts: isotonic regression (non-increasing) of the outcome on the near miss's
-rise (`near_miss_rise`), smoothed and flat per block the same way. Prints the Rust constants.
+score, `RIVAL_SHARE` / `RIVAL_NS` in verdict.rs): capped at their smoothed accuracy. Healthy
+verdicts: isotonic regression (non-increasing) of the outcome on the near miss's rise
+(`near_miss_rise`), smoothed and flat per block the same way. Prints the Rust constants.
 """
 import csv
 import sys

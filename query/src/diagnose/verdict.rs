@@ -79,6 +79,23 @@ fn changed_first(suspects: &[Suspect], slow_t: i64, slow_unc: i64) -> Option<usi
     (late && led && with).then(|| suspects.iter().position(|s| std::ptr::eq(s, r))).flatten()
 }
 
+/// The label and value that select the job's pace series in SQL: `job` for the step time, the
+/// Slurm job id (else the job) for the collective time.
+fn pace_selector<'a>(ctx: &'a JobContext, metric: &str) -> (&'static str, &'a str) {
+    if metric == STEP_METRIC {
+        ("job", ctx.job.job.as_str())
+    } else {
+        ("slurm_job_id", ctx.job.slurm_job_id.as_deref().unwrap_or(ctx.job.job.as_str()))
+    }
+}
+
+/// The changed series of `entity`, strongest first.
+fn strongest<'s, 'a>(scored: &'s [Scored<'a>], entity: &str) -> Vec<&'s Scored<'a>> {
+    let mut own: Vec<&Scored<'a>> = scored.iter().filter(|s| s.meta.entity == entity && s.changed()).collect();
+    own.sort_by(|a, b| b.score.total_cmp(&a.score));
+    own
+}
+
 /// Best first: no suspect's score above the one before it.
 fn best_first(suspects: &mut [Suspect]) {
     for i in 1..suspects.len() {
@@ -292,13 +309,8 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     // The chain, in corrected-time order, ordered only as far as the clocks allow.
     let mut chain = primary.chain;
     chain.extend(ev.take());
-    let (pace_label, pace_unit) =
-        if ep.slowdown.metric == STEP_METRIC { ("job", "s") } else { ("slurm_job_id", "µs") };
-    let pace_value = if pace_label == "job" {
-        ctx.job.job.clone()
-    } else {
-        ctx.job.slurm_job_id.clone().unwrap_or_else(|| ctx.job.job.clone())
-    };
+    let (pace_label, pace_value) = pace_selector(ctx, &ep.slowdown.metric);
+    let pace_unit = if ep.slowdown.metric == STEP_METRIC { "s" } else { "µs" };
     chain.push(ChainLink {
         time: slow_t,
         uncertainty_ns: ep.slowdown.uncertainty_ns.unwrap_or(0),
@@ -309,7 +321,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         before: ep.slowdown.baseline,
         after: ep.slowdown.degraded,
         after_previous: false,
-        sql: sql_aggregate(&ep.slowdown.metric, pace_label, &pace_value, w.from, w.to),
+        sql: sql_aggregate(&ep.slowdown.metric, pace_label, pace_value, w.from, w.to),
     });
     chain.sort_by_key(|c| c.time);
     chain.dedup_by(|a, b| a.entity == b.entity && a.metric == b.metric);
@@ -326,7 +338,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     // A second fault that joined the first and now dominates the waits: the one that changed with
     // the slowdown leads; the bottleneck stays what the job waits on.
     let mut headline = primary.headline.clone();
-    let mut promoted: Option<String> = None;
+    let mut promoted = false;
     if let Some(i) = changed_first(&d.suspects, slow_t, ep.slowdown.uncertainty_ns.unwrap_or(0)) {
         let mut first = d.suspects.remove(i);
         let later = &d.suspects[0];
@@ -347,7 +359,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         );
         first.score = d.rule_confidence;
         d.root_cause_domain = Some(first.domain.clone());
-        promoted = Some(first.entity.clone());
+        promoted = true;
         d.suspects.insert(0, first);
         best_first(&mut d.suspects);
     }
@@ -360,10 +372,9 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
     let mut culprit_host = culprit.as_ref().map(|c| c.host.clone());
     // What changed first leads the report too: its host's lanes and its own fabric series come
     // first (the bottleneck's fabric series follow).
-    if let Some(first) = promoted.as_deref() {
-        let mut own: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.entity == first && s.changed()).collect();
-        own.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let domain = d.root_cause_domain.as_deref().unwrap_or("");
+    if let Some(first) = d.suspects.first().filter(|_| promoted) {
+        let own = strongest(&scored, &first.entity);
+        let domain = first.domain.as_str();
         if matches!(domain, "network" | "compute" | "data_loading")
             && let Some(s) = own.first().filter(|s| !s.meta.host.is_empty())
         {
@@ -377,9 +388,7 @@ fn decide_episode(ctx: &JobContext, data: &Loaded, k: usize, missing: &[honest::
         fabric.extend(primary.series.iter().take(3).map(|s| s.meta.id));
         // The other end of a merged link: its strongest series, so the report shows both ends.
         if let Some(peer) = d.suspects.first().and_then(|s| s.link.as_deref()) {
-            let mut ends: Vec<&Scored<'_>> = scored.iter().filter(|s| s.meta.entity == peer && s.changed()).collect();
-            ends.sort_by(|a, b| b.score.total_cmp(&a.score));
-            fabric.extend(ends.iter().take(2).map(|s| s.meta.id));
+            fabric.extend(strongest(&scored, peer).iter().take(2).map(|s| s.meta.id));
         }
     }
     let mut seen = std::collections::HashSet::new();

@@ -109,16 +109,12 @@ pub(super) fn without_episode(d: &Diagnosis, ctx: &JobContext) -> String {
                     .to_string()
             }
         },
-        _ => match d.near_miss.filter(|m| m.rise > 0.0 && d.confidence < super::honest::NEAR_MISS_NAMED) {
+        _ => match super::honest::named_near_miss(d) {
             // The near miss is what makes this `healthy` uncertain: a fault near the detection
-            // limit looks like it. Look at it per host (one node behind it, or all of them).
+            // limit looks like it. Look at it per rank or host (one node behind it, or all).
             Some(m) => {
                 let metric = d.main.slowdown.metric.as_str();
-                let (label, value) = if metric == super::STEP_METRIC {
-                    ("job", ctx.job.job.as_str())
-                } else {
-                    ("slurm_job_id", ctx.job.slurm_job_id.as_deref().unwrap_or(ctx.job.job.as_str()))
-                };
+                let (label, value) = super::pace_selector(ctx, metric);
                 let q = super::super::format::quote;
                 let fmt = super::super::format::fmt_rfc3339;
                 format!(

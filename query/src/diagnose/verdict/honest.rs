@@ -7,7 +7,7 @@ use std::fmt;
 use lockstep_engine::metrics::names;
 
 use super::super::load::{Loaded, MIN_PACE_POINTS, STEP_METRIC};
-use super::super::{Diagnosis, Episode, Slowdown};
+use super::super::{Diagnosis, Episode, NearMiss, Slowdown};
 use super::JobContext;
 use super::calibration::{VerdictKind, calibrated};
 
@@ -93,7 +93,13 @@ pub(crate) fn earlier_from(ctx: &JobContext, data: &Loaded) -> i64 {
 
 /// A `healthy` verdict whose confidence the near miss lowers below this names it (its text and
 /// its next action): the near miss is then what to look at.
-pub(super) const NEAR_MISS_NAMED: f64 = 0.9;
+const NEAR_MISS_NAMED: f64 = 0.9;
+
+/// The near miss a `healthy` verdict names: one that lowered its confidence below
+/// [`NEAR_MISS_NAMED`].
+pub(super) fn named_near_miss(d: &Diagnosis) -> Option<NearMiss> {
+    d.near_miss.filter(|m| m.rise > 0.0 && d.confidence < NEAR_MISS_NAMED)
+}
 
 /// The verdict without a slowdown episode: healthy, slow from the start, or insufficient data.
 pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded, missing: &[Missing]) {
@@ -139,13 +145,13 @@ pub(crate) fn without_episode(d: &mut Diagnosis, ctx: &JobContext, data: &Loaded
     }
     d.status = "healthy".into();
     d.rule_confidence = if missing.is_empty() { 0.9 } else { 0.7 };
-    let rise = data.pace.near_miss.map_or(0.0, |m| m.rise);
+    let rise = d.near_miss.map_or(0.0, |m| m.rise);
     d.confidence = calibrated(VerdictKind::Healthy { rise }, d.rule_confidence);
     let mut text = format!(
         "healthy: no sustained step-time slowdown of {job} (median step {:.3} s over the window); nothing to blame",
         d.slowdown.baseline
     );
-    if let Some(m) = data.pace.near_miss.filter(|m| m.rise > 0.0 && d.confidence < NEAR_MISS_NAMED) {
+    if let Some(m) = named_near_miss(d) {
         text.push_str(&format!(
             "; the largest rise outside any episode: {:+.0} % for {:.0} s from {} (below the {:.0} % threshold \
              or too short to be sustained: a fault near the detection limit looks like this)",
