@@ -17,6 +17,7 @@
 //! Every value round-trips bit-exactly. All columns are zstd-compressed.
 
 mod codec;
+mod pages;
 mod read;
 mod split;
 mod valuestats;

@@ -149,26 +149,57 @@ pub(super) struct RunTimes {
 }
 
 impl RunTimes {
-    /// The time of the next row of `series` (`stored` = the column's value, None when null).
-    #[inline]
-    pub(super) fn next(&mut self, series: u32, stored: Option<i64>) -> std::result::Result<i64, String> {
-        if self.series != Some(series) {
-            self.series = Some(series);
-            std::mem::swap(&mut self.previous, &mut self.current);
-            self.current.clear();
+    /// Appends to `out` the times of rows `series` whose stored times are `time` (null where a
+    /// run shares the previous run's timestamps), run by run: a run stored in full or shared in
+    /// full is copied as a slice; only a run mixing both is resolved row by row. Runs continue
+    /// across calls (a run may span two batches).
+    pub(super) fn extend(
+        &mut self,
+        series: &[u32],
+        time: &Int64Array,
+        out: &mut Vec<i64>,
+    ) -> std::result::Result<(), String> {
+        if time.len() != series.len() {
+            return Err(format!("{} series ids but {} times", series.len(), time.len()));
         }
-        let t = match stored {
-            Some(t) => t,
-            None => *self.previous.get(self.current.len()).ok_or_else(|| {
-                format!(
-                    "series {series}: null time at run position {} with no earlier run to share",
-                    self.current.len()
-                )
-            })?,
-        };
-        self.current.push(t);
-        Ok(t)
+        let t = time.values();
+        let mut i = 0;
+        while i < series.len() {
+            let id = series[i];
+            let end = series[i..].iter().position(|&s| s != id).map_or(series.len(), |n| i + n);
+            if self.series != Some(id) {
+                self.series = Some(id);
+                std::mem::swap(&mut self.previous, &mut self.current);
+                self.current.clear();
+            }
+            let at = self.current.len();
+            let nulls = time.nulls().map_or(0, |n| n.slice(i, end - i).null_count());
+            if nulls == 0 {
+                self.current.extend_from_slice(&t[i..end]);
+            } else if nulls == end - i {
+                let shared =
+                    self.previous.get(at..at + nulls).ok_or_else(|| missing(id, self.previous.len().max(at)))?;
+                self.current.extend_from_slice(shared);
+            } else {
+                for k in i..end {
+                    let v = if time.is_valid(k) {
+                        t[k]
+                    } else {
+                        let pos = self.current.len();
+                        *self.previous.get(pos).ok_or_else(|| missing(id, pos))?
+                    };
+                    self.current.push(v);
+                }
+            }
+            out.extend_from_slice(&self.current[at..]);
+            i = end;
+        }
+        Ok(())
     }
+}
+
+fn missing(series: u32, position: usize) -> String {
+    format!("series {series}: null time at run position {position} with no earlier run to share")
 }
 
 fn append_batch(
@@ -188,15 +219,31 @@ fn append_batch(
     }
     let mut values = Vec::with_capacity(vint.len());
     decoder.decode(vint, vscale, vfloat, &mut values)?;
-    let (s, t) = (series.values(), time.values());
+    let s = series.values();
+    let mut t = Vec::with_capacity(s.len());
+    runs.extend(s, time, &mut t)?;
     out.series.reserve(s.len());
     out.time.reserve(s.len());
     out.value.reserve(s.len());
-    for i in 0..s.len() {
-        let ti = runs.next(s[i], time.is_valid(i).then(|| t[i]))?;
-        if filter.matches(s[i], ti) {
-            out.push(s[i], ti, values[i]);
+    for_each_run(s, |id, rows| {
+        if filter.series.is_none_or(|set| set.contains(id)) {
+            for i in rows {
+                if filter.time.is_none_or(|(lo, hi)| t[i] >= lo && t[i] < hi) {
+                    out.push(id, t[i], values[i]);
+                }
+            }
         }
-    }
+    });
     Ok(())
+}
+
+/// Calls `f(series, rows)` for each run of equal series ids, in order.
+pub(super) fn for_each_run(series: &[u32], mut f: impl FnMut(u32, std::ops::Range<usize>)) {
+    let mut i = 0;
+    while i < series.len() {
+        let id = series[i];
+        let end = series[i..].iter().position(|&s| s != id).map_or(series.len(), |n| i + n);
+        f(id, i..end);
+        i = end;
+    }
 }

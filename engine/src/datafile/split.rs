@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::read::{RunTimes, check_schema, i64_range, u32_range};
+use super::read::{RunTimes, check_schema, for_each_run, i64_range, u32_range};
 use super::valuestats::{self, GroupRanges, RunRange, ValueRange};
 use super::{RowFilter, decode_values};
 use crate::error::{Error, Result};
@@ -270,12 +270,8 @@ impl FileFooter {
             if time.null_count() == 0 {
                 out.time = time.values().to_vec();
             } else {
-                let mut runs = RunTimes::default();
-                let t = time.values();
-                out.time.reserve(t.len());
-                for (i, &s) in out.series.iter().enumerate() {
-                    out.time.push(runs.next(s, time.is_valid(i).then(|| t[i])).map_err(context)?);
-                }
+                out.time.reserve(time.len());
+                RunTimes::default().extend(&out.series, time, &mut out.time).map_err(context)?;
             }
         }
         if values_now {
@@ -341,34 +337,40 @@ impl FileFooter {
             parts.push((start, bytes));
         }
         let sparse = SparseFile { len: self.len, parts };
-        let mask = ProjectionMask::leaves(meta.file_metadata().schema_descr(), leaves.iter().copied());
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, self.metadata.clone())
-            .with_row_groups(vec![group])
-            .with_projection(mask)
-            .with_batch_size(super::ROW_GROUP_ROWS);
-        if let Some(selection) = selection {
-            builder = builder.with_row_selection(selection);
-        }
-        let reader = builder.build().map_err(|e| invalid(e.to_string()))?;
-        let context = |e: String| invalid(format!("row group {group}: {e}"));
-        let batches =
-            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
-        // One batch per row group (the batch size is the row group size); concatenated otherwise,
-        // so that shared timestamps resolve across the whole group.
-        (0..leaves.len())
-            .map(|i| {
-                let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
-                match parts.as_slice() {
-                    [one] => Ok(arrow::array::make_array(one.to_data())),
-                    [] => {
-                        Ok(arrow::array::new_empty_array(&self.metadata.schema().field(leaves[i]).data_type().clone()))
-                    }
-                    _ => arrow::compute::concat(&parts).map_err(|e| context(e.to_string())),
+        // The byte-stream-split value columns of a whole group decode directly when they can
+        // (`pages.rs`); the rest, and any chunk that path declines, through parquet-rs.
+        let rows = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
+        let mut direct: Vec<Option<arrow::array::ArrayRef>> = leaves
+            .iter()
+            .map(|&leaf| {
+                let split = leaf == VALUE_INT_LEAF || leaf == VALUE_FLOAT_LEAF;
+                if split && selection.is_none() {
+                    super::pages::decode_split_chunk(Arc::new(sparse.clone()), rg.column(leaf), rows)
+                } else {
+                    None
                 }
+            })
+            .collect();
+        let rest: Vec<usize> = leaves.iter().zip(&direct).filter(|(_, d)| d.is_none()).map(|(&l, _)| l).collect();
+        if rest.is_empty() {
+            return Ok(direct.into_iter().flatten().collect());
+        }
+        let decoded = sparse.decode_with_parquet(self, group, &rest, selection)?;
+        let mut decoded = decoded.into_iter();
+        direct
+            .iter_mut()
+            .map(|d| {
+                d.take()
+                    .or_else(|| decoded.next())
+                    .ok_or_else(|| invalid(format!("row group {group}: a column was not decoded")))
             })
             .collect()
     }
 }
+
+/// Leaf index of `value_int` and `value_float` in the data-file schema.
+const VALUE_INT_LEAF: usize = 2;
+const VALUE_FLOAT_LEAF: usize = 4;
 
 /// The three value columns (`value_int`, `value_scale`, `value_float`) as `f64`.
 fn decode_value_columns(v: &[&arrow::array::ArrayRef]) -> std::result::Result<Vec<f64>, String> {
@@ -435,23 +437,37 @@ fn downcast<T: 'static>(a: &arrow::array::ArrayRef) -> std::result::Result<&T, S
     a.as_any().downcast_ref::<T>().ok_or_else(|| "a column has an unexpected type".to_string())
 }
 
-/// Keeps the rows passing `filter` (series and time are decoded whenever it needs them).
+/// Keeps the rows passing `filter` (series and time are decoded whenever it needs them). The
+/// series set is looked up once per run of equal ids, not per row.
 pub(crate) fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
     let mut w = 0;
-    for i in 0..chunk.len {
-        let series_ok = filter.series.is_none_or(|set| chunk.series.get(i).is_none_or(|&s| set.contains(s)));
-        let time_ok = filter.time.is_none_or(|(lo, hi)| chunk.time.get(i).is_none_or(|&t| t >= lo && t < hi));
-        if series_ok && time_ok {
-            if !chunk.series.is_empty() {
-                chunk.series[w] = chunk.series[i];
+    let mut keep = |chunk: &mut Chunk, rows: std::ops::Range<usize>| {
+        for i in rows {
+            if filter.time.is_none_or(|(lo, hi)| chunk.time.get(i).is_none_or(|&t| t >= lo && t < hi)) {
+                if !chunk.series.is_empty() {
+                    chunk.series[w] = chunk.series[i];
+                }
+                if !chunk.time.is_empty() {
+                    chunk.time[w] = chunk.time[i];
+                }
+                if !chunk.value.is_empty() {
+                    chunk.value[w] = chunk.value[i];
+                }
+                w += 1;
             }
-            if !chunk.time.is_empty() {
-                chunk.time[w] = chunk.time[i];
+        }
+    };
+    if chunk.series.is_empty() {
+        keep(chunk, 0..chunk.len);
+    } else {
+        let mut runs = Vec::new();
+        for_each_run(&chunk.series, |id, rows| {
+            if filter.series.is_none_or(|set| set.contains(id)) {
+                runs.push(rows);
             }
-            if !chunk.value.is_empty() {
-                chunk.value[w] = chunk.value[i];
-            }
-            w += 1;
+        });
+        for rows in runs {
+            keep(chunk, rows);
         }
     }
     chunk.len = w;
@@ -462,12 +478,51 @@ pub(crate) fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
 
 /// The column chunks of one row group, at their file offsets: what the Parquet reader asks
 /// for is served from these bytes; anything else is an error (never a second read).
+#[derive(Clone)]
 struct SparseFile {
     len: u64,
     parts: Vec<(u64, Bytes)>,
 }
 
 impl SparseFile {
+    /// Decodes `leaves` of row group `group` of `file` from these bytes with parquet-rs.
+    fn decode_with_parquet(
+        self,
+        file: &FileFooter,
+        group: usize,
+        leaves: &[usize],
+        selection: Option<RowSelection>,
+    ) -> Result<Vec<arrow::array::ArrayRef>> {
+        let invalid = |reason: String| Error::DataFileInvalid { path: file.path.clone(), reason };
+        let schema = file.metadata.metadata().file_metadata().schema_descr();
+        let mask = ProjectionMask::leaves(schema, leaves.iter().copied());
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(self, file.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_projection(mask)
+            .with_batch_size(super::ROW_GROUP_ROWS);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        let reader = builder.build().map_err(|e| invalid(e.to_string()))?;
+        let context = |e: String| invalid(format!("row group {group}: {e}"));
+        let batches =
+            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
+        // One batch per row group (the batch size is the row group size); concatenated otherwise,
+        // so that shared timestamps resolve across the whole group.
+        (0..leaves.len())
+            .map(|i| {
+                let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+                match parts.as_slice() {
+                    [one] => Ok(arrow::array::make_array(one.to_data())),
+                    [] => {
+                        Ok(arrow::array::new_empty_array(&file.metadata.schema().field(leaves[i]).data_type().clone()))
+                    }
+                    _ => arrow::compute::concat(&parts).map_err(|e| context(e.to_string())),
+                }
+            })
+            .collect()
+    }
+
     fn find(&self, start: u64, len: u64) -> parquet::errors::Result<Bytes> {
         for (at, bytes) in &self.parts {
             let end = at + bytes.len() as u64;

@@ -193,6 +193,23 @@ fn footer_reads_row_groups_by_column() {
         assert_eq!(all, want);
         assert_eq!(counted, want.len());
     }
+    // The value columns of the store's own files take the direct byte-stream-split decoder
+    // (`pages.rs`) and decode as parquet-rs does.
+    let bytes = bytes::Bytes::from(std::fs::read(&path).unwrap());
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+    let meta = reader.metadata().clone();
+    let batches: Vec<RecordBatch> = reader.build().unwrap().map(|b| b.unwrap()).collect();
+    let whole = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let mut offset = 0;
+    for rg in meta.row_groups() {
+        let n = rg.num_rows() as usize;
+        for leaf in [2, 4] {
+            let direct = pages::decode_split_chunk(std::sync::Arc::new(bytes.clone()), rg.column(leaf), n)
+                .expect("the writer's value chunks decode directly");
+            assert_eq!(direct.as_ref(), whole.column(leaf).slice(offset, n).as_ref());
+        }
+        offset += n;
+    }
     // Shared (null) timestamps resolve as in `read_file`.
     let shared = dir.path().join("shared.parquet");
     write_raw(&shared, Int64Array::from(vec![Some(5), Some(6), None, None]), vec![0, 0, 1, 1]);
@@ -200,6 +217,22 @@ fn footer_reads_row_groups_by_column() {
     let c = f.read_group(&OsStorage, 0, Columns { time: true, ..Columns::NONE }, &RowFilter::default()).unwrap();
     assert_eq!((c.len, c.time), (4, vec![5, 6, 5, 6]));
     assert!(f.read_group(&OsStorage, 1, Columns::ALL, &RowFilter::default()).is_err());
+    // A run mixing stored and shared times (resolved row by row), after a run shared in full
+    // and before one stored in full; both readers agree, filtered or not.
+    let mixed = dir.path().join("mixed.parquet");
+    let time = Int64Array::from(vec![Some(5), Some(6), Some(7), None, None, None, None, Some(9), None, Some(1)]);
+    write_raw(&mixed, time, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+    let want = vec![5, 6, 7, 5, 6, 7, 5, 9, 7, 1];
+    assert_eq!(read_file(&OsStorage, &mixed, &RowFilter::default()).unwrap().time, want);
+    let f = FileFooter::read(&OsStorage, &mixed).unwrap();
+    let c = f.read_group(&OsStorage, 0, Columns::ALL, &RowFilter::default()).unwrap();
+    assert_eq!((c.series, c.time), (vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3], want));
+    let mut two = RoaringBitmap::new();
+    two.insert(2);
+    let filter = RowFilter { time: Some((6, 10)), series: Some(&two), value: None };
+    let c = f.read_group(&OsStorage, 0, Columns::ALL, &filter).unwrap();
+    assert_eq!((c.series, c.time), (vec![2, 2], vec![9, 7]));
+    assert_eq!(read_file(&OsStorage, &mixed, &filter).unwrap().time, vec![9, 7]);
 }
 
 /// Files too short, with a bad footer or a footer claiming more than the file: typed errors.

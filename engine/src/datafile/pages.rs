@@ -1,0 +1,290 @@
+//! A direct decoder for the two nullable 8-byte value columns (`value_int`, `value_float`),
+//! whose pages the writer encodes as `BYTE_STREAM_SPLIT`.
+//!
+//! parquet-rs joins the eight byte streams one byte at a time (upstream arrow-rs issue
+//! #10006), a quarter of a full scan's time (`benches/README.md`, *a bundle four times
+//! larger*). This module reads the same pages through parquet-rs's page reader (headers,
+//! decompression) and does two things itself: the definition levels (run-length/bit-packed
+//! hybrid, bit width 1, straight into a validity bitmap) and the byte-stream join, eight values
+//! at a time as an 8x8 byte transpose in registers.
+//!
+//! It handles exactly one shape: a flat optional column (maximum definition level 1, no
+//! repetition) whose data pages (v1 or v2) are all `BYTE_STREAM_SPLIT` with RLE levels and no
+//! dictionary. Anything else, or any page that does not parse exactly, returns `None` and the
+//! caller decodes with parquet-rs as before, so this path never accepts what parquet-rs would
+//! reject nor reads it differently.
+
+use std::sync::Arc;
+
+use arrow::array::BooleanBufferBuilder;
+use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
+use parquet::basic::{Encoding, Type as PhysicalType};
+use parquet::column::page::{Page, PageReader};
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::reader::ChunkReader;
+use parquet::file::serialized_reader::SerializedPageReader;
+
+/// Decodes the column chunk `meta` (of a row group of `rows` rows) read through `reader` into
+/// an `Int64Array` or `Float64Array` by its physical type; `None` when the chunk is not of the
+/// one shape handled here (see the module documentation).
+pub(super) fn decode_split_chunk<R: ChunkReader + 'static>(
+    reader: Arc<R>,
+    meta: &ColumnChunkMetaData,
+    rows: usize,
+) -> Option<ArrayRef> {
+    let descr = meta.column_descr();
+    let float = match descr.physical_type() {
+        PhysicalType::INT64 => false,
+        PhysicalType::DOUBLE => true,
+        _ => return None,
+    };
+    if descr.max_def_level() != 1 || descr.max_rep_level() != 0 {
+        return None;
+    }
+    let mut pages = SerializedPageReader::new(reader, meta, rows, None).ok()?;
+    let mut values: Vec<u64> = Vec::with_capacity(rows);
+    let mut valid = BooleanBufferBuilder::new(rows);
+    while let Some(page) = pages.get_next_page().ok()? {
+        let (buf, levels, count) = match &page {
+            Page::DataPage { buf, num_values, encoding, def_level_encoding, .. }
+                if *encoding == Encoding::BYTE_STREAM_SPLIT && *def_level_encoding == Encoding::RLE =>
+            {
+                let len = u32::from_le_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+                (buf, 4..4usize.checked_add(len)?, *num_values as usize)
+            }
+            Page::DataPageV2 { buf, num_values, encoding, def_levels_byte_len, rep_levels_byte_len: 0, .. }
+                if *encoding == Encoding::BYTE_STREAM_SPLIT =>
+            {
+                (buf, 0..*def_levels_byte_len as usize, *num_values as usize)
+            }
+            _ => return None,
+        };
+        let data = buf.get(levels.end..)?;
+        let page_valid = def_levels(buf.get(levels)?, count)?;
+        let present = page_valid.count_set_bits();
+        if data.len() != present.checked_mul(8)? {
+            return None;
+        }
+        let at = values.len();
+        values.resize(at.checked_add(count)?, 0);
+        let out = &mut values[at..];
+        let mut next = 0;
+        for (start, end) in page_valid.set_slices() {
+            join_streams(data, present, next, &mut out[start..end]);
+            next += end - start;
+        }
+        valid.append_buffer(&page_valid);
+    }
+    if values.len() != rows {
+        return None;
+    }
+    let valid = valid.finish();
+    let nulls = (valid.count_set_bits() != rows).then(|| NullBuffer::new(valid));
+    let buffer = Buffer::from_vec(values);
+    Some(if float {
+        Arc::new(Float64Array::new(ScalarBuffer::new(buffer, 0, rows), nulls))
+    } else {
+        Arc::new(Int64Array::new(ScalarBuffer::new(buffer, 0, rows), nulls))
+    })
+}
+
+/// The definition levels of `count` values (RLE/bit-packed hybrid, bit width 1) as a validity
+/// bitmap; `None` unless they parse exactly.
+fn def_levels(mut bytes: &[u8], count: usize) -> Option<BooleanBuffer> {
+    let mut out = BooleanBufferBuilder::new(count);
+    while out.len() < count {
+        let header = uleb128(&mut bytes)?;
+        let left = count - out.len();
+        if header & 1 == 1 {
+            // Bit-packed: `header >> 1` groups of eight 1-bit levels, one byte per group.
+            let groups = usize::try_from(header >> 1).ok()?;
+            let packed = bytes.get(..groups)?;
+            bytes = &bytes[groups..];
+            out.append_packed_range(0..groups.checked_mul(8)?.min(left), packed);
+        } else {
+            let run = usize::try_from(header >> 1).ok()?;
+            let (&level, rest) = bytes.split_first()?;
+            bytes = rest;
+            if level > 1 || run == 0 {
+                return None;
+            }
+            out.append_n(run.min(left), level == 1);
+        }
+    }
+    Some(out.finish())
+}
+
+fn uleb128(bytes: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        value |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Joins values `from..from + out.len()` of `data`, eight byte streams of `stride` bytes
+/// each (stream `j` holds byte `j` of every value, least significant first).
+fn join_streams(data: &[u8], stride: usize, from: usize, out: &mut [u64]) {
+    let streams: [&[u8]; 8] = std::array::from_fn(|j| &data[j * stride + from..j * stride + from + out.len()]);
+    let whole = out.len() / 8 * 8;
+    for (block, dst) in out[..whole].chunks_exact_mut(8).enumerate() {
+        let i = block * 8;
+        let mut x: [u64; 8] =
+            std::array::from_fn(|j| u64::from_le_bytes(streams[j][i..i + 8].try_into().unwrap_or([0; 8])));
+        transpose8(&mut x);
+        dst.copy_from_slice(&x);
+    }
+    for (k, dst) in out[whole..].iter_mut().enumerate() {
+        *dst = u64::from_le_bytes(std::array::from_fn(|j| streams[j][whole + k]));
+    }
+}
+
+/// Transposes the 8x8 byte matrix whose row `j` is `x[j]` (byte `k` = column `k`): three
+/// rounds swapping 4-, 2- and 1-byte blocks.
+#[inline(always)]
+fn transpose8(x: &mut [u64; 8]) {
+    const HALF: u64 = 0x0000_0000_FFFF_FFFF;
+    const PAIRS: u64 = 0x0000_FFFF_0000_FFFF;
+    const BYTES: u64 = 0x00FF_00FF_00FF_00FF;
+    for j in 0..4 {
+        let (a, b) = (x[j], x[j + 4]);
+        x[j] = (a & HALF) | (b << 32);
+        x[j + 4] = (a >> 32) | (b & !HALF);
+    }
+    for j in [0, 1, 4, 5] {
+        let (a, b) = (x[j], x[j + 2]);
+        x[j] = (a & PAIRS) | ((b & PAIRS) << 16);
+        x[j + 2] = ((a >> 16) & PAIRS) | (b & !PAIRS);
+    }
+    for j in [0, 2, 4, 6] {
+        let (a, b) = (x[j], x[j + 1]);
+        x[j] = (a & BYTES) | ((b & BYTES) << 8);
+        x[j + 1] = ((a >> 8) & BYTES) | (b & !BYTES);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use bytes::Bytes;
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::{WriterProperties, WriterVersion};
+
+    /// Writes an Int64 and a Float64 column, each null where the other is not, with `props`;
+    /// returns the file and the arrays written.
+    fn file(rows: usize, float_every: usize, props: WriterProperties) -> (Bytes, Vec<ArrayRef>) {
+        let is_float = |i: usize| float_every > 0 && (i.is_multiple_of(float_every) || (i / 1000) % 7 == 3);
+        let ints: Int64Array =
+            (0..rows).map(|i| (!is_float(i)).then(|| (i as i64 * 7919) % 100_003 - 50_000)).collect();
+        let floats: Float64Array = (0..rows).map(|i| is_float(i).then_some(i as f64 * 0.1 + 0.2)).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("value_int", DataType::Int64, true),
+            Field::new("value_float", DataType::Float64, true),
+        ]));
+        let arrays: Vec<ArrayRef> = vec![Arc::new(ints), Arc::new(floats)];
+        let batch = RecordBatch::try_new(schema.clone(), arrays.clone()).unwrap();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        (Bytes::from(out), arrays)
+    }
+
+    fn split_props(version: WriterVersion) -> parquet::file::properties::WriterPropertiesBuilder {
+        WriterProperties::builder()
+            .set_writer_version(version)
+            .set_dictionary_enabled(false)
+            .set_encoding(Encoding::BYTE_STREAM_SPLIT)
+            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+            .set_data_page_size_limit(4096)
+            .set_write_batch_size(1000)
+    }
+
+    /// Every chunk of `bytes` decoded directly; `None` if any declined.
+    fn direct(bytes: &Bytes) -> Option<Vec<ArrayRef>> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap();
+        let meta = reader.metadata().clone();
+        let mut out: Vec<Vec<ArrayRef>> = vec![Vec::new(), Vec::new()];
+        for rg in meta.row_groups() {
+            for (leaf, col) in out.iter_mut().enumerate() {
+                col.push(decode_split_chunk(Arc::new(bytes.clone()), rg.column(leaf), rg.num_rows() as usize)?);
+            }
+        }
+        Some(
+            out.into_iter()
+                .map(|parts| {
+                    let parts: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+                    arrow::compute::concat(&parts).unwrap()
+                })
+                .collect(),
+        )
+    }
+
+    /// Pages v1 and v2, several pages and row groups, all-valid, all-null and mixed columns:
+    /// the direct decoder returns what was written, as parquet-rs does; a chunk in another
+    /// encoding is declined.
+    #[test]
+    fn direct_decode_equals_what_was_written_and_declines_other_encodings() {
+        for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+            for float_every in [0, 1, 3, 1_000] {
+                let props = split_props(version).set_max_row_group_row_count(Some(9_000)).build();
+                let (bytes, written) = file(25_001, float_every, props);
+                let meta = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).unwrap().metadata().clone();
+                assert!(meta.num_row_groups() == 3 && meta.row_group(0).column(0).data_page_offset() > 0);
+                let got = direct(&bytes).unwrap_or_else(|| panic!("{version:?} {float_every}: declined"));
+                assert_eq!(got, written, "{version:?} every {float_every}");
+                for (g, w) in got.iter().zip(&written) {
+                    assert_eq!(g.null_count(), w.null_count());
+                }
+            }
+        }
+        let plain = split_props(WriterVersion::PARQUET_1_0).set_encoding(Encoding::PLAIN).build();
+        assert!(direct(&file(5_000, 3, plain).0).is_none());
+        let dict = split_props(WriterVersion::PARQUET_1_0).set_dictionary_enabled(true).build();
+        assert!(direct(&file(5_000, 3, dict).0).is_none());
+    }
+
+    #[test]
+    fn join_equals_the_byte_by_byte_definition() {
+        let n = 1_003;
+        let want: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 3)).collect();
+        let mut data = vec![0u8; n * 8];
+        for (i, v) in want.iter().enumerate() {
+            for (j, b) in v.to_le_bytes().into_iter().enumerate() {
+                data[j * n + i] = b;
+            }
+        }
+        for (from, len) in [(0, n), (5, 17), (8, 8), (n - 3, 3), (0, 0), (1, 7)] {
+            let mut out = vec![0; len];
+            join_streams(&data, n, from, &mut out);
+            assert_eq!(out, want[from..from + len], "from {from} len {len}");
+        }
+    }
+
+    #[test]
+    fn levels_parse_rle_and_bit_packed_runs_and_reject_garbage() {
+        // RLE run of 3 ones, bit-packed group 0b1010_0101, RLE run of 2 zeros.
+        let bytes = [3 << 1, 1, (1 << 1) | 1, 0b1010_0101, 2 << 1, 0];
+        let v = def_levels(&bytes, 13).unwrap();
+        let bits: Vec<bool> = v.iter().collect();
+        let mut want = vec![true; 3];
+        want.extend([true, false, true, false, false, true, false, true]);
+        want.extend([false, false]);
+        assert_eq!(bits, want);
+        // Levels other than 0 and 1, truncation and empty runs are not accepted.
+        assert!(def_levels(&[2 << 1, 2], 2).is_none());
+        assert!(def_levels(&[(1 << 1) | 1], 8).is_none());
+        assert!(def_levels(&[0, 1], 1).is_none());
+        assert!(def_levels(&[0x80; 12], 1).is_none());
+    }
+}
