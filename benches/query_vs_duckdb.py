@@ -8,7 +8,10 @@ questions:
   size themselves from the CPUs the process may use);
 - DuckDB over the bundle's Parquet: a fresh `python3 -c 'import duckdb; ...'` process
   (whole process, `SET threads`), and in-process (one connection, `SET threads`, timing
-  `execute().fetchall()` only).
+  `execute().fetchall()` only);
+- Lockstep in-process, for the last binary: one process running the statement 1 + 3 times
+  against one running it once, the difference divided by 3 (start-up cancels out; nothing is
+  cached between statements).
 Lockstep's questions use `local_time` (the raw timestamp, which is what the Parquet holds), so
 both sides answer the same question; the script checks that the answers agree (counts exactly,
 sums to 1e-9 relative) and prints a Markdown table, best of `--repeat` runs.
@@ -157,6 +160,14 @@ def time_lockstep(binary, store, sql, threads, repeat):
     return best, out
 
 
+def time_lockstep_inproc(binary, store, sql, threads, repeat, once, k=3):
+    """Lockstep per statement within one process: (T(1 + k statements) - T(1)) / k, each T
+    best of `repeat`; process start, catalog load and exit cancel out. Nothing is cached
+    between statements (each reads footers and data again, from the page cache as DuckDB does)."""
+    many, _ = time_lockstep(binary, store, "; ".join([sql] * (1 + k)), threads, repeat)
+    return None if many is None or once is None else max(0.0, (many - once) / k)
+
+
 def time_duckdb_process(parquet, sql, threads, repeat):
     code = (
         "import duckdb, json, sys; c = duckdb.connect(); c.execute('SET enable_progress_bar = false'); "
@@ -220,8 +231,9 @@ def main():
         names = [name for name, _ in binaries]
         print()
         print("| query | threads | " + " | ".join(f"lockstep {n_} (process)" for n_ in names)
-              + " | DuckDB (process) | DuckDB (in-process) | lockstep/DuckDB process | same answer |")
-        print("|---|--:|" + "--:|" * (len(names) + 3) + "---|")
+              + " | DuckDB (process) | lockstep (in-process) | DuckDB (in-process) | lockstep/DuckDB process"
+              + " | lockstep/DuckDB in-process | same answer |")
+        print("|---|--:|" + "--:|" * (len(names) + 5) + "---|")
         for name, lsql, dsql, kind in questions(con, parquet)[args.start:]:
             for threads in (int(t) for t in args.threads.split(",")):
                 d_proc, d_out = time_duckdb_process(parquet, dsql, threads, args.repeat)
@@ -236,8 +248,12 @@ def main():
                     agree.append(same(out[0], d_out[0], kind) if out else False)
                     last = secs
                 ratio = f"{last / d_proc:.2f}" if last else "-"
+                l_in = time_lockstep_inproc(binaries[-1][1], store, lsql, threads, args.repeat, last)
+                l_in_cell = f"{l_in:.3f} s" if l_in is not None else "-"
+                ratio_in = f"{l_in / d_in:.2f}" if l_in is not None and d_in > 0 else "-"
                 print(f"| {name} | {threads} | " + " | ".join(cells)
-                      + f" | {d_proc:.3f} s | {d_in:.3f} s | {ratio} | {'yes' if agree and all(agree) else 'NO: ' + str(d_out)} |",
+                      + f" | {d_proc:.3f} s | {l_in_cell} | {d_in:.3f} s | {ratio} | {ratio_in}"
+                      + f" | {'yes' if agree and all(agree) else 'NO: ' + str(d_out)} |",
                       flush=True)
     finally:
         if not args.work:

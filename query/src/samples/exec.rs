@@ -12,12 +12,15 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lockstep_engine::Store;
@@ -123,6 +126,34 @@ impl SamplesExec {
         self.assignment.iter().flatten().filter_map(|&u| split.units().get(u)).map(|u| u.rows()).sum()
     }
 
+    /// The rows the scan (`None`) or one partition yields, when the footers and the write
+    /// buffer already say: no row filter (time, series or value) reaches the scan, no unit
+    /// merges overlapping sources (whose duplicates would count once), no `LIMIT` and no
+    /// series slices. A scan that selects nothing yields 0.
+    pub fn exact_rows(&self, partition: Option<usize>) -> Option<usize> {
+        let Some(split) = &self.job.split else { return Some(0) };
+        let request = self.job.plan.request.as_ref()?;
+        if request.time.is_some() || request.series.is_some() || request.value.is_some() {
+            return None;
+        }
+        if self.limit.is_some() || self.slices.is_some() {
+            return None;
+        }
+        let units: Vec<usize> = match partition {
+            None => self.assignment.iter().flatten().copied().collect(),
+            Some(p) => self.assignment.get(p).cloned().unwrap_or_default(),
+        };
+        let mut rows = 0usize;
+        for u in units {
+            let unit = split.units().get(u)?;
+            if unit.is_merge() {
+                return None;
+            }
+            rows = rows.checked_add(usize::try_from(unit.rows()).ok()?)?;
+        }
+        Some(rows)
+    }
+
     /// Number of scan units.
     pub fn unit_count(&self) -> usize {
         self.assignment.iter().map(Vec::len).sum()
@@ -209,7 +240,9 @@ impl SamplesExec {
             Some(scan) => Some(store.split_scan_portable(scan).map_err(engine_err)?),
         };
         let request = p.scan.as_ref().map(|s| ScanRequest { time: s.time, series: s.series.clone(), value: s.value });
-        let plan = ScanPlan::for_request(store, catalog, clocks, &p.labels, request)?;
+        let cache = super::Dictionaries::default();
+        let source = super::DictSource { store, catalog, cache: &cache };
+        let plan = ScanPlan::for_request(source, clocks, &p.labels, request)?;
         let units = split.as_ref().map_or(0, |s| s.units().len());
         if p.partition_units.iter().sum::<usize>() != units {
             return Err(DataFusionError::Plan(format!(
@@ -371,6 +404,20 @@ impl ExecutionPlan for SamplesExec {
         } else {
             Err(DataFusionError::Internal("SamplesExec has no children".into()))
         }
+    }
+
+    /// The exact row count where it is known without reading (see [`SamplesExec::exact_rows`]),
+    /// so that DataFusion answers `count(*)` from it; nothing else.
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> DfResult<Arc<Statistics>> {
+        let mut stats = Statistics::new_unknown(&self.schema());
+        if let Some(rows) = self.exact_rows(args.partition()) {
+            stats.num_rows = Precision::Exact(rows);
+        }
+        Ok(Arc::new(stats))
     }
 
     fn execute(&self, partition: usize, ctx: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {

@@ -30,13 +30,19 @@ fn store(dir: &std::path::Path) -> Arc<Store> {
     let key = SeriesKey::new("m", [("host", "a")]);
     store.write(&WriteBatch { series: vec![(key, SeriesSamples { timestamps, values })] }).unwrap();
     store.flush().unwrap();
+    set_offset(&store, "a", OFFSET);
+    Arc::new(store)
+}
+
+/// Fits a clock model of a constant `offset` for `host` over the first four hours.
+fn set_offset(store: &Store, host: &str, offset: i64) {
     store
         .with_clocks(|reg| {
             let offsets: Vec<OffsetObservation> = (0..4)
                 .map(|h| OffsetObservation {
-                    host: "a".into(),
+                    host: host.into(),
                     local_time: H + h * HOUR,
-                    offset_ns: OFFSET,
+                    offset_ns: offset,
                     uncertainty_ns: 10,
                 })
                 .collect();
@@ -44,7 +50,6 @@ fn store(dir: &std::path::Path) -> Arc<Store> {
             reg.refit()
         })
         .unwrap();
-    Arc::new(store)
 }
 
 fn ts(t: i64) -> Expr {
@@ -57,7 +62,9 @@ fn plan(store: &Store, ref_lo: i64, ref_hi: i64) -> (Option<(i64, i64)>, usize) 
     let filters = [col("time").gt_eq(ts(ref_lo)), col("time").lt(ts(ref_hi))];
     let pushdown = pushdown::analyze(&filters, &labels);
     let clocks = ClockVersion::Newest.resolve(store).unwrap();
-    let plan = ScanPlan::new(store, &MetricCatalog::builtin(), clocks, &labels, &pushdown, |_, _| Ok(None)).unwrap();
+    let (catalog, cache) = (MetricCatalog::builtin(), Dictionaries::default());
+    let source = DictSource { store, catalog: &catalog, cache: &cache };
+    let plan = ScanPlan::new(source, clocks, &labels, &pushdown, |_, _| Ok(None)).unwrap();
     let request = plan.request.unwrap();
     let time = request.time;
     (time, store.scan(request).unwrap().file_count())
@@ -197,11 +204,11 @@ fn local_time_filters_prune_files() {
     let store = store(dir.path());
     let labels = store.with_catalog(|c| c.label_keys()).unwrap();
     let clocks = ClockVersion::Newest.resolve(&store).unwrap();
+    let (catalog, cache) = (MetricCatalog::builtin(), Dictionaries::default());
     let request = |filters: &[Expr]| {
         let pushdown = pushdown::analyze(filters, &labels);
-        ScanPlan::new(&store, &MetricCatalog::builtin(), clocks.clone(), &labels, &pushdown, |_, _| Ok(None))
-            .unwrap()
-            .request
+        let source = DictSource { store: &store, catalog: &catalog, cache: &cache };
+        ScanPlan::new(source, clocks.clone(), &labels, &pushdown, |_, _| Ok(None)).unwrap().request
     };
     let (lo, hi) = (H + HOUR + 600 * SEC, H + HOUR + 1_200 * SEC);
     let local = [col("local_time").gt_eq(ts(lo)), col("local_time").lt(ts(hi))];
@@ -488,4 +495,76 @@ fn value_pruning_keeps_every_match_at_zeros_nan_and_infinities() {
         query_i64(&ctx, &between.replace("{}", "samples")),
         query_i64(&ctx, &between.replace("{}", "reference"))
     );
+}
+
+/// The table reuses its per-series dictionaries between queries, and rebuilds them when a
+/// series, a label key or a clock model arrives in between: later queries see all three.
+#[test]
+fn dictionaries_follow_new_series_labels_and_clock_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let ctx = SessionContext::new();
+    let table = Arc::new(SamplesTable::new(store.clone(), Arc::new(MetricCatalog::builtin())));
+    ctx.register_table("samples", table.clone()).unwrap();
+    let count_metric = |m: &str| query_i64(&ctx, &format!("SELECT count(*) FROM samples WHERE metric = '{m}'"))[0];
+    assert_eq!(count_metric("m"), 3 * 3_600);
+    let first = table.dictionaries.0.lock().unwrap().as_ref().map(|b| b.values.clone()).unwrap();
+    assert_eq!(count_metric("m"), 3 * 3_600);
+    let again = table.dictionaries.0.lock().unwrap().as_ref().map(|b| b.values.clone()).unwrap();
+    assert!(Arc::ptr_eq(&first, &again), "an unchanged catalog reuses the dictionaries");
+
+    // A new series with a new metric and a new label key (written, not yet flushed).
+    let key = SeriesKey::new("m2", [("host", "b"), ("rack", "r9")]);
+    let timestamps: Vec<i64> = (0..10).map(|i| H + i * SEC).collect();
+    store.write(&WriteBatch { series: vec![(key, SeriesSamples { timestamps, values: vec![2.0; 10] })] }).unwrap();
+    assert_eq!(count_metric("m2"), 10);
+    assert_eq!(query_i64(&ctx, "SELECT count(*) FROM samples WHERE rack = 'r9' AND host = 'b'"), vec![10]);
+
+    // A new clock model for host b (+5 s): the corrected time of its samples moves.
+    let earliest =
+        |h: &str| query_i64(&ctx, &format!("SELECT CAST(min(time) AS BIGINT) FROM samples WHERE host = '{h}'"))[0];
+    assert_eq!(earliest("b"), H);
+    set_offset(&store, "b", 5 * SEC);
+    assert_eq!(earliest("b"), H - 5 * SEC);
+    assert_eq!(earliest("a"), H - OFFSET);
+}
+
+/// `count(*)` over the whole table is answered from the footers' and the buffer's row counts
+/// (no scan in the plan) when no unit merges overlapping sources; with a merge, a filter or
+/// a limit the scan runs, and every count is the deduplicated one.
+#[test]
+fn whole_table_count_comes_from_row_counts_unless_sources_overlap() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let plan_of = |ctx: &SessionContext, sql: &str| {
+        let batches = rt.block_on(async { ctx.sql(&format!("EXPLAIN {sql}")).await.unwrap().collect().await.unwrap() });
+        arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plain = store(dir.path());
+    let key = SeriesKey::new("m", [("host", "z")]);
+    let timestamps: Vec<i64> = (0..7).map(|i| H + i * SEC).collect();
+    plain.write(&WriteBatch { series: vec![(key, SeriesSamples { timestamps, values: vec![1.0; 7] })] }).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let (merged, _faulty) = observed_store(other.path());
+    for (store, rows, from_counts) in [(plain, 3 * 3_600 + 7, true), (merged, 80 * 3_500 + 10, false)] {
+        for threads in [1usize, 2] {
+            let config = datafusion::prelude::SessionConfig::new().with_target_partitions(threads);
+            let ctx = SessionContext::new_with_config(config);
+            ctx.register_table(
+                "samples",
+                Arc::new(SamplesTable::new(store.clone(), Arc::new(MetricCatalog::builtin()))),
+            )
+            .unwrap();
+            let sql = "SELECT count(*) FROM samples";
+            assert_eq!(query_i64(&ctx, sql), vec![rows]);
+            let plan = plan_of(&ctx, sql);
+            assert_eq!(!plan.contains("SamplesExec"), from_counts, "{plan}");
+            // Filtered or limited: the scan runs and counts the same rows.
+            let filtered = "SELECT count(*) FROM samples WHERE local_time >= to_timestamp_nanos(0)";
+            assert_eq!(query_i64(&ctx, filtered), vec![rows]);
+            assert!(plan_of(&ctx, filtered).contains("SamplesExec"));
+            let limited = "SELECT count(*) FROM (SELECT value FROM samples LIMIT 5)";
+            assert_eq!(query_i64(&ctx, limited), vec![5]);
+        }
+    }
 }
