@@ -10,8 +10,9 @@ questions:
   (whole process, `SET threads`), and in-process (one connection, `SET threads`, timing
   `execute().fetchall()` only);
 - Lockstep in-process, for the last binary: one process running the statement 1 + 3 times
-  against one running it once, the difference divided by 3 (start-up cancels out; nothing is
-  cached between statements).
+  against one running it once, the difference divided by 3 (process start and store open
+  cancel out; each statement still builds its own session, per-series dictionaries included,
+  and reads the footers again; no data is cached between statements).
 Lockstep's questions use `local_time` (the raw timestamp, which is what the Parquet holds), so
 both sides answer the same question; the script checks that the answers agree (counts exactly,
 sums to 1e-9 relative) and prints a Markdown table, best of `--repeat` runs.
@@ -162,8 +163,8 @@ def time_lockstep(binary, store, sql, threads, repeat):
 
 def time_lockstep_inproc(binary, store, sql, threads, repeat, once, k=3):
     """Lockstep per statement within one process: (T(1 + k statements) - T(1)) / k, each T
-    best of `repeat`; process start, catalog load and exit cancel out. Nothing is cached
-    between statements (each reads footers and data again, from the page cache as DuckDB does)."""
+    best of `repeat`; process start, store open and exit cancel out. Each statement builds its
+    session and reads footers and data again (from the page cache, as DuckDB does)."""
     many, _ = time_lockstep(binary, store, "; ".join([sql] * (1 + k)), threads, repeat)
     return None if many is None or once is None else max(0.0, (many - once) / k)
 

@@ -34,8 +34,11 @@
 //! filter covers entirely reads no column at all: the row counts come from the file footers.
 //! Over the whole table, where no sources overlap, the scan states its exact row count
 //! ([`exec::SamplesExec::exact_rows`]) and DataFusion answers `count(*)` without running it.
-//! The per-series dictionary values and clock lookup are built once and reused by later
-//! queries while the series catalog, the label keys and the clock snapshot stay the same.
+//! The per-series dictionary values and clock lookup are built once per table and reused by
+//! its later scans (a statement reading `samples` twice, such as a self-join, or the later
+//! statements of a long-lived session) while the series catalog, the label keys and the clock
+//! snapshot stay the same. `lockstep sql` and the servers build a session per statement, so
+//! across statements they still rebuild them.
 
 pub mod exec;
 pub mod pushdown;
@@ -344,9 +347,9 @@ impl ScanPlan {
 
 /// The dictionary values per series id (metric, domain, entity, then each label) and the
 /// clock lookup of every series, as last built; reused while the series catalog, the label
-/// keys and the clock snapshot are the same. Building them reads every series key (a tenth of
-/// a millisecond per thousand series and label), which a query over a few series should not
-/// pay again and again on a large cluster's catalog.
+/// keys and the clock snapshot are the same. Building them reads every series key (about
+/// 12 ms for 20 k series with 15 label keys, by a profile), which a second scan of the same
+/// table should not pay again.
 #[derive(Debug, Default)]
 pub(crate) struct Dictionaries(std::sync::Mutex<Option<BuiltDictionaries>>);
 
