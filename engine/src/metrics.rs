@@ -277,7 +277,7 @@ impl Classified<'_> {
 pub const CATALOG_FILE: &str = "metrics.toml";
 
 /// The catalog of known metric families, keyed by family name.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricCatalog {
     families: BTreeMap<String, MetricInfo>,
     /// Switch GUID → switch name (from the topology), for naming switch-port series that

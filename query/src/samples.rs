@@ -34,11 +34,10 @@
 //! filter covers entirely reads no column at all: the row counts come from the file footers.
 //! Over the whole table, where no sources overlap, the scan states its exact row count
 //! ([`exec::SamplesExec::exact_rows`]) and DataFusion answers `count(*)` without running it.
-//! The per-series dictionary values and clock lookup are built once per table and reused by
-//! its later scans (a statement reading `samples` twice, such as a self-join, or the later
-//! statements of a long-lived session) while the series catalog, the label keys and the clock
-//! snapshot stay the same. `lockstep sql` and the servers build a session per statement, so
-//! across statements they still rebuild them.
+//! The per-series dictionary values and clock lookup are built once per open store and
+//! reused by later scans in the process (a second scan in one statement, later statements,
+//! other sessions of a server) while the series catalog, the label keys, the metric catalog
+//! and the clock snapshot stay the same.
 
 pub mod exec;
 pub mod pushdown;
@@ -111,14 +110,16 @@ pub struct SamplesTable {
     store: Arc<Store>,
     catalog: Arc<MetricCatalog>,
     clock: ClockVersion,
-    /// The per-series dictionary values and clock lookup of the last query, for the next.
-    dictionaries: Dictionaries,
+    /// The per-series dictionary values and clock lookup last built for this store, shared by
+    /// every table over it in this process.
+    dictionaries: Arc<Dictionaries>,
 }
 
 impl SamplesTable {
     /// A table over `store`, corrected with the newest clock models.
     pub fn new(store: Arc<Store>, catalog: Arc<MetricCatalog>) -> Self {
-        SamplesTable { store, catalog, clock: ClockVersion::Newest, dictionaries: Dictionaries::default() }
+        let dictionaries = Dictionaries::of(&store);
+        SamplesTable { store, catalog, clock: ClockVersion::Newest, dictionaries }
     }
 
     /// The same table corrected with a given clock-model version.
@@ -347,9 +348,9 @@ impl ScanPlan {
 
 /// The dictionary values per series id (metric, domain, entity, then each label) and the
 /// clock lookup of every series, as last built; reused while the series catalog, the label
-/// keys and the clock snapshot are the same. Building them reads every series key (about
-/// 12 ms for 20 k series with 15 label keys, by a profile), which a second scan of the same
-/// table should not pay again.
+/// keys, the metric catalog and the clock snapshot are the same. Building them reads every
+/// series key (about 12 ms for 20 k series with 15 label keys, by a profile), which later
+/// scans of the same store should not pay again.
 #[derive(Debug, Default)]
 pub(crate) struct Dictionaries(std::sync::Mutex<Option<BuiltDictionaries>>);
 
@@ -360,12 +361,31 @@ struct BuiltDictionaries {
     series: usize,
     last: Option<Arc<lockstep_engine::SeriesKey>>,
     labels: Vec<String>,
+    /// The metric catalog the `domain` and `entity` values come from.
+    catalog: MetricCatalog,
     clocks: Arc<ClockSet>,
     values: Arc<[ArrayRef]>,
     series_clocks: Arc<SeriesClocks>,
 }
 
 impl Dictionaries {
+    /// The dictionaries of `store`, shared by every session over it in this process
+    /// (`lockstep sql` and the servers build a session per statement): while the store is
+    /// open, a statement reuses what an earlier one built. Held until the store is dropped.
+    fn of(store: &Arc<Store>) -> Arc<Dictionaries> {
+        type Shared = Vec<(std::sync::Weak<Store>, Arc<Dictionaries>)>;
+        static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+        let mut all = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Only live stores stay, so a match is this allocation, not a dropped store's address.
+        all.retain(|(store, _)| store.strong_count() > 0);
+        if let Some((_, found)) = all.iter().find(|(s, _)| std::ptr::eq(s.as_ptr(), Arc::as_ptr(store))) {
+            return found.clone();
+        }
+        let made = Arc::new(Dictionaries::default());
+        all.push((Arc::downgrade(store), made.clone()));
+        made
+    }
+
     fn get(
         &self,
         store: &Store,
@@ -382,6 +402,7 @@ impl Dictionaries {
                         && b.last.as_ref().map(Arc::as_ptr) == keys.last().map(Arc::as_ptr)
                         && b.labels == labels
                         && Arc::ptr_eq(&b.clocks, &clocks)
+                        && b.catalog == *catalog
                 });
                 if !same {
                     let metric: StringArray = keys.iter().map(|k| Some(k.metric.as_str())).collect();
@@ -398,6 +419,7 @@ impl Dictionaries {
                         series: keys.len(),
                         last: keys.last().cloned(),
                         labels: labels.to_vec(),
+                        catalog: catalog.clone(),
                         series_clocks: Arc::new(SeriesClocks::for_keys(keys, clocks.clone())),
                         clocks,
                         values: cols.into(),

@@ -512,6 +512,23 @@ fn dictionaries_follow_new_series_labels_and_clock_models() {
     assert_eq!(count_metric("m"), 3 * 3_600);
     let again = table.dictionaries.0.lock().unwrap().as_ref().map(|b| b.values.clone()).unwrap();
     assert!(Arc::ptr_eq(&first, &again), "an unchanged catalog reuses the dictionaries");
+    // A new session over the same store (as `lockstep sql` and the servers make per
+    // statement) reuses them too; one with another metric catalog gets its own values.
+    let second = SessionContext::new();
+    second
+        .register_table("samples", Arc::new(SamplesTable::new(store.clone(), Arc::new(MetricCatalog::builtin()))))
+        .unwrap();
+    assert_eq!(query_i64(&second, "SELECT count(*) FROM samples WHERE metric = 'm'"), vec![3 * 3_600]);
+    let shared = table.dictionaries.0.lock().unwrap().as_ref().map(|b| b.values.clone()).unwrap();
+    assert!(Arc::ptr_eq(&first, &shared), "a second session over the store reuses them");
+    let mut custom = MetricCatalog::builtin();
+    let toml = "[[metric]]\nfamily = \"m\"\ndomain = \"storage\"\nkind = \"gauge\"\nunit = \"bytes\"\n\
+                class = \"throughput\"\nentity = \"node\"\nmeaning = \"a test gauge\"\n";
+    custom.extend_from_toml(toml).unwrap();
+    let third = SessionContext::new();
+    third.register_table("samples", Arc::new(SamplesTable::new(store.clone(), Arc::new(custom)))).unwrap();
+    assert_eq!(query_i64(&third, "SELECT count(*) FROM samples WHERE domain = 'storage'"), vec![3 * 3_600]);
+    assert_eq!(query_i64(&ctx, "SELECT count(*) FROM samples WHERE domain = 'storage'"), vec![0]);
 
     // A new series with a new metric and a new label key (written, not yet flushed).
     let key = SeriesKey::new("m2", [("host", "b"), ("rack", "r9")]);
