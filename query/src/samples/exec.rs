@@ -20,6 +20,7 @@ use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -41,6 +42,9 @@ pub struct SamplesExec {
     slices: Option<Arc<Vec<SeriesSlice>>>,
     limit: Option<usize>,
     properties: Arc<PlanProperties>,
+    /// Per output partition: rows produced and the time spent reading and converting
+    /// (`EXPLAIN ANALYZE`; `EXPLAIN ANALYZE VERBOSE` shows each partition).
+    metrics: ExecutionPlanMetricsSet,
 }
 
 /// What a [`SamplesExec`] needs to be rebuilt in another process over the same store.
@@ -73,7 +77,7 @@ impl SamplesExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        SamplesExec { job, assignment, slices: None, limit, properties }
+        SamplesExec { job, assignment, slices: None, limit, properties, metrics: ExecutionPlanMetricsSet::new() }
     }
 
     /// The same rows in `partitions` output partitions that each hold whole series: partition
@@ -420,6 +424,10 @@ impl ExecutionPlan for SamplesExec {
         Ok(Arc::new(stats))
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn execute(&self, partition: usize, ctx: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let schema = self.schema();
         let units = match self.assignment.get(partition) {
@@ -439,11 +447,19 @@ impl ExecutionPlan for SamplesExec {
         let mut left = self.limit.unwrap_or(usize::MAX);
         let wanted = left > 0;
         let reservation = MemoryConsumer::new(format!("SamplesScan[{partition}]")).register(ctx.memory_pool());
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
         builder.spawn_blocking(move || {
+            let elapsed = baseline.elapsed_compute().clone();
+            // Time spent in this thread, less the waits for the consumer to take a batch.
+            let mut timer = elapsed.timer();
             let emit = |batch: RecordBatch| {
                 let batch = if batch.num_rows() > left { batch.slice(0, left) } else { batch };
                 left -= batch.num_rows();
-                tx.blocking_send(Ok(batch)).is_ok() && left > 0
+                baseline.record_output(batch.num_rows());
+                timer.stop();
+                let sent = tx.blocking_send(Ok(batch)).is_ok();
+                timer = elapsed.timer();
+                sent && left > 0
             };
             let slice = slices.as_ref().and_then(|s| s.get(partition));
             if wanted && let Err(e) = run_scan(&schema, &job, &units, slice, &reservation, emit) {

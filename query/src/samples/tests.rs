@@ -580,6 +580,10 @@ fn whole_table_count_comes_from_row_counts_unless_sources_overlap() {
             let filtered = "SELECT count(*) FROM samples WHERE local_time >= to_timestamp_nanos(0)";
             assert_eq!(query_i64(&ctx, filtered), vec![rows]);
             assert!(plan_of(&ctx, filtered).contains("SamplesExec"));
+            // EXPLAIN ANALYZE shows what the scan produced and the time it took.
+            let analyzed = plan_of(&ctx, &format!("ANALYZE {filtered}"));
+            let scan = analyzed.lines().find(|l| l.contains("SamplesExec")).unwrap_or_default();
+            assert!(scan.contains("output_rows=") && scan.contains("elapsed_compute="), "{analyzed}");
             let limited = "SELECT count(*) FROM (SELECT value FROM samples LIMIT 5)";
             assert_eq!(query_i64(&ctx, limited), vec![5]);
         }
