@@ -163,10 +163,8 @@ impl RunTimes {
             return Err(format!("{} series ids but {} times", series.len(), time.len()));
         }
         let t = time.values();
-        let mut i = 0;
-        while i < series.len() {
-            let id = series[i];
-            let end = series[i..].iter().position(|&s| s != id).map_or(series.len(), |n| i + n);
+        for (id, rows) in id_runs(series) {
+            let (i, end) = (rows.start, rows.end);
             if self.series != Some(id) {
                 self.series = Some(id);
                 std::mem::swap(&mut self.previous, &mut self.current);
@@ -192,7 +190,6 @@ impl RunTimes {
                 }
             }
             out.extend_from_slice(&self.current[at..]);
-            i = end;
         }
         Ok(())
     }
@@ -225,25 +222,24 @@ fn append_batch(
     out.series.reserve(s.len());
     out.time.reserve(s.len());
     out.value.reserve(s.len());
-    for_each_run(s, |id, rows| {
-        if filter.series.is_none_or(|set| set.contains(id)) {
-            for i in rows {
-                if filter.time.is_none_or(|(lo, hi)| t[i] >= lo && t[i] < hi) {
-                    out.push(id, t[i], values[i]);
-                }
+    for (id, rows) in id_runs(s).filter(|(id, _)| filter.series.is_none_or(|set| set.contains(*id))) {
+        for i in rows {
+            if filter.time.is_none_or(|(lo, hi)| t[i] >= lo && t[i] < hi) {
+                out.push(id, t[i], values[i]);
             }
         }
-    });
+    }
     Ok(())
 }
 
-/// Calls `f(series, rows)` for each run of equal series ids, in order.
-pub(super) fn for_each_run(series: &[u32], mut f: impl FnMut(u32, std::ops::Range<usize>)) {
+/// The runs of equal series ids, in order: each id with its rows.
+pub(super) fn id_runs(series: &[u32]) -> impl Iterator<Item = (u32, std::ops::Range<usize>)> + '_ {
     let mut i = 0;
-    while i < series.len() {
-        let id = series[i];
+    std::iter::from_fn(move || {
+        let id = *series.get(i)?;
         let end = series[i..].iter().position(|&s| s != id).map_or(series.len(), |n| i + n);
-        f(id, i..end);
+        let rows = i..end;
         i = end;
-    }
+        Some((id, rows))
+    })
 }

@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::read::{RunTimes, check_schema, for_each_run, i64_range, u32_range};
+use super::read::{RunTimes, check_schema, i64_range, id_runs, u32_range};
 use super::valuestats::{self, GroupRanges, RunRange, ValueRange};
 use super::{RowFilter, decode_values};
 use crate::error::{Error, Result};
@@ -387,11 +387,9 @@ fn series_runs(
     wanted: impl Fn(u32, usize) -> bool,
 ) -> std::result::Result<Vec<RowSelector>, String> {
     let mut out: Vec<RowSelector> = Vec::new();
-    let mut i = 0;
     let mut index = 0;
-    while i < series.len() {
-        let id = series[i];
-        let run = series[i..].iter().take_while(|&&s| s == id).count();
+    for (id, rows) in id_runs(series) {
+        let run = rows.len();
         if let Some(expected) = expected
             && expected.get(index).is_none_or(|r| r.rows as usize != run)
         {
@@ -402,7 +400,6 @@ fn series_runs(
             Some(last) if last.skip != select => last.row_count += run,
             _ => out.push(if select { RowSelector::select(run) } else { RowSelector::skip(run) }),
         }
-        i += run;
         index += 1;
     }
     if let Some(expected) = expected
@@ -460,13 +457,11 @@ pub(crate) fn retain(chunk: &mut Chunk, filter: &RowFilter<'_>) {
     if chunk.series.is_empty() {
         keep(chunk, 0..chunk.len);
     } else {
-        let mut runs = Vec::new();
-        for_each_run(&chunk.series, |id, rows| {
-            if filter.series.is_none_or(|set| set.contains(id)) {
-                runs.push(rows);
-            }
-        });
-        for rows in runs {
+        let wanted: Vec<_> = id_runs(&chunk.series)
+            .filter(|(id, _)| filter.series.is_none_or(|set| set.contains(*id)))
+            .map(|(_, rows)| rows)
+            .collect();
+        for rows in wanted {
             keep(chunk, rows);
         }
     }
