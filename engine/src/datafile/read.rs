@@ -195,6 +195,87 @@ impl RunTimes {
     }
 }
 
+/// One run of equal series ids in a row group: the id and its rows.
+pub(super) type SeriesRun = (u32, std::ops::Range<usize>);
+
+/// The times of one series run while resolving a row group: its stored rows, or resolved
+/// times where it shares some.
+enum RunView {
+    Stored(std::ops::Range<usize>),
+    Resolved(Vec<i64>),
+}
+
+/// Appends to `out` the times of the runs `runs` (each id with its rows, covering the whole
+/// row group whose stored times are `time`) for which `wanted(run index)` holds. A run
+/// with null times shares the previous run's; those are followed without copying, so the
+/// unwanted runs cost nothing but their null count. Only a run mixing stored and shared times
+/// is resolved into a buffer.
+pub(super) fn resolve_times(
+    runs: &[SeriesRun],
+    time: &Int64Array,
+    wanted: impl Fn(usize) -> bool,
+    out: &mut Vec<i64>,
+) -> std::result::Result<(), String> {
+    let t = time.values();
+    if runs.last().map_or(0, |(_, r)| r.end) != time.len() {
+        return Err(format!("{} times for series runs of {} rows", time.len(), runs.last().map_or(0, |(_, r)| r.end)));
+    }
+    let Some(nulls) = time.nulls() else {
+        for (i, (_, rows)) in runs.iter().enumerate() {
+            if wanted(i) {
+                out.extend_from_slice(&t[rows.clone()]);
+            }
+        }
+        return Ok(());
+    };
+    let mut previous: Option<RunView> = None;
+    for (i, (id, rows)) in runs.iter().enumerate() {
+        let n = rows.len();
+        let missing_here = nulls.slice(rows.start, n).null_count();
+        let current = if missing_here == 0 {
+            RunView::Stored(rows.clone())
+        } else {
+            let have = match &previous {
+                Some(RunView::Stored(r)) => r.len(),
+                Some(RunView::Resolved(v)) => v.len(),
+                None => 0,
+            };
+            if missing_here == n {
+                if have < n {
+                    return Err(missing(*id, have));
+                }
+                match previous.take() {
+                    Some(RunView::Stored(r)) => RunView::Stored(r.start..r.start + n),
+                    Some(RunView::Resolved(mut v)) => {
+                        v.truncate(n);
+                        RunView::Resolved(v)
+                    }
+                    None => return Err(missing(*id, 0)),
+                }
+            } else {
+                let shared: &[i64] = match &previous {
+                    Some(RunView::Stored(r)) => &t[r.clone()],
+                    Some(RunView::Resolved(v)) => v,
+                    None => &[],
+                };
+                let mut v = Vec::with_capacity(n);
+                for (pos, k) in rows.clone().enumerate() {
+                    v.push(if nulls.is_valid(k) { t[k] } else { *shared.get(pos).ok_or_else(|| missing(*id, pos))? });
+                }
+                RunView::Resolved(v)
+            }
+        };
+        if wanted(i) {
+            match &current {
+                RunView::Stored(r) => out.extend_from_slice(&t[r.clone()]),
+                RunView::Resolved(v) => out.extend_from_slice(v),
+            }
+        }
+        previous = Some(current);
+    }
+    Ok(())
+}
+
 fn missing(series: u32, position: usize) -> String {
     format!("series {series}: null time at run position {position} with no earlier run to share")
 }
@@ -233,7 +314,7 @@ fn append_batch(
 }
 
 /// The runs of equal series ids, in order: each id with its rows.
-pub(super) fn id_runs(series: &[u32]) -> impl Iterator<Item = (u32, std::ops::Range<usize>)> + '_ {
+pub(super) fn id_runs(series: &[u32]) -> impl Iterator<Item = SeriesRun> + '_ {
     let mut i = 0;
     std::iter::from_fn(move || {
         let id = *series.get(i)?;

@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::read::{RunTimes, check_schema, i64_range, id_runs, u32_range};
+use super::read::{SeriesRun, check_schema, i64_range, id_runs, resolve_times, u32_range};
 use super::valuestats::{self, GroupRanges, RunRange, ValueRange};
 use super::{RowFilter, decode_values};
 use crate::error::{Error, Result};
@@ -205,11 +205,14 @@ impl FileFooter {
     /// the filter needs). A group the filter covers entirely and from which no column is asked
     /// is answered from the footer's row count without reading anything.
     ///
-    /// With a series filter the read has two phases: the series ids (and times) first, then
+    /// With a series filter the read has two phases: the series runs (and times) first, then
     /// the value columns only for the runs of wanted series (a Parquet row selection), and not
     /// at all — not even fetched — when the group holds none. Rows are sorted by series and a
     /// difference-coded value refers to the row before it in its run, so whole runs are
-    /// selected; the time filter applies afterwards.
+    /// selected; the time filter applies afterwards. Shared timestamps are resolved, and rows
+    /// copied, for the wanted runs only. Where the value statistics prove that the group holds
+    /// every id between its smallest and largest once (`GroupRanges::per_run`), the series
+    /// column is not decoded at all: its runs are those ids with the recorded run lengths.
     pub fn read_group(
         &self,
         storage: &dyn Storage,
@@ -241,78 +244,138 @@ impl FileFooter {
             return Ok(Chunk { len: rows, ..Chunk::default() });
         }
         let context = |e: String| invalid(format!("row group {group}: {e}"));
-        let mut out = Chunk { len: rows, ..Chunk::default() };
+        let known_runs = if need_series { self.runs_from_stats(group, &stats, rows)? } else { None };
+        let decode_series = need_series && known_runs.is_none();
+        // Whole runs are selected (by series, and by recorded values when values are read).
+        let select = need_series && (filter_series || filter_value);
         let mut leaves = Vec::new();
-        if need_series {
+        if decode_series {
             leaves.push(0);
         }
         if need_time {
             leaves.push(1);
         }
-        // Phase 1: the key columns (and the values too when no series filter can skip rows).
-        let values_now = need_value && !((filter_series || filter_value) && need_series);
+        // Phase 1: the key columns (and the values too when no run is selected).
+        let values_now = need_value && !select;
         if values_now {
             leaves.extend([2, 3, 4]);
         }
         let decoded = self.decode(storage, group, &leaves, None)?;
         let mut next = decoded.iter();
-        if need_series {
-            let series = next.next().ok_or_else(|| context("series not decoded".into()))?;
-            let series = downcast::<UInt32Array>(series).map_err(context)?;
-            if series.null_count() > 0 {
+        let mut series = Vec::new();
+        if decode_series {
+            let array = next.next().ok_or_else(|| context("series not decoded".into()))?;
+            let array = downcast::<UInt32Array>(array).map_err(context)?;
+            if array.null_count() > 0 {
                 return Err(context("null series_id".into()));
             }
-            out.series = series.values().to_vec();
+            if array.len() != rows {
+                return Err(context("columns differ in length".into()));
+            }
+            series = array.values().to_vec();
         }
-        if need_time {
+        let runs: Vec<SeriesRun> = match known_runs {
+            Some(runs) => runs,
+            None => id_runs(&series).collect(),
+        };
+        let time = if need_time {
             let time = next.next().ok_or_else(|| context("time not decoded".into()))?;
             let time = downcast::<Int64Array>(time).map_err(context)?;
-            if time.null_count() == 0 {
-                out.time = time.values().to_vec();
-            } else {
-                out.time.reserve(time.len());
-                RunTimes::default().extend(&out.series, time, &mut out.time).map_err(context)?;
+            if time.len() != rows {
+                return Err(context("columns differ in length".into()));
             }
-        }
+            Some(time)
+        } else {
+            None
+        };
+        let mut out = Chunk { len: rows, ..Chunk::default() };
         if values_now {
             let v: Vec<&arrow::array::ArrayRef> = next.collect();
             out.value = decode_value_columns(&v).map_err(context)?;
+            if out.value.len() != rows {
+                return Err(context("columns differ in length".into()));
+            }
         }
-        if [
-            need_series.then_some(out.series.len()),
-            need_time.then_some(out.time.len()),
-            values_now.then_some(out.value.len()),
-        ]
-        .into_iter()
-        .flatten()
-        .any(|n| n != out.len)
-        {
-            return Err(context("columns differ in length".into()));
+        let wanted: Vec<bool> = if select {
+            if let Some(expected) = value_runs {
+                check_runs(&runs, expected).map_err(context)?;
+            }
+            let set = filter.series;
+            runs.iter()
+                .enumerate()
+                .map(|(i, (id, _))| {
+                    set.is_none_or(|set| set.contains(*id))
+                        && value_runs
+                            .zip(filter.value)
+                            .is_none_or(|(r, range)| r.get(i).is_none_or(|r| range.may_hold(r)))
+                })
+                .collect()
+        } else {
+            vec![true; runs.len()]
+        };
+        if let Some(time) = time {
+            resolve_times(&runs, time, |i| wanted[i], &mut out.time).map_err(context)?;
+        }
+        if need_series {
+            if !select && decode_series {
+                out.series = series;
+            } else {
+                for ((id, rows), _) in runs.iter().zip(&wanted).filter(|(_, w)| **w) {
+                    out.series.resize(out.series.len() + rows.len(), *id);
+                }
+            }
+            out.len = out.series.len();
         }
         if need_value && !values_now {
-            // Phase 2: keep the runs of wanted series whose values may be wanted, then decode
-            // their values only.
-            let set = filter.series;
-            let wanted_values = value_runs.zip(filter.value);
-            let selectors = series_runs(&out.series, wanted_values.map(|(runs, _)| runs), |s, run| {
-                set.is_none_or(|set| set.contains(s))
-                    && wanted_values.is_none_or(|(runs, range)| runs.get(run).is_none_or(|r| range.may_hold(r)))
-            })
-            .map_err(context)?;
-            let kept = keep_runs(&mut out, &selectors);
-            if kept > 0 {
-                let selection = RowSelection::from(selectors);
-                let v = self.decode(storage, group, &[2, 3, 4], Some(selection))?;
+            // Phase 2: the values of the selected runs only.
+            let mut selectors: Vec<RowSelector> = Vec::new();
+            for ((_, rows), &select) in runs.iter().zip(&wanted) {
+                match selectors.last_mut() {
+                    Some(last) if last.skip != select => last.row_count += rows.len(),
+                    _ => selectors.push(if select {
+                        RowSelector::select(rows.len())
+                    } else {
+                        RowSelector::skip(rows.len())
+                    }),
+                }
+            }
+            if out.len > 0 {
+                let v = self.decode(storage, group, &[2, 3, 4], Some(RowSelection::from(selectors)))?;
                 out.value = decode_value_columns(&v.iter().collect::<Vec<_>>()).map_err(context)?;
-                if out.value.len() != kept {
+                if out.value.len() != out.len {
                     return Err(context("selected values differ in length".into()));
                 }
             }
         }
-        if filter_time || filter_series {
-            retain(&mut out, filter);
+        if need_time && out.time.len() != out.len {
+            return Err(context("columns differ in length".into()));
+        }
+        if filter_time {
+            // The series filter is applied (whole runs); what is left is the time bound.
+            retain(&mut out, &RowFilter { time: filter.time, series: None, value: None });
         }
         Ok(out)
+    }
+
+    /// The series runs of row group `group` from its value statistics, without decoding the
+    /// series column: when the group has one run per id from its smallest to its largest id
+    /// (as many runs as ids; rows are sorted by series, so each id is one run), the runs are
+    /// those ids in order, with the recorded lengths. `None` when that is not proven.
+    fn runs_from_stats(&self, group: usize, stats: &GroupStats, rows: usize) -> Result<Option<Vec<SeriesRun>>> {
+        let (Some(ranges), Some((lo, hi))) = (self.value_ranges(group)?, stats.series) else {
+            return Ok(None);
+        };
+        if !ranges.per_run || lo > hi || ranges.runs.len() as u64 != u64::from(hi - lo) + 1 {
+            return Ok(None);
+        }
+        let mut at = 0usize;
+        let mut runs = Vec::with_capacity(ranges.runs.len());
+        for (id, run) in (lo..=hi).zip(&ranges.runs) {
+            let end = at.saturating_add(run.rows as usize);
+            runs.push((id, at..end));
+            at = end;
+        }
+        Ok((at == rows).then_some(runs))
     }
 
     /// Fetches the column chunks of `leaves` in row group `group` (one read each) and decodes
@@ -378,56 +441,20 @@ fn decode_value_columns(v: &[&arrow::array::ArrayRef]) -> std::result::Result<Ve
     decode_values(downcast::<Int64Array>(vint)?, downcast::<Int8Array>(vscale)?, downcast::<Float64Array>(vfloat)?)
 }
 
-/// Select/skip runs of rows sorted by series: run `i` (of series `s`) is selected when
-/// `wanted(s, i)`. With `expected` (the runs recorded in the file's value statistics) the runs
-/// found must be exactly those.
-fn series_runs(
-    series: &[u32],
-    expected: Option<&[RunRange]>,
-    wanted: impl Fn(u32, usize) -> bool,
-) -> std::result::Result<Vec<RowSelector>, String> {
-    let mut out: Vec<RowSelector> = Vec::new();
-    let mut index = 0;
-    for (id, rows) in id_runs(series) {
-        let run = rows.len();
-        if let Some(expected) = expected
-            && expected.get(index).is_none_or(|r| r.rows as usize != run)
-        {
-            return Err(format!("value statistics do not match series run {index} ({run} rows of series {id})"));
+/// Checks that `runs` are the series runs recorded in the file's value statistics.
+fn check_runs(runs: &[SeriesRun], expected: &[RunRange]) -> std::result::Result<(), String> {
+    for (index, (id, rows)) in runs.iter().enumerate() {
+        if expected.get(index).is_none_or(|r| r.rows as usize != rows.len()) {
+            return Err(format!(
+                "value statistics do not match series run {index} ({} rows of series {id})",
+                rows.len()
+            ));
         }
-        let select = wanted(id, index);
-        match out.last_mut() {
-            Some(last) if last.skip != select => last.row_count += run,
-            _ => out.push(if select { RowSelector::select(run) } else { RowSelector::skip(run) }),
-        }
-        index += 1;
     }
-    if let Some(expected) = expected
-        && expected.len() != index
-    {
-        return Err(format!("value statistics list {} series runs, the row group has {index}", expected.len()));
+    if expected.len() != runs.len() {
+        return Err(format!("value statistics list {} series runs, the row group has {}", expected.len(), runs.len()));
     }
-    Ok(out)
-}
-
-/// Keeps the series and time rows of the selected runs; returns how many rows are kept.
-fn keep_runs(chunk: &mut Chunk, selectors: &[RowSelector]) -> usize {
-    let mut w = 0;
-    let mut r = 0;
-    for sel in selectors {
-        if !sel.skip {
-            chunk.series.copy_within(r..r + sel.row_count, w);
-            if !chunk.time.is_empty() {
-                chunk.time.copy_within(r..r + sel.row_count, w);
-            }
-            w += sel.row_count;
-        }
-        r += sel.row_count;
-    }
-    chunk.series.truncate(w);
-    chunk.time.truncate(w);
-    chunk.len = w;
-    w
+    Ok(())
 }
 
 fn downcast<T: 'static>(a: &arrow::array::ArrayRef) -> std::result::Result<&T, String> {

@@ -354,3 +354,165 @@ fn series_filter_selects_value_runs_and_skips_groups_without_them() {
     let reads = observed.reads();
     assert_eq!(reads.len(), 1, "only the series_id column chunk: {reads:?}");
 }
+
+/// The split reader against the rows written, on groups whose runs are long enough for value
+/// statistics per run: with every id from the smallest to the largest (the series column is
+/// then not even fetched: the runs come from the statistics) and with gaps between ids (it
+/// is decoded), with timestamps stored, shared in full, shared as a prefix and mixed, under
+/// series, time and value filters and every choice of columns.
+#[test]
+fn runs_from_value_statistics_and_wanted_times_equal_the_rows_written() {
+    use crate::storage::{FaultyStorage, Storage};
+    let t0 = 1_700_000_000_000_000_000i64;
+    for gaps in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.parquet");
+        let mut rows = Rows::default();
+        for k in 0..150u32 {
+            let s = if gaps { 2 * k } else { k };
+            // Three hosts' scrapes: the first of each three stores its times, the second
+            // differs from it at every 100th row (a mixed run), the third repeats the second
+            // (shared in full, through the mixed one), every fifth run is a prefix.
+            let len = if k % 5 == 4 { 1_900 } else { 2_000 };
+            for i in 0..len {
+                let base = t0 + i * 1_000_000_000 + i64::from(k / 3) * 7;
+                let t = if k % 3 != 0 && i % 100 == 0 { base + 1_000_000 } else { base };
+                let v = match k % 4 {
+                    0 => (i * i64::from(k + 1)) as f64,
+                    1 => (i % 97) as f64 / 100.0,
+                    2 => (f64::from(k) + i as f64 * 0.37).sin(),
+                    _ => i as f64,
+                };
+                rows.push(s, t, v);
+            }
+        }
+        write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
+        let footer = FileFooter::read(&OsStorage, &path).unwrap();
+        let groups = footer.groups();
+        assert!(groups.len() >= 2, "runs cross a row-group boundary");
+        assert!((0..groups.len()).all(|g| footer.value_ranges(g).unwrap().is_some_and(|r| r.per_run)));
+        let ids: Vec<u32> = (0..150).map(|k| if gaps { 2 * k } else { k }).collect();
+        let sets: Vec<RoaringBitmap> = vec![
+            ids.iter().copied().step_by(3).collect(),
+            ids.iter().copied().skip(1).step_by(3).collect(),
+            [ids[2], ids[100]].into_iter().collect(),
+            ids.iter().copied().filter(|&s| s != ids[77]).collect(),
+        ];
+        let window = Some((t0 + 300 * 1_000_000_000, t0 + 1_950 * 1_000_000_000));
+        let columns = [
+            Columns::ALL,
+            Columns { value: true, ..Columns::NONE },
+            Columns { time: true, ..Columns::NONE },
+            Columns { series: true, ..Columns::NONE },
+            Columns::NONE,
+        ];
+        let values = [None, ValueRange::new(0.5, 0.9), ValueRange::new(1.0e5, f64::INFINITY)];
+        for set in sets.iter().map(Some).chain([None]) {
+            for time in [None, window] {
+                for value in values {
+                    let filter = RowFilter { time, series: set, value };
+                    let keep = |i: usize| {
+                        filter.matches(rows.series[i], rows.time[i])
+                            && value.is_none_or(|r| rows.value[i] >= r.lo && rows.value[i] <= r.hi)
+                    };
+                    let want: Vec<usize> = (0..rows.len()).filter(|&i| keep(i)).collect();
+                    for cols in columns {
+                        let mut got = Rows::default();
+                        let mut count = 0;
+                        for g in 0..groups.len() {
+                            let c = footer.read_group(&OsStorage, g, cols, &filter).unwrap();
+                            count += c.len;
+                            got.extend_from(&Rows { series: c.series, time: c.time, value: c.value });
+                        }
+                        let case = format!("gaps {gaps}, {set:?}, {time:?}, {value:?}, {cols:?}");
+                        // The value range is a hint: rows outside it may come back; keep the
+                        // ones inside and compare those.
+                        let inside: Vec<usize> = (0..count)
+                            .filter(|&i| {
+                                value.is_none()
+                                    || !cols.value
+                                    || got
+                                        .value
+                                        .get(i)
+                                        .is_some_and(|v| *v >= value.unwrap().lo && *v <= value.unwrap().hi)
+                            })
+                            .collect();
+                        if value.is_none() || !cols.value {
+                            let want_len =
+                                (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).count();
+                            assert_eq!(count, want_len, "{case}");
+                        } else {
+                            assert_eq!(inside.len(), want.len(), "{case}");
+                        }
+                        if cols.series {
+                            let a: Vec<u32> = inside.iter().map(|&i| got.series[i]).collect();
+                            let b: Vec<u32> = want.iter().map(|&i| rows.series[i]).collect();
+                            if value.is_some() && cols.value {
+                                assert_eq!(a, b, "{case}");
+                            } else {
+                                let all: Vec<u32> = (0..rows.len())
+                                    .filter(|&i| filter.matches(rows.series[i], rows.time[i]))
+                                    .map(|i| rows.series[i])
+                                    .collect();
+                                assert_eq!(got.series, all, "{case}");
+                            }
+                        }
+                        if cols.time && (value.is_none() || !cols.value) {
+                            let all: Vec<i64> = (0..rows.len())
+                                .filter(|&i| filter.matches(rows.series[i], rows.time[i]))
+                                .map(|i| rows.time[i])
+                                .collect();
+                            assert_eq!(got.time, all, "{case}");
+                        }
+                        if cols.value && cols.time {
+                            let a: Vec<(i64, u64)> =
+                                inside.iter().map(|&i| (got.time[i], got.value[i].to_bits())).collect();
+                            let b: Vec<(i64, u64)> =
+                                want.iter().map(|&i| (rows.time[i], rows.value[i].to_bits())).collect();
+                            assert_eq!(a, b, "{case}");
+                        }
+                    }
+                }
+            }
+        }
+        // The series column is fetched only where the ids have gaps.
+        let observed = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+        let set: RoaringBitmap = [ids[2]].into_iter().collect();
+        observed.record_reads();
+        let filter = RowFilter { time: None, series: Some(&set), value: None };
+        let c =
+            footer.read_group(&observed as &dyn Storage, 0, Columns { value: true, ..Columns::NONE }, &filter).unwrap();
+        assert_eq!(c.len, 2_000);
+        let reads = observed.reads();
+        // Without gaps: the three value columns only; with gaps: the series column too.
+        assert_eq!(reads.len(), if gaps { 4 } else { 3 }, "{reads:?}");
+    }
+}
+
+/// A run mixing stored and shared times (another writer may produce one), and runs sharing
+/// through it, resolve the same in the split reader whichever runs are wanted.
+#[test]
+fn mixed_shared_runs_resolve_for_any_wanted_subset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.parquet");
+    let time = Int64Array::from(vec![Some(10), Some(20), Some(30), None, Some(25), None, None, None, Some(5)]);
+    write_raw(&path, time, vec![0, 0, 0, 1, 1, 1, 2, 2, 3]);
+    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let all = [(0u32, 10i64), (0, 20), (0, 30), (1, 10), (1, 25), (1, 30), (2, 10), (2, 25), (3, 5)];
+    for mask in 0u32..16 {
+        let set: RoaringBitmap = (0..4).filter(|s| mask & (1 << s) != 0).collect();
+        for time in [None, Some((11, 30))] {
+            let filter = RowFilter { time, series: Some(&set), value: None };
+            let c = footer.read_group(&OsStorage, 0, Columns::ALL, &filter).unwrap();
+            let got: Vec<(u32, i64)> = c.series.iter().copied().zip(c.time.iter().copied()).collect();
+            let want: Vec<(u32, i64)> = all.iter().copied().filter(|&(s, t)| filter.matches(s, t)).collect();
+            assert_eq!(got, want, "{set:?} {time:?}");
+        }
+    }
+    // A first run with nothing to share from is an error, wanted or not.
+    write_raw(&path, Int64Array::from(vec![None, Some(1), Some(2)]), vec![0, 1, 1]);
+    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let set: RoaringBitmap = [1u32].into_iter().collect();
+    let filter = RowFilter { time: None, series: Some(&set), value: None };
+    assert!(matches!(footer.read_group(&OsStorage, 0, Columns::ALL, &filter), Err(Error::DataFileInvalid { .. })));
+}

@@ -20,7 +20,7 @@ use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet, RecordOutput};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -455,7 +455,8 @@ impl ExecutionPlan for SamplesExec {
             let emit = |batch: RecordBatch| {
                 let batch = if batch.num_rows() > left { batch.slice(0, left) } else { batch };
                 left -= batch.num_rows();
-                baseline.record_output(batch.num_rows());
+                // Rows, batches and bytes.
+                let batch = batch.record_output(&baseline);
                 timer.stop();
                 let sent = tx.blocking_send(Ok(batch)).is_ok();
                 timer = elapsed.timer();

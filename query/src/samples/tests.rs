@@ -584,6 +584,11 @@ fn whole_table_count_comes_from_row_counts_unless_sources_overlap() {
             let analyzed = plan_of(&ctx, &format!("ANALYZE {filtered}"));
             let scan = analyzed.lines().find(|l| l.contains("SamplesExec")).unwrap_or_default();
             assert!(scan.contains("output_rows=") && scan.contains("elapsed_compute="), "{analyzed}");
+            // Batches and bytes are counted too (they stayed 0 when only rows were recorded).
+            for counted in ["output_batches=", "output_bytes="] {
+                let shown = scan.split(counted).nth(1).unwrap_or_default();
+                assert!(!shown.is_empty() && !shown.starts_with('0'), "{counted} in {analyzed}");
+            }
             let limited = "SELECT count(*) FROM (SELECT value FROM samples LIMIT 5)";
             assert_eq!(query_i64(&ctx, limited), vec![5]);
         }
