@@ -182,6 +182,8 @@ impl Service {
             planned = plan => planned.map_err(|e| status(&e))?,
             e = &mut stop => return Err(e),
         };
+        // What GetFlightInfo announced (`sent_schema`): string views go out as strings.
+        let schema = Arc::new(sent_schema(&schema));
         let sent = schema.clone();
         let batches = batches.map(move |batch| {
             let _registered = &registered;
@@ -248,8 +250,9 @@ impl Service {
     }
 }
 
-/// The schema of a result as the client receives it: timestamps without a zone in UTC, and
-/// dictionary-encoded columns (labels) as their values (the encoder sends them so).
+/// The schema of a result as the client receives it: timestamps without a zone in UTC,
+/// dictionary-encoded columns as their values (the encoder sends them so), and string views
+/// (the samples table's labels) as plain strings, which every Flight SQL client reads.
 fn sent_schema(schema: &Schema) -> Schema {
     let wire = wire_schema(schema, UTC);
     let fields: Vec<Field> = wire
@@ -257,6 +260,8 @@ fn sent_schema(schema: &Schema) -> Schema {
         .iter()
         .map(|f| match f.data_type() {
             DataType::Dictionary(_, values) => f.as_ref().clone().with_data_type(values.as_ref().clone()),
+            DataType::Utf8View => f.as_ref().clone().with_data_type(DataType::Utf8),
+            DataType::BinaryView => f.as_ref().clone().with_data_type(DataType::Binary),
             _ => f.as_ref().clone(),
         })
         .collect();

@@ -19,8 +19,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, RecordBatch, UInt32Array};
-use arrow::datatypes::{Field, Int32Type, Schema};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow::datatypes::{Field, Schema};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -306,13 +306,7 @@ pub fn series_set(
     let mut fields: Vec<Field> = names
         .iter()
         .zip(dict_values)
-        .map(|(name, values)| {
-            let t = arrow::datatypes::DataType::Dictionary(
-                Box::new(arrow::datatypes::DataType::Int32),
-                Box::new(values.data_type().clone()),
-            );
-            Field::new(*name, t, true)
-        })
+        .map(|(name, values)| Field::new(*name, values.data_type().clone(), true))
         .collect();
     fields.push(Field::new("series_id", arrow::datatypes::DataType::UInt32, false));
     let schema = Arc::new(Schema::new(fields));
@@ -323,10 +317,9 @@ pub fn series_set(
         }
         // One row per series still kept: dictionary columns keyed by the series id.
         let ids = UInt32Array::from_iter_values(keep.iter());
-        let keys = arrow::array::Int32Array::from_iter_values(ids.values().iter().map(|&id| id as i32));
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
         for values in dict_values.iter().take(names.len()) {
-            columns.push(Arc::new(DictionaryArray::<Int32Type>::try_new(keys.clone(), Arc::clone(values))?));
+            columns.push(arrow::compute::take(values.as_ref(), &ids, None)?);
         }
         columns.push(Arc::new(ids.clone()));
         let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
