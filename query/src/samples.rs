@@ -69,8 +69,11 @@ use roaring::RoaringBitmap;
 use pushdown::Pushdown;
 use read::SeriesClocks;
 
-/// Rows per output batch.
-const BATCH_ROWS: usize = 64 * 1024;
+/// Rows per output batch: a whole row group (or merge chunk) of decoded rows. A batch that is a
+/// slice of a larger buffer is counted with the whole buffer by DataFusion's memory accounting
+/// (a sort reserves `get_record_batch_memory_size` per batch), so slicing a row group into
+/// four batches counted it four times.
+const BATCH_ROWS: usize = lockstep_engine::datafile::ROW_GROUP_ROWS;
 
 /// Fixed columns before the label columns.
 pub const FIXED_COLUMNS: [&str; 8] =

@@ -205,6 +205,12 @@ impl SamplesExec {
         exec
     }
 
+    /// The per-series string arrays this scan gathers its string columns from.
+    #[cfg(test)]
+    pub(super) fn dict_values(&self) -> Arc<[arrow::array::ArrayRef]> {
+        self.job.plan.dict_values.clone()
+    }
+
     /// This scan in a form [`Self::from_portable`] rebuilds in another process.
     pub fn to_portable(&self) -> DfResult<PortableSamples> {
         let job = &self.job;
@@ -232,7 +238,9 @@ impl SamplesExec {
 
     /// Rebuilds a scan described by [`Self::to_portable`] over `store` (the same dataset,
     /// opened by this process) with `catalog` for the `domain` and `entity` columns.
-    pub fn from_portable(store: &Store, catalog: &MetricCatalog, p: &PortableSamples) -> DfResult<SamplesExec> {
+    /// The dictionaries come from the process-wide cache of `store` (a worker serves many
+    /// scans over the same snapshot).
+    pub fn from_portable(store: &Arc<Store>, catalog: &MetricCatalog, p: &PortableSamples) -> DfResult<SamplesExec> {
         let full = schema_for(&p.labels);
         if let Some(&bad) = p.output.iter().find(|&&c| c >= full.fields().len()) {
             return Err(DataFusionError::Plan(format!("samples scan: output column {bad} of {}", full.fields().len())));
@@ -244,7 +252,7 @@ impl SamplesExec {
             Some(scan) => Some(store.split_scan_portable(scan).map_err(engine_err)?),
         };
         let request = p.scan.as_ref().map(|s| ScanRequest { time: s.time, series: s.series.clone(), value: s.value });
-        let cache = super::Dictionaries::default();
+        let cache = super::Dictionaries::of(store);
         let source = super::DictSource { store, catalog, cache: &cache };
         let plan = ScanPlan::for_request(source, clocks, &p.labels, request)?;
         let units = split.as_ref().map_or(0, |s| s.units().len());

@@ -539,6 +539,21 @@ fn dictionaries_follow_new_series_labels_and_clock_models() {
     assert_eq!(query_i64(&second, "SELECT count(*) FROM samples WHERE metric = 'm'"), vec![3 * 3_600]);
     let shared = table.dictionaries.0.lock().unwrap().as_ref().map(|b| b.values.clone()).unwrap();
     assert!(Arc::ptr_eq(&first, &shared), "a second session over the store reuses them");
+    // So does a scan rebuilt from its portable form (a distributed worker's, per request).
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let physical = rt.block_on(async {
+        second.sql("SELECT value FROM samples WHERE metric = 'm'").await.unwrap().create_physical_plan().await.unwrap()
+    });
+    let mut scans = vec![physical];
+    let portable = loop {
+        let node = scans.pop().expect("a SamplesExec in the plan");
+        if let Some(exec) = node.downcast_ref::<exec::SamplesExec>() {
+            break exec.to_portable().unwrap();
+        }
+        scans.extend(node.children().into_iter().cloned());
+    };
+    let rebuilt = exec::SamplesExec::from_portable(&store, &MetricCatalog::builtin(), &portable).unwrap();
+    assert!(Arc::ptr_eq(&first, &rebuilt.dict_values()), "a rebuilt scan reuses them");
     let mut custom = MetricCatalog::builtin();
     let toml = "[[metric]]\nfamily = \"m\"\ndomain = \"storage\"\nkind = \"gauge\"\nunit = \"bytes\"\n\
                 class = \"throughput\"\nentity = \"node\"\nmeaning = \"a test gauge\"\n";
@@ -610,5 +625,32 @@ fn whole_table_count_comes_from_row_counts_unless_sources_overlap() {
             let limited = "SELECT count(*) FROM (SELECT value FROM samples LIMIT 5)";
             assert_eq!(query_i64(&ctx, limited), vec![5]);
         }
+    }
+}
+
+/// The scan's batches hold their own rows: DataFusion's per-batch memory accounting (what a sort
+/// reserves) adds up to about the bytes of the rows, not to a row group's buffers once per
+/// slice (four times with batches of 64 k rows), also under series and time filters.
+#[test]
+fn batch_memory_accounting_matches_the_rows() {
+    use datafusion::common::utils::memory::get_record_batch_memory_size;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _faulty) = observed_store(dir.path());
+    let ctx = SessionContext::new_with_config(datafusion::prelude::SessionConfig::new().with_target_partitions(1));
+    ctx.register_table("samples", Arc::new(SamplesTable::new(store, Arc::new(MetricCatalog::builtin())))).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for (sql, bytes_per_row) in [
+        ("SELECT value FROM samples", 8),
+        ("SELECT value, local_time FROM samples WHERE local_time < to_timestamp_nanos(0) + INTERVAL '1' SECOND", 16),
+        ("SELECT value FROM samples WHERE dev = 'd7'", 8),
+        ("SELECT value, local_time FROM samples WHERE dev IN ('d7', 'd8')", 16),
+    ] {
+        let sql = sql.replace("to_timestamp_nanos(0)", &format!("to_timestamp_nanos({})", H + 1_000 * SEC));
+        let batches = rt.block_on(async { ctx.sql(&sql).await.unwrap().collect().await.unwrap() });
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let counted: usize = batches.iter().map(get_record_batch_memory_size).sum();
+        assert!(rows > 0, "{sql}");
+        let allowed = rows * bytes_per_row * 3 / 2 + 4096;
+        assert!(counted <= allowed, "{sql}: {counted} bytes counted for {rows} rows in {} batches", batches.len());
     }
 }
