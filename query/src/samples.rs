@@ -4,8 +4,8 @@
 //! `series_id` (UInt32), `domain` and `entity` (from the metric catalog; null for unknown
 //! metrics), `local_time` (Timestamp ns, the raw timestamp in the clock of `host`),
 //! `time_uncertainty` (Int64 ns, the clock model's bound; null when the host has no clock
-//! model), then one nullable dictionary-encoded string column per label key (`host` first, then
-//! in first-seen order).
+//! model), then one nullable string column per label key (`host` first, then in first-seen
+//! order). `metric`, `domain`, `entity` and the labels are `Utf8View`.
 //!
 //! Clock correction happens here, at read time, from one snapshot of the store's clock models
 //! (the newest version, or a pinned one for reproducibility): `time = local_time − θ_host(local_time)`
@@ -29,12 +29,12 @@
 //!
 //! Only what the query projects is decoded and built: values only for `value`, local times only
 //! for `time`, `local_time` and `time_uncertainty` (clock correction only for `time` and
-//! `time_uncertainty`), series ids only for the columns derived from the series; dictionary
-//! columns share one key array per batch. `count(*)` (an empty projection) over row groups a
+//! `time_uncertainty`), series ids only for the columns derived from the series; the string
+//! columns are gathered from per-series arrays by series id (16-byte views, no string copies). `count(*)` (an empty projection) over row groups a
 //! filter covers entirely reads no column at all: the row counts come from the file footers.
 //! Over the whole table, where no sources overlap, the scan states its exact row count
 //! ([`exec::SamplesExec::exact_rows`]) and DataFusion answers `count(*)` without running it.
-//! The per-series dictionary values and clock lookup are built once per open store and
+//! The per-series string values and clock lookup are built once per open store and
 //! reused by later scans in the process (a second scan in one statement, later statements,
 //! other sessions of a server) while the series catalog, the label keys, the metric catalog
 //! and the clock snapshot stay the same.
@@ -113,7 +113,7 @@ pub struct SamplesTable {
     store: Arc<Store>,
     catalog: Arc<MetricCatalog>,
     clock: ClockVersion,
-    /// The per-series dictionary values and clock lookup last built for this store, shared by
+    /// The per-series string values and clock lookup last built for this store, shared by
     /// every table over it in this process.
     dictionaries: Arc<Dictionaries>,
 }
@@ -139,7 +139,8 @@ impl SamplesTable {
 /// The type of the string columns (metric, domain, entity, labels): string views, gathered
 /// per row from per-series values (a view is a 16-byte copy; strings of up to 12 bytes are
 /// inline, longer ones share the per-series buffers). DataFusion groups and compares views
-/// directly; a `GROUP BY host` over dictionary columns ran 4-7x slower (`benches/README.md`).
+/// directly; the aggregation of `GROUP BY host` took 3.5-8x longer over dictionary columns
+/// (`benches/README.md`, seventh round).
 fn label_type() -> DataType {
     DataType::Utf8View
 }
@@ -279,7 +280,7 @@ struct ScanJob {
 struct ScanPlan {
     /// The engine request: series selection and the local-time range.
     request: Option<ScanRequest>,
-    /// Dictionary values per series id: metric, domain, entity, then each label.
+    /// String values per series id: metric, domain, entity, then each label.
     dict_values: Arc<[ArrayRef]>,
     /// The clock model of every series (shared with the diagnosis, see [`read`]).
     clocks: Arc<SeriesClocks>,
@@ -353,7 +354,7 @@ impl ScanPlan {
     }
 }
 
-/// The dictionary values per series id (metric, domain, entity, then each label) and the
+/// The string values per series id (metric, domain, entity, then each label) and the
 /// clock lookup of every series, as last built; reused while the series catalog, the label
 /// keys, the metric catalog and the clock snapshot are the same. Building them reads every
 /// series key (about 12 ms for 20 k series with 15 label keys, by a profile), which later
@@ -548,19 +549,17 @@ fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Decoded, start: usize, en
     let series = rows(&chunk.series, start, end);
     let local = rows(&chunk.time, start, end);
     let corrected = job.output.iter().any(|c| CORRECTED.contains(c)).then(|| correct(plan, &series, &local));
+    let decoded = |len: usize, what: &str| -> DfResult<()> {
+        if len == end - start { Ok(()) } else { Err(DataFusionError::Internal(format!("scan chunk without {what}"))) }
+    };
     let ids = UInt32Array::new(series.clone(), None);
     let strings = |values: usize| -> DfResult<ArrayRef> {
         let values = plan
             .dict_values
             .get(values)
             .ok_or_else(|| DataFusionError::Internal(format!("no string column {values}")))?;
-        if ids.len() != end - start {
-            return Err(DataFusionError::Internal("series ids not decoded".into()));
-        }
+        decoded(ids.len(), "series")?;
         Ok(arrow::compute::take(values.as_ref(), &ids, None)?)
-    };
-    let decoded = |len: usize, what: &str| -> DfResult<()> {
-        if len == end - start { Ok(()) } else { Err(DataFusionError::Internal(format!("scan chunk without {what}"))) }
     };
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(job.output.len());
     for &c in &job.output {

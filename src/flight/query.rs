@@ -251,8 +251,8 @@ impl Service {
 }
 
 /// The schema of a result as the client receives it: timestamps without a zone in UTC,
-/// dictionary-encoded columns as their values (the encoder sends them so), and string views
-/// (the samples table's labels) as plain strings, which every Flight SQL client reads.
+/// dictionary-encoded columns as their values, and string views (the samples table's labels)
+/// as plain strings, which every Flight SQL client reads (`wire_batch` casts to it).
 fn sent_schema(schema: &Schema) -> Schema {
     let wire = wire_schema(schema, UTC);
     let fields: Vec<Field> = wire

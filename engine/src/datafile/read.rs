@@ -8,7 +8,7 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::statistics::Statistics;
 
-use super::{RowFilter, ValueDecoder, file_schema};
+use super::{RowFilter, decode_values, file_schema};
 use crate::error::{Error, Result};
 use crate::model::Rows;
 use crate::storage::Storage;
@@ -94,21 +94,20 @@ impl RowGroups {
 
     fn read_group(&self, group: usize) -> Result<Rows> {
         let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
+        let rows = self.metadata.metadata().row_group(group).num_rows();
+        // One batch for the whole group: shared timestamps and difference-coded values refer
+        // to earlier rows of the group.
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
             .with_row_groups(vec![group])
-            .with_batch_size(64 * 1024)
+            .with_batch_size(usize::try_from(rows).unwrap_or(0).max(1))
             .build()
             .map_err(|e| invalid(e.to_string()))?;
+        let schema = self.metadata.schema().clone();
+        let batches =
+            reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| invalid(format!("decode failed: {e}")))?;
+        let batch = arrow::compute::concat_batches(&schema, &batches).map_err(|e| invalid(e.to_string()))?;
         let filter = RowFilter { time: self.time, series: self.series.as_ref(), value: None };
-        let mut runs = RunTimes::default();
-        let mut values = ValueDecoder::default();
-        let mut out = Rows::default();
-        for batch in reader {
-            let batch = batch.map_err(|e| invalid(format!("decode failed: {e}")))?;
-            append_batch(&batch, &filter, &mut runs, &mut values, &mut out)
-                .map_err(|e| invalid(format!("row group {group}: {e}")))?;
-        }
-        Ok(out)
+        group_rows(&batch, &filter).map_err(|e| invalid(format!("row group {group}: {e}")))
     }
 }
 
@@ -137,62 +136,6 @@ pub fn read_file(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> 
 
 fn column<T: 'static>(batch: &RecordBatch, i: usize) -> std::result::Result<&T, String> {
     batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| format!("column {i} has an unexpected type"))
-}
-
-/// The timestamps of the current and the previous series run of a row group, for resolving
-/// shared (null) times.
-#[derive(Default)]
-pub(super) struct RunTimes {
-    series: Option<u32>,
-    current: Vec<i64>,
-    previous: Vec<i64>,
-}
-
-impl RunTimes {
-    /// Appends to `out` the times of rows `series` whose stored times are `time` (null where a
-    /// run shares the previous run's timestamps), run by run: a run stored in full or shared in
-    /// full is copied as a slice; only a run mixing both is resolved row by row. Runs continue
-    /// across calls (a run may span two batches).
-    pub(super) fn extend(
-        &mut self,
-        series: &[u32],
-        time: &Int64Array,
-        out: &mut Vec<i64>,
-    ) -> std::result::Result<(), String> {
-        if time.len() != series.len() {
-            return Err(format!("{} series ids but {} times", series.len(), time.len()));
-        }
-        let t = time.values();
-        for (id, rows) in id_runs(series) {
-            let (i, end) = (rows.start, rows.end);
-            if self.series != Some(id) {
-                self.series = Some(id);
-                std::mem::swap(&mut self.previous, &mut self.current);
-                self.current.clear();
-            }
-            let at = self.current.len();
-            let nulls = time.nulls().map_or(0, |n| n.slice(i, end - i).null_count());
-            if nulls == 0 {
-                self.current.extend_from_slice(&t[i..end]);
-            } else if nulls == end - i {
-                let shared =
-                    self.previous.get(at..at + nulls).ok_or_else(|| missing(id, self.previous.len().max(at)))?;
-                self.current.extend_from_slice(shared);
-            } else {
-                for k in i..end {
-                    let v = if time.is_valid(k) {
-                        t[k]
-                    } else {
-                        let pos = self.current.len();
-                        *self.previous.get(pos).ok_or_else(|| missing(id, pos))?
-                    };
-                    self.current.push(v);
-                }
-            }
-            out.extend_from_slice(&self.current[at..]);
-        }
-        Ok(())
-    }
 }
 
 /// One run of equal series ids in a row group: the id and its rows.
@@ -280,13 +223,9 @@ fn missing(series: u32, position: usize) -> String {
     format!("series {series}: null time at run position {position} with no earlier run to share")
 }
 
-fn append_batch(
-    batch: &RecordBatch,
-    filter: &RowFilter<'_>,
-    runs: &mut RunTimes,
-    decoder: &mut ValueDecoder,
-    out: &mut Rows,
-) -> std::result::Result<(), String> {
+/// The rows of a whole row group's `batch` that pass `filter`, values decoded and shared
+/// timestamps resolved (for the wanted series only).
+fn group_rows(batch: &RecordBatch, filter: &RowFilter<'_>) -> std::result::Result<Rows, String> {
     let series = column::<UInt32Array>(batch, 0)?;
     let time = column::<Int64Array>(batch, 1)?;
     let vint = column::<Int64Array>(batch, 2)?;
@@ -295,22 +234,22 @@ fn append_batch(
     if series.null_count() > 0 {
         return Err("null series_id".into());
     }
-    let mut values = Vec::with_capacity(vint.len());
-    decoder.decode(vint, vscale, vfloat, &mut values)?;
-    let s = series.values();
-    let mut t = Vec::with_capacity(s.len());
-    runs.extend(s, time, &mut t)?;
-    out.series.reserve(s.len());
-    out.time.reserve(s.len());
-    out.value.reserve(s.len());
-    for (id, rows) in id_runs(s).filter(|(id, _)| filter.series.is_none_or(|set| set.contains(*id))) {
-        for i in rows {
-            if filter.time.is_none_or(|(lo, hi)| t[i] >= lo && t[i] < hi) {
-                out.push(id, t[i], values[i]);
+    let values = decode_values(vint, vscale, vfloat)?;
+    let runs: Vec<SeriesRun> = id_runs(series.values()).collect();
+    let wanted = |i: usize| filter.series.is_none_or(|set| set.contains(runs[i].0));
+    let mut t = Vec::new();
+    resolve_times(&runs, time, wanted, &mut t)?;
+    let mut out = Rows::default();
+    let mut at = 0;
+    for (id, rows) in runs.iter().enumerate().filter(|&(i, _)| wanted(i)).map(|(_, run)| run) {
+        for (&t, &v) in t[at..at + rows.len()].iter().zip(&values[rows.clone()]) {
+            if filter.time.is_none_or(|(lo, hi)| t >= lo && t < hi) {
+                out.push(*id, t, v);
             }
         }
+        at += rows.len();
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The runs of equal series ids, in order: each id with its rows.

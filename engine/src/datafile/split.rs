@@ -9,7 +9,7 @@ use arrow::array::{Array, Float64Array, Int8Array, Int64Array, UInt32Array};
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
@@ -327,20 +327,11 @@ impl FileFooter {
             out.len = out.series.len();
         }
         if need_value && !values_now {
-            // Phase 2: the values of the selected runs only.
-            let mut selectors: Vec<RowSelector> = Vec::new();
-            for ((_, rows), &select) in runs.iter().zip(&wanted) {
-                match selectors.last_mut() {
-                    Some(last) if last.skip != select => last.row_count += rows.len(),
-                    _ => selectors.push(if select {
-                        RowSelector::select(rows.len())
-                    } else {
-                        RowSelector::skip(rows.len())
-                    }),
-                }
-            }
+            // Phase 2: the values of the selected runs only (runs are in row order).
             if out.len > 0 {
-                let v = self.decode(storage, group, &[2, 3, 4], Some(RowSelection::from(selectors)))?;
+                let kept = runs.iter().zip(&wanted).filter(|(_, w)| **w).map(|((_, rows), _)| rows.clone());
+                let selection = RowSelection::from_consecutive_ranges(kept, rows);
+                let v = self.decode(storage, group, &[2, 3, 4], Some(selection))?;
                 out.value = decode_value_columns(&v.iter().collect::<Vec<_>>()).map_err(context)?;
                 if out.value.len() != out.len {
                     return Err(context("selected values differ in length".into()));

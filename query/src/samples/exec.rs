@@ -238,7 +238,7 @@ impl SamplesExec {
 
     /// Rebuilds a scan described by [`Self::to_portable`] over `store` (the same dataset,
     /// opened by this process) with `catalog` for the `domain` and `entity` columns.
-    /// The dictionaries come from the process-wide cache of `store` (a worker serves many
+    /// The per-series strings come from the process-wide cache of `store` (a worker serves many
     /// scans over the same snapshot).
     pub fn from_portable(store: &Arc<Store>, catalog: &MetricCatalog, p: &PortableSamples) -> DfResult<SamplesExec> {
         let full = schema_for(&p.labels);

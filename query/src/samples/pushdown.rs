@@ -13,7 +13,7 @@
 //! Any other filter that reads only columns constant within a series (`metric`, `series_id`,
 //! `domain`, `entity` and the labels) and is deterministic — `metric LIKE 'DCGM%'`,
 //! `host IN (…) OR gpu = '0'`, `regexp_like(pod, …)` — is [`series_level`]: the scan evaluates
-//! it once per series over the series dictionary ([`series_set`]) instead of once per row,
+//! it once per series over the per-series strings ([`series_set`]) instead of once per row,
 //! and DataFusion does not re-check it (pushdown `Exact`): its value is the same for every row
 //! of a series.
 
@@ -280,7 +280,7 @@ pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
 }
 
 /// The series (ids) among `within` (`None`: all) for which every filter in `filters` (each
-/// [`series_level`]) is true, evaluated over the series dictionary: `dict_values` holds, per
+/// [`series_level`]) is true, evaluated over the per-series strings: `dict_values` holds, per
 /// series id, the metric, the domain, the entity, then each of `label_columns` (see the samples
 /// table's scan plan). Each filter is evaluated only on the series the ones before it kept, so
 /// `metric = 'm' AND CAST(gpu AS INT) = 3` casts the labels of `m`'s series only. `None` when
@@ -315,7 +315,7 @@ pub fn series_set(
         if keep.is_empty() {
             break;
         }
-        // One row per series still kept: dictionary columns keyed by the series id.
+        // One row per series still kept: its strings, gathered by series id.
         let ids = UInt32Array::from_iter_values(keep.iter());
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
         for values in dict_values.iter().take(names.len()) {
