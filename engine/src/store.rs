@@ -24,6 +24,7 @@
 mod compat;
 mod documents;
 mod flush;
+mod footers;
 mod import;
 pub mod lock;
 mod open;
@@ -232,6 +233,8 @@ pub struct Store {
     metrics: StoreMetrics,
     /// Clock-sync input and fitted clock models; scans read snapshots of it.
     clocks: Mutex<ClockRegistry>,
+    /// The footers of data files split scans read, kept for later scans.
+    footers: footers::FooterCache,
     /// For the union of a dataset's nodes: the nodes and where documents come from (`None`
     /// for a store of one directory).
     union: Option<union::Union>,

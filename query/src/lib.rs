@@ -12,6 +12,7 @@ pub mod error;
 pub mod functions;
 pub mod limits;
 pub mod objstore;
+mod per_store;
 pub mod plan;
 pub mod samples;
 pub mod script;

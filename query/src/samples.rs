@@ -21,11 +21,13 @@
 //!
 //! The scan is the engine's [`SplitScan`]: units smaller than a time partition (a Parquet row
 //! group; a slice of the write buffer; parts of different files or the buffer that overlap in
-//! series and time, merged last-write-wins), each assigned to exactly one DataFusion partition
-//! (largest first to the least-loaded partition), so every data-file byte a query needs is read
-//! and decoded once, and the work spreads over the cores. Each partition runs on a blocking
-//! thread and holds one unit's chunk (a row group) at a time, counted against the query's memory
-//! pool (`SamplesScan[i]`, see [`crate::limits`]).
+//! series and time, merged last-write-wins), each assigned to one DataFusion partition (largest
+//! first to the least-loaded partition) and read by exactly one: a partition that has read its
+//! own units takes the remaining ones of the running partition with the most left
+//! (`samples/steal.rs`), so every data-file byte a query needs is read and decoded once, and
+//! the partitions end together. Each partition runs on a blocking thread and holds one unit's
+//! chunk (a row group) at a time, counted against the query's memory pool (`SamplesScan[i]`,
+//! see [`crate::limits`]).
 //!
 //! Only what the query projects is decoded and built: values only for `value`, local times only
 //! for `time`, `local_time` and `time_uncertainty` (clock correction only for `time` and
@@ -34,14 +36,15 @@
 //! filter covers entirely reads no column at all: the row counts come from the file footers.
 //! Over the whole table, where no sources overlap, the scan states its exact row count
 //! ([`exec::SamplesExec::exact_rows`]) and DataFusion answers `count(*)` without running it.
-//! The per-series string values and clock lookup are built once per open store and
-//! reused by later scans in the process (a second scan in one statement, later statements,
+//! The per-series string values (a column on its first use) and clock lookup are built once
+//! per open store and reused by later scans in the process (a second scan in one statement, later statements,
 //! other sessions of a server) while the series catalog, the label keys, the metric catalog
 //! and the clock snapshot stay the same.
 
 pub mod exec;
 pub mod pushdown;
 pub(crate) mod read;
+mod steal;
 
 use std::sync::Arc;
 
@@ -281,7 +284,7 @@ struct ScanPlan {
     /// The engine request: series selection and the local-time range.
     request: Option<ScanRequest>,
     /// String values per series id: metric, domain, entity, then each label.
-    dict_values: Arc<[ArrayRef]>,
+    dict_values: Arc<SeriesStrings>,
     /// The clock model of every series (shared with the diagnosis, see [`read`]).
     clocks: Arc<SeriesClocks>,
 }
@@ -301,7 +304,7 @@ impl ScanPlan {
         clocks: Arc<ClockSet>,
         labels: &[String],
         pushdown: &Pushdown,
-        per_series: impl FnOnce(Option<&RoaringBitmap>, &[ArrayRef]) -> DfResult<Option<RoaringBitmap>>,
+        per_series: impl FnOnce(Option<&RoaringBitmap>, &SeriesStrings) -> DfResult<Option<RoaringBitmap>>,
     ) -> DfResult<Self> {
         let store = source.store;
         let mut series = if pushdown.has_series_filter() {
@@ -356,24 +359,81 @@ impl ScanPlan {
 
 /// The string values per series id (metric, domain, entity, then each label) and the
 /// clock lookup of every series, as last built; reused while the series catalog, the label
-/// keys, the metric catalog and the clock snapshot are the same. Building them reads every
-/// series key (about 12 ms for 20 k series with 15 label keys, by a profile), which later
-/// scans of the same store should not pay again.
+/// keys, the metric catalog and the clock snapshot are the same. Building every string column
+/// reads every series key (about 12 ms for 20 k series with 15 label keys, by a profile), which
+/// later scans of the same store should not pay again, and a scan builds only the columns it
+/// uses ([`SeriesStrings`]).
 #[derive(Debug, Default)]
 pub(crate) struct Dictionaries(std::sync::Mutex<Option<BuiltDictionaries>>);
 
 #[derive(Debug)]
 struct BuiltDictionaries {
-    /// Series in the catalog, and its last key (ids are never reused or renamed: a catalog
-    /// with as many series and the same last key has the same keys).
-    series: usize,
-    last: Option<Arc<lockstep_engine::SeriesKey>>,
-    labels: Vec<String>,
+    /// The clock-model snapshot `series_clocks` was built from.
+    clocks: Arc<ClockSet>,
+    values: Arc<SeriesStrings>,
+    series_clocks: Arc<SeriesClocks>,
+}
+
+/// The string values of every series id, one column each: metric, domain, entity, then each
+/// label. A column is built on its first use (a query that projects or filters on `host`
+/// builds `host` only), then kept with the table's cache for later scans.
+#[derive(Debug)]
+pub(crate) struct SeriesStrings {
+    /// The catalog's keys when this was made (ids are never reused or renamed: a catalog with
+    /// as many series and the same last key has the same keys).
+    keys: Vec<Arc<lockstep_engine::SeriesKey>>,
     /// The metric catalog the `domain` and `entity` values come from.
     catalog: MetricCatalog,
-    clocks: Arc<ClockSet>,
-    values: Arc<[ArrayRef]>,
-    series_clocks: Arc<SeriesClocks>,
+    labels: Vec<String>,
+    columns: Vec<std::sync::OnceLock<ArrayRef>>,
+}
+
+impl SeriesStrings {
+    fn new(keys: &[Arc<lockstep_engine::SeriesKey>], catalog: &MetricCatalog, labels: &[String]) -> SeriesStrings {
+        SeriesStrings {
+            keys: keys.to_vec(),
+            catalog: catalog.clone(),
+            labels: labels.to_vec(),
+            columns: (0..3 + labels.len()).map(|_| std::sync::OnceLock::new()).collect(),
+        }
+    }
+
+    /// Number of series ids.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Column `i` (0 metric, 1 domain, 2 entity, `3 + k` label `k`), built if not yet.
+    pub(crate) fn column(&self, i: usize) -> DfResult<&ArrayRef> {
+        let cell = self.columns.get(i).ok_or_else(|| DataFusionError::Internal(format!("no string column {i}")))?;
+        Ok(cell.get_or_init(|| {
+            let keys = self.keys.iter();
+            let values: StringViewArray = match i {
+                0 => keys.map(|k| Some(k.metric.as_str())).collect(),
+                1 => keys.map(|k| self.catalog.classify(k).map(|m| m.info.domain.as_str())).collect(),
+                2 => keys.map(|k| self.catalog.entity(k).map(|e| e.name)).collect(),
+                _ => {
+                    let label = self.labels.get(i - 3).map_or("", String::as_str);
+                    keys.map(|k| k.labels.get(label).map(String::as_str)).collect()
+                }
+            };
+            Arc::new(values)
+        }))
+    }
+
+    /// Whether these are the strings of `keys` with `labels` and `catalog`.
+    fn is_for(&self, keys: &[Arc<lockstep_engine::SeriesKey>], labels: &[String], catalog: &MetricCatalog) -> bool {
+        self.keys.len() == keys.len()
+            && self.keys.last().map(Arc::as_ptr) == keys.last().map(Arc::as_ptr)
+            && self.labels == labels
+            && self.catalog == *catalog
+    }
+
+    /// How many columns have been built.
+    #[cfg(test)]
+    pub(crate) fn built(&self) -> usize {
+        self.columns.iter().filter(|c| c.get().is_some()).count()
+    }
 }
 
 impl Dictionaries {
@@ -381,17 +441,7 @@ impl Dictionaries {
     /// (`lockstep sql` and the servers build a session per statement): while the store is
     /// open, a statement reuses what an earlier one built. Held until the store is dropped.
     fn of(store: &Arc<Store>) -> Arc<Dictionaries> {
-        type Shared = Vec<(std::sync::Weak<Store>, Arc<Dictionaries>)>;
-        static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
-        let mut all = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Only live stores stay, so a match is this allocation, not a dropped store's address.
-        all.retain(|(store, _)| store.strong_count() > 0);
-        if let Some((_, found)) = all.iter().find(|(s, _)| std::ptr::eq(s.as_ptr(), Arc::as_ptr(store))) {
-            return found.clone();
-        }
-        let made = Arc::new(Dictionaries::default());
-        all.push((Arc::downgrade(store), made.clone()));
-        made
+        crate::per_store::shared(store)
     }
 
     fn get(
@@ -400,37 +450,19 @@ impl Dictionaries {
         catalog: &MetricCatalog,
         labels: &[String],
         clocks: Arc<ClockSet>,
-    ) -> DfResult<(Arc<[ArrayRef]>, Arc<SeriesClocks>)> {
+    ) -> DfResult<(Arc<SeriesStrings>, Arc<SeriesClocks>)> {
         let mut cached = self.0.lock().map_err(|_| DataFusionError::Internal("dictionary cache poisoned".into()))?;
         store
             .with_catalog(|c| {
                 let keys = c.keys();
-                let same = cached.as_ref().is_some_and(|b| {
-                    b.series == keys.len()
-                        && b.last.as_ref().map(Arc::as_ptr) == keys.last().map(Arc::as_ptr)
-                        && b.labels == labels
-                        && Arc::ptr_eq(&b.clocks, &clocks)
-                        && b.catalog == *catalog
-                });
+                let same = cached
+                    .as_ref()
+                    .is_some_and(|b| Arc::ptr_eq(&b.clocks, &clocks) && b.values.is_for(keys, labels, catalog));
                 if !same {
-                    let metric: StringViewArray = keys.iter().map(|k| Some(k.metric.as_str())).collect();
-                    let domain: StringViewArray =
-                        keys.iter().map(|k| catalog.classify(k).map(|m| m.info.domain.as_str())).collect();
-                    let entity: StringViewArray = keys.iter().map(|k| catalog.entity(k).map(|e| e.name)).collect();
-                    let mut cols = vec![Arc::new(metric) as ArrayRef, Arc::new(domain), Arc::new(entity)];
-                    for label in labels {
-                        let values: StringViewArray =
-                            keys.iter().map(|k| k.labels.get(label).map(String::as_str)).collect();
-                        cols.push(Arc::new(values));
-                    }
                     *cached = Some(BuiltDictionaries {
-                        series: keys.len(),
-                        last: keys.last().cloned(),
-                        labels: labels.to_vec(),
-                        catalog: catalog.clone(),
                         series_clocks: Arc::new(SeriesClocks::for_keys(keys, clocks.clone())),
                         clocks,
-                        values: cols.into(),
+                        values: Arc::new(SeriesStrings::new(keys, catalog, labels)),
                     });
                 }
             })
@@ -444,7 +476,8 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// Reads one shard's scan units and emits Arrow batches; stops early if `emit` says so.
+/// Reads scan units (as `units` hands them out) and emits Arrow batches; stops early if `emit`
+/// says so.
 ///
 /// The decoded rows of the chunk being converted (one row group, or a merge's chunk) are held
 /// in `reservation`. It grows without a check: the scan cannot spill, and failing it because a
@@ -453,14 +486,14 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
 fn run_scan(
     schema: &SchemaRef,
     job: &ScanJob,
-    units: &[usize],
+    units: impl IntoIterator<Item = usize>,
     slice: Option<&SeriesSlice>,
     reservation: &MemoryReservation,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
     let Some(split) = &job.split else { return Ok(()) };
     let mut failed: Option<DataFusionError> = None;
-    for &unit in units {
+    for unit in units {
         let mut open = true;
         split
             .read_slice(unit, job.decode, slice, |chunk| {
@@ -554,10 +587,7 @@ fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Decoded, start: usize, en
     };
     let ids = UInt32Array::new(series.clone(), None);
     let strings = |values: usize| -> DfResult<ArrayRef> {
-        let values = plan
-            .dict_values
-            .get(values)
-            .ok_or_else(|| DataFusionError::Internal(format!("no string column {values}")))?;
+        let values = plan.dict_values.column(values)?;
         decoded(ids.len(), "series")?;
         Ok(arrow::compute::take(values.as_ref(), &ids, None)?)
     };

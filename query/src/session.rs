@@ -14,7 +14,6 @@ use lockstep_engine::Store;
 
 use crate::error::{QueryError, Result};
 use crate::limits::QueryLimits;
-use lockstep_engine::metrics::MetricCatalog;
 
 use crate::clock::{ClockModelsTable, SamplesAtClockFunc};
 use crate::samples::{ClockVersion, SamplesTable};
@@ -75,7 +74,7 @@ impl QueryEngine {
     ) -> Result<Self> {
         clock.resolve(&store)?;
         let config = limits.fit(SessionConfig::new().with_information_schema(true));
-        let catalog = Arc::new(crate::catalog::store_catalog(&store)?);
+        let (catalog, domain) = crate::catalog::store_documents(&store)?;
         let mut builder =
             crate::plan::session_builder_with(config, cluster.is_none()).with_runtime_env(limits.runtime_env()?);
         if let Some(cluster) = cluster {
@@ -87,7 +86,9 @@ impl QueryEngine {
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));
         crate::functions::register_all_with_catalog(&ctx, catalog.clone());
         ctx.register_udtf("diagnose", Arc::new(crate::diagnose::DiagnoseFunc::new(store.clone())));
-        register_domain_from_dir(&ctx, &store, catalog)?;
+        if let Some(domain) = domain {
+            domain.register(&ctx)?;
+        }
         Ok(QueryEngine { ctx, store, limits })
     }
 
@@ -167,18 +168,4 @@ impl Stream for QueryStream {
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.inner.size_hint()
     }
-}
-
-/// Registers the topology/jobs tables when the store directory holds `topology.json` (and
-/// optionally `jobs.json`), as written by `lockstep import`.
-fn register_domain_from_dir(ctx: &SessionContext, store: &Store, catalog: Arc<MetricCatalog>) -> Result<()> {
-    use lockstep_engine::topology::{Topology, parse_jobs};
-    let Some(text) = store.read_document("topology.json")? else { return Ok(()) };
-    let topology = Topology::from_json(&text)?;
-    let jobs = match store.read_document("jobs.json")? {
-        Some(text) => parse_jobs(&text)?,
-        None => Vec::new(),
-    };
-    crate::domain::register_domain(ctx, Arc::new(topology), Arc::new(jobs), catalog)?;
-    Ok(())
 }

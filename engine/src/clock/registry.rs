@@ -33,6 +33,9 @@ pub struct ClockRegistry {
     /// parses the logs (a day of sync exchanges is hundreds of MB of JSON).
     raw: Option<RawInput>,
     versions: BTreeMap<u64, Arc<ClockSet>>,
+    /// Version 0, the empty set: one allocation, so that callers caching by pointer (the
+    /// `samples` table's per-series columns) see the same set each time.
+    empty: Arc<ClockSet>,
 }
 
 /// The replayed raw logs.
@@ -115,7 +118,15 @@ impl ClockRegistry {
             }
             versions.insert(version, Arc::new(set));
         }
-        Ok(ClockRegistry { storage, dir: dir.to_path_buf(), versions_dir, config, raw: None, versions })
+        Ok(ClockRegistry {
+            storage,
+            dir: dir.to_path_buf(),
+            versions_dir,
+            config,
+            raw: None,
+            versions,
+            empty: Arc::default(),
+        })
     }
 
     /// The raw input, replayed from the logs on first use.
@@ -247,13 +258,13 @@ impl ClockRegistry {
 
     /// The newest version (version 0, the empty set, before any fit).
     pub fn current(&self) -> Arc<ClockSet> {
-        self.versions.values().next_back().cloned().unwrap_or_default()
+        self.versions.values().next_back().unwrap_or(&self.empty).clone()
     }
 
     /// One version; `get(0)` is the empty set.
     pub fn get(&self, version: u64) -> Option<Arc<ClockSet>> {
         if version == 0 {
-            return Some(Arc::default());
+            return Some(self.empty.clone());
         }
         self.versions.get(&version).cloned()
     }

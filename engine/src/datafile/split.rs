@@ -153,18 +153,28 @@ impl FileFooter {
         Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new() })
     }
 
+    /// Estimated bytes this footer holds in memory: the Parquet metadata and the per-run value
+    /// ranges, counted as decoded (24 bytes a run, 16 characters of their encoding) whether or
+    /// not they are yet.
+    pub fn heap_bytes(&self) -> usize {
+        let runs = self.value_runs_text().map_or(0, |text| text.len() / 16 * 24);
+        self.metadata.metadata().memory_size() + runs + self.path.as_os_str().len()
+    }
+
+    /// The encoded per-run value statistics of the file (`None`: written before they were
+    /// recorded).
+    fn value_runs_text(&self) -> Option<&str> {
+        let kv = self.metadata.metadata().file_metadata().key_value_metadata()?;
+        kv.iter().find(|kv| kv.key == valuestats::KEY)?.value.as_deref()
+    }
+
     /// The value ranges of row group `group` (`None`: not recorded).
     pub fn value_ranges(&self, group: usize) -> Result<Option<&GroupRanges>> {
         let decoded = self.value_runs.get_or_init(|| {
-            let meta = self.metadata.metadata();
-            let Some(text) = meta
-                .file_metadata()
-                .key_value_metadata()
-                .and_then(|kv| kv.iter().find(|kv| kv.key == valuestats::KEY))
-                .and_then(|kv| kv.value.as_deref())
-            else {
+            let Some(text) = self.value_runs_text() else {
                 return Ok(None);
             };
+            let meta = self.metadata.metadata();
             let rows: Vec<u64> =
                 meta.row_groups().iter().map(|rg| u64::try_from(rg.num_rows()).unwrap_or(u64::MAX)).collect();
             valuestats::decode(text, &rows).map(Some)

@@ -132,6 +132,7 @@ impl Store {
     ) -> Store {
         Store {
             clocks: Mutex::new(clocks),
+            footers: super::footers::FooterCache::default(),
             union: None,
             dir,
             storage,

@@ -266,7 +266,7 @@ impl ScanUnit {
 pub struct SplitScan {
     storage: Arc<dyn Storage>,
     request: ScanRequest,
-    files: Vec<(Arc<LiveFile>, FileFooter)>,
+    files: Vec<(Arc<LiveFile>, Arc<FileFooter>)>,
     /// The request's series in the ids of files with a series offset (a dataset union), by offset.
     shifted: BTreeMap<u32, RoaringBitmap>,
     buffered: Vec<Rows>,
@@ -316,7 +316,7 @@ impl Store {
             let mut items: Vec<Item> = Vec::new();
             let files = by_partition.get(&partition).map(Vec::as_slice).unwrap_or_default();
             for (rank, live) in files.iter().enumerate() {
-                let footer = FileFooter::read(self.storage.as_ref(), &live.path)?;
+                let footer = self.footers.get(self.storage.as_ref(), live)?;
                 let file = scan.files.len();
                 let offset = live.series_offset;
                 if let Some(ids) = shifted_series(request.series.as_ref(), offset) {

@@ -271,3 +271,53 @@ async fn errors_are_plan_errors_naming_the_problem() {
     let err = register_domain(&SessionContext::new(), topology, bad, Arc::new(MetricCatalog::builtin())).unwrap_err();
     assert_eq!(QueryError::from(err).kind(), lockstep_engine::ErrorKind::NotFound);
 }
+
+/// Sessions over one open store share the domain built from its documents; a session sees a
+/// changed `topology.json` or `jobs.json` at once, and an invalid job list fails the session
+/// until it is fixed.
+#[tokio::test]
+async fn sessions_share_the_domain_until_a_document_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = lockstep_engine::Store::open(dir.path(), lockstep_engine::store::StoreConfig::default()).unwrap();
+    store.write_document("topology.json", TOPOLOGY).unwrap();
+    store.write_document("jobs.json", JOBS).unwrap();
+    let store = Arc::new(store);
+    let (catalog, domain) = crate::catalog::store_documents(&store).unwrap();
+    let (again, same) = crate::catalog::store_documents(&store).unwrap();
+    assert!(Arc::ptr_eq(&catalog, &again));
+    assert!(Arc::ptr_eq(domain.as_ref().unwrap(), same.as_ref().unwrap()), "an unchanged domain is reused");
+    // The switch GUIDs of the topology name switches in the catalog, as `store_catalog` does.
+    assert_eq!(*catalog, crate::catalog::store_catalog(&store).unwrap());
+
+    let count = |sql: &'static str| {
+        let store = store.clone();
+        async move {
+            let engine = crate::QueryEngine::new(store)?;
+            let batches = engine.collect(sql).await?;
+            Ok::<_, QueryError>(
+                batches[0].column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0),
+            )
+        }
+    };
+    assert_eq!(count("SELECT count(*) FROM jobs").await.unwrap(), 2);
+    let one_job = r#"[{"job": "solo", "nodes": ["n1"], "start": 0}]"#;
+    store.write_document("jobs.json", one_job).unwrap();
+    assert_eq!(count("SELECT count(*) FROM jobs").await.unwrap(), 1);
+    let (_, changed) = crate::catalog::store_documents(&store).unwrap();
+    assert!(!Arc::ptr_eq(domain.as_ref().unwrap(), changed.as_ref().unwrap()));
+
+    let more = TOPOLOGY.replacen(
+        r#"{"name": "n1", "gpus": 8,"#,
+        r#"{"name": "n0", "gpus": 8, "nics": []}, {"name": "n1", "gpus": 8,"#,
+        1,
+    );
+    let nodes = count("SELECT count(*) FROM topology_nodes").await.unwrap();
+    store.write_document("topology.json", &more).unwrap();
+    assert_eq!(count("SELECT count(*) FROM topology_nodes").await.unwrap(), nodes + 1);
+
+    store.write_document("jobs.json", r#"[{"job": "j", "nodes": ["ghost"], "start": 0}]"#).unwrap();
+    let e = count("SELECT count(*) FROM jobs").await.unwrap_err();
+    assert!(e.to_string().contains("ghost"), "{e}");
+    store.write_document("jobs.json", one_job).unwrap();
+    assert_eq!(count("SELECT count(*) FROM jobs").await.unwrap(), 1);
+}

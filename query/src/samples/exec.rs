@@ -2,10 +2,11 @@
 //!
 //! One output partition per list of scan units (see the [module docs](super)); each partition
 //! runs on a blocking thread, holds one unit's chunk at a time (counted against the query's
-//! memory pool) and stops early once a `LIMIT` is reached. The node can cross process
-//! boundaries: [`SamplesExec::to_portable`] describes its units in a form a distributed
-//! query's worker turns back into a scan of the same rows ([`SamplesExec::from_portable`],
-//! used by [`crate::distributed`]).
+//! memory pool) and stops early once a `LIMIT` is reached. A partition that has read its own
+//! units takes units from the running partition with the most left (`samples/steal.rs`). The
+//! node can cross process boundaries: [`SamplesExec::to_portable`] describes its units in a
+//! form a distributed query's worker turns back into a scan of the same rows
+//! ([`SamplesExec::from_portable`], used by [`crate::distributed`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::{PortableScan, ScanRequest, SeriesSlice};
 use roaring::RoaringBitmap;
 
+use super::steal::{Reading, Rounds};
 use super::{ClockVersion, ScanJob, ScanPlan, decode_columns, engine_err, run_scan, schema_for};
 
 /// The `samples` scan: output partition `i` reads the units `assignment[i]` of its job's split
@@ -45,6 +47,9 @@ pub struct SamplesExec {
     /// Per output partition: rows produced and the time spent reading and converting
     /// (`EXPLAIN ANALYZE`; `EXPLAIN ANALYZE VERBOSE` shows each partition).
     metrics: ExecutionPlanMetricsSet,
+    /// The running executions, whose partitions take units from each other
+    /// (`samples/steal.rs`); not for a scan split by series.
+    rounds: Rounds,
 }
 
 /// What a [`SamplesExec`] needs to be rebuilt in another process over the same store.
@@ -77,7 +82,15 @@ impl SamplesExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        SamplesExec { job, assignment, slices: None, limit, properties, metrics: ExecutionPlanMetricsSet::new() }
+        SamplesExec {
+            job,
+            assignment,
+            slices: None,
+            limit,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+            rounds: Rounds::default(),
+        }
     }
 
     /// The same rows in `partitions` output partitions that each hold whole series: partition
@@ -133,14 +146,16 @@ impl SamplesExec {
     /// The rows the scan (`None`) or one partition yields, when the footers and the write
     /// buffer already say: no row filter (time, series or value) reaches the scan, no unit
     /// merges overlapping sources (whose duplicates would count once), no `LIMIT` and no
-    /// series slices. A scan that selects nothing yields 0.
+    /// series slices; for one partition, only when partitions read their own units (one
+    /// partition, or a scan split by series), since units move between running partitions.
+    /// A scan that selects nothing yields 0.
     pub fn exact_rows(&self, partition: Option<usize>) -> Option<usize> {
         let Some(split) = &self.job.split else { return Some(0) };
         let request = self.job.plan.request.as_ref()?;
         if request.time.is_some() || request.series.is_some() || request.value.is_some() {
             return None;
         }
-        if self.limit.is_some() || self.slices.is_some() {
+        if self.limit.is_some() || self.slices.is_some() || (partition.is_some() && self.shares_units()) {
             return None;
         }
         let units: Vec<usize> = match partition {
@@ -156,6 +171,12 @@ impl SamplesExec {
             rows = rows.checked_add(usize::try_from(unit.rows()).ok()?)?;
         }
         Some(rows)
+    }
+
+    /// Whether running partitions take units from each other (several partitions, not split
+    /// by series: those read units more than once, each for its own series).
+    fn shares_units(&self) -> bool {
+        self.assignment.len() > 1 && self.slices.is_none()
     }
 
     /// Number of scan units.
@@ -207,7 +228,7 @@ impl SamplesExec {
 
     /// The per-series string arrays this scan gathers its string columns from.
     #[cfg(test)]
-    pub(super) fn dict_values(&self) -> Arc<[arrow::array::ArrayRef]> {
+    pub(super) fn dict_values(&self) -> Arc<super::SeriesStrings> {
         self.job.plan.dict_values.clone()
     }
 
@@ -456,6 +477,10 @@ impl ExecutionPlan for SamplesExec {
         let wanted = left > 0;
         let reservation = MemoryConsumer::new(format!("SamplesScan[{partition}]")).register(ctx.memory_pool());
         let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let reading = self.shares_units().then(|| {
+            let units = self.job.split.as_ref().map_or(0, |s| s.units().len());
+            Reading::new(self.rounds.join(&self.assignment, units, partition), partition)
+        });
         builder.spawn_blocking(move || {
             let elapsed = baseline.elapsed_compute().clone();
             // Time spent in this thread, less the waits for the consumer to take a batch.
@@ -471,7 +496,19 @@ impl ExecutionPlan for SamplesExec {
                 sent && left > 0
             };
             let slice = slices.as_ref().and_then(|s| s.get(partition));
-            if wanted && let Err(e) = run_scan(&schema, &job, &units, slice, &reservation, emit) {
+            let mut own = units.into_iter();
+            let next = || match &reading {
+                Some(reading) => reading.next(),
+                None => own.next(),
+            };
+            let result = if wanted {
+                run_scan(&schema, &job, std::iter::from_fn(next), slice, &reservation, emit)
+            } else {
+                Ok(())
+            };
+            // The partition ends in its round here, or when the task is dropped unrun.
+            drop(reading);
+            if let Err(e) = result {
                 let _ = tx.blocking_send(Err(e));
             }
             Ok(())

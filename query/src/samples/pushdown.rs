@@ -13,7 +13,7 @@
 //! Any other filter that reads only columns constant within a series (`metric`, `series_id`,
 //! `domain`, `entity` and the labels) and is deterministic — `metric LIKE 'DCGM%'`,
 //! `host IN (…) OR gpu = '0'`, `regexp_like(pod, …)` — is [`series_level`]: the scan evaluates
-//! it once per series over the per-series strings ([`series_set`]) instead of once per row,
+//! it once per series over the per-series strings (`series_set`) instead of once per row,
 //! and DataFusion does not re-check it (pushdown `Exact`): its value is the same for every row
 //! of a series.
 
@@ -280,22 +280,23 @@ pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
 }
 
 /// The series (ids) among `within` (`None`: all) for which every filter in `filters` (each
-/// [`series_level`]) is true, evaluated over the per-series strings: `dict_values` holds, per
+/// [`series_level`]) is true, evaluated over the per-series strings: `strings` holds, per
 /// series id, the metric, the domain, the entity, then each of `label_columns` (see the samples
-/// table's scan plan). Each filter is evaluated only on the series the ones before it kept, so
+/// table's scan plan); a filter gets the columns it names (and `series_id`), built on first
+/// use. Each filter is evaluated only on the series the ones before it kept, so
 /// `metric = 'm' AND CAST(gpu AS INT) = 3` casts the labels of `m`'s series only. `None` when
 /// `filters` is empty.
-pub fn series_set(
+pub(crate) fn series_set(
     state: &dyn Session,
     filters: &[&Expr],
     within: Option<&RoaringBitmap>,
-    dict_values: &[ArrayRef],
+    strings: &super::SeriesStrings,
     label_columns: &[String],
 ) -> DfResult<Option<RoaringBitmap>> {
     if filters.is_empty() {
         return Ok(None);
     }
-    let n = dict_values.first().map_or(0, |a| a.len());
+    let n = strings.len();
     let all = u32::try_from(n).map_err(|_| DataFusionError::Internal(format!("{n} series")))?;
     let mut keep: RoaringBitmap = match within {
         Some(set) => set.iter().filter(|&id| id < all).collect(),
@@ -303,26 +304,27 @@ pub fn series_set(
     };
     let names: Vec<&str> =
         ["metric", "domain", "entity"].into_iter().chain(label_columns.iter().map(String::as_str)).collect();
-    let mut fields: Vec<Field> = names
-        .iter()
-        .zip(dict_values)
-        .map(|(name, values)| Field::new(*name, values.data_type().clone(), true))
-        .collect();
-    fields.push(Field::new("series_id", arrow::datatypes::DataType::UInt32, false));
-    let schema = Arc::new(Schema::new(fields));
-    let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
     for f in filters {
         if keep.is_empty() {
             break;
         }
-        // One row per series still kept: its strings, gathered by series id.
+        let named: std::collections::HashSet<&str> = f.column_refs().into_iter().map(|c| c.name.as_str()).collect();
+        let used: Vec<(usize, &str)> =
+            names.iter().enumerate().filter(|(_, name)| named.contains(*name)).map(|(i, name)| (i, *name)).collect();
+        // One row per series still kept: the strings it names, gathered by series id.
         let ids = UInt32Array::from_iter_values(keep.iter());
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(dict_values.len() + 1);
-        for values in dict_values.iter().take(names.len()) {
+        let mut fields: Vec<Field> = Vec::with_capacity(used.len() + 1);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(used.len() + 1);
+        for &(i, name) in &used {
+            let values = strings.column(i)?;
+            fields.push(Field::new(name, values.data_type().clone(), true));
             columns.push(arrow::compute::take(values.as_ref(), &ids, None)?);
         }
+        fields.push(Field::new("series_id", arrow::datatypes::DataType::UInt32, false));
         columns.push(Arc::new(ids.clone()));
-        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+        let schema = Arc::new(Schema::new(fields));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+        let batch = RecordBatch::try_new(schema, columns)?;
         let expr = state.create_physical_expr(unnormalize_col((*f).clone()), &df_schema)?;
         let result = expr
             .evaluate(&batch)

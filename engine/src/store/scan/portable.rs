@@ -8,7 +8,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use super::{Part, ScanRequest, ScanUnit, SplitScan, shifted_series};
-use crate::datafile::{Columns, FileFooter, ValueRange};
+use crate::datafile::{Columns, ValueRange};
 use crate::error::Result;
 use crate::model::Rows;
 use crate::store::{LiveFile, Store, lock_poisoned};
@@ -110,7 +110,7 @@ impl Store {
     /// A split scan of exactly the units of `portable` (made by [`SplitScan::portable`] in
     /// another process over the same store or dataset, opened with the same series ids: for a
     /// dataset, pinned to the planner's [`Store::dataset_layout`]). Each file must be one of this
-    /// snapshot's data files; its footer is read again here. A file this snapshot does not name
+    /// snapshot's data files; its footer comes from this store's footer cache or is read here. A file this snapshot does not name
     /// (compacted away since the scan was planned, or newer than the snapshot) is
     /// [`crate::error::Error::ScanFileGone`]: open a newer snapshot, or plan again.
     pub fn split_scan_portable(&self, portable: &PortableScan) -> Result<SplitScan> {
@@ -124,7 +124,7 @@ impl Store {
             let Some(file) = live.get(&path).filter(|_| plain) else {
                 return Err(crate::error::Error::ScanFileGone { path });
             };
-            let footer = FileFooter::read(self.storage.as_ref(), &file.path)?;
+            let footer = self.footers.get(self.storage.as_ref(), file)?;
             if let Some(ids) = shifted_series(portable.series.as_ref(), file.series_offset) {
                 shifted.entry(file.series_offset).or_insert(ids);
             }
