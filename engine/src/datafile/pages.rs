@@ -43,7 +43,11 @@ pub(super) fn decode_split_chunk<R: ChunkReader + 'static>(
         return None;
     }
     let mut pages = SerializedPageReader::new(reader, meta, rows, None).ok()?;
-    let mut values: Vec<u64> = Vec::with_capacity(rows);
+    // Rows decoded so far are `values` and then `filled - values.len()` nulls whose (zero)
+    // values are written only when a value follows them: a chunk of nulls alone (the float
+    // column of a row group of decimals) never writes its values buffer.
+    let mut values: Vec<u64> = Vec::new();
+    let mut filled = 0usize;
     let mut valid = BooleanBufferBuilder::new(rows);
     while let Some(page) = pages.get_next_page().ok()? {
         let (buf, levels, count) = match &page {
@@ -66,19 +70,23 @@ pub(super) fn decode_split_chunk<R: ChunkReader + 'static>(
         if data.len() != present.checked_mul(8)? {
             return None;
         }
-        let at = values.len();
-        values.resize(at.checked_add(count)?, 0);
-        let out = &mut values[at..];
         let mut next = 0;
         for (start, end) in page_valid.set_slices() {
-            join_streams(data, present, next, &mut out[start..end]);
+            values.reserve(rows.saturating_sub(values.len()));
+            values.resize(filled + start, 0);
+            join_streams(data, present, next, end - start, &mut values);
             next += end - start;
         }
+        filled = filled.checked_add(count)?;
         valid.append_buffer(&page_valid);
     }
-    if values.len() != rows {
+    if filled != rows {
         return None;
     }
+    if values.is_empty() && rows > 0 {
+        return Some(if float { Arc::new(Float64Array::new_null(rows)) } else { Arc::new(Int64Array::new_null(rows)) });
+    }
+    values.resize(rows, 0);
     let valid = valid.finish();
     let nulls = (valid.count_set_bits() != rows).then(|| NullBuffer::new(valid));
     let buffer = Buffer::from_vec(values);
@@ -128,21 +136,19 @@ fn uleb128(bytes: &mut &[u8]) -> Option<u64> {
     None
 }
 
-/// Joins values `from..from + out.len()` of `data`, eight byte streams of `stride` bytes
-/// each (stream `j` holds byte `j` of every value, least significant first).
-fn join_streams(data: &[u8], stride: usize, from: usize, out: &mut [u64]) {
-    let streams: [&[u8]; 8] = std::array::from_fn(|j| &data[j * stride + from..j * stride + from + out.len()]);
-    let whole = out.len() / 8 * 8;
-    for (block, dst) in out[..whole].chunks_exact_mut(8).enumerate() {
-        let i = block * 8;
+/// Appends values `from..from + len` of `data`, eight byte streams of `stride` bytes each
+/// (stream `j` holds byte `j` of every value, least significant first), to `out`.
+fn join_streams(data: &[u8], stride: usize, from: usize, len: usize, out: &mut Vec<u64>) {
+    let streams: [&[u8]; 8] = std::array::from_fn(|j| &data[j * stride + from..j * stride + from + len]);
+    let whole = len / 8 * 8;
+    out.reserve(len);
+    for i in (0..whole).step_by(8) {
         let mut x: [u64; 8] =
             std::array::from_fn(|j| u64::from_le_bytes(streams[j][i..i + 8].try_into().unwrap_or([0; 8])));
         transpose8(&mut x);
-        dst.copy_from_slice(&x);
+        out.extend_from_slice(&x);
     }
-    for (k, dst) in out[whole..].iter_mut().enumerate() {
-        *dst = u64::from_le_bytes(std::array::from_fn(|j| streams[j][whole + k]));
-    }
+    out.extend((whole..len).map(|k| u64::from_le_bytes(std::array::from_fn(|j| streams[j][k]))));
 }
 
 /// Transposes the 8x8 byte matrix whose row `j` is `x[j]` (byte `k` = column `k`): three
@@ -265,9 +271,10 @@ mod tests {
             }
         }
         for (from, len) in [(0, n), (5, 17), (8, 8), (n - 3, 3), (0, 0), (1, 7)] {
-            let mut out = vec![0; len];
-            join_streams(&data, n, from, &mut out);
-            assert_eq!(out, want[from..from + len], "from {from} len {len}");
+            let mut out = vec![42];
+            join_streams(&data, n, from, len, &mut out);
+            assert_eq!(out[0], 42, "appends");
+            assert_eq!(out[1..], want[from..from + len], "from {from} len {len}");
         }
     }
 

@@ -479,7 +479,7 @@ impl ExecutionPlan for SamplesExec {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let reading = self.shares_units().then(|| {
             let units = self.job.split.as_ref().map_or(0, |s| s.units().len());
-            Reading::new(self.rounds.join(&self.assignment, units, partition), partition)
+            Reading::new(self.rounds.join(&ctx, &self.assignment, units, partition), partition)
         });
         builder.spawn_blocking(move || {
             let elapsed = baseline.elapsed_compute().clone();

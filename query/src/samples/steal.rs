@@ -8,34 +8,44 @@
 //! slowest partition ends them together, to within one unit (a row group: 2–3 ms of decoding).
 //!
 //! Each unit is read by exactly one partition of one execution ("round"): a partition claims a
-//! unit by setting its flag, whichever end it comes from. A round begins with the first
-//! `execute` of the plan and lasts while any of its partitions runs; executing a partition
-//! that already ran in the live round (a re-execution) begins a new round, in which that
-//! partition reads its own units again. Units are taken only from partitions that are running
-//! (executed and not yet ended): the units of a partition that is never executed are left
-//! alone, as they were with the static assignment. A partition ends when its [`Reading`] is
-//! dropped: when its reading thread returns, or with the task if the stream was dropped before
-//! the thread ever ran.
-//!
-//! Executions are told apart by which partitions have started, not by their task context: two
-//! executions of one plan that overlap in time (a pattern no DataFusion 55 operator nor the
-//! distributed workers use) would share rounds and could read a unit twice or not at all.
-//! Keying rounds by the `TaskContext` of `execute` would close that gap.
+//! unit by setting its flag, whichever end it comes from. An execution is known by the task
+//! context its partitions are executed with (DataFusion passes one `Arc<TaskContext>` to every
+//! partition of one execution), so executions that overlap in time keep apart. A round begins
+//! with the first `execute` under a context and lasts while any of its partitions runs;
+//! executing a partition that already ran in the live round of its context (a re-execution)
+//! begins a new round, in which that partition reads its own units again. Units are taken only
+//! from partitions that are running (executed and not yet ended): the units of a partition that
+//! is never executed are left alone, as they were with the static assignment, and a partition
+//! executed under a context of its own reads exactly its own units. A partition ends when its
+//! [`Reading`] is dropped: when its reading thread returns, or with the task if the stream was
+//! dropped before the thread ever ran.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-/// The rounds of one scan plan.
+use datafusion::execution::TaskContext;
+
+/// The rounds of one scan plan: the live round of each task context executing it.
 #[derive(Debug, Default)]
-pub(super) struct Rounds(Mutex<Weak<Round>>);
+pub(super) struct Rounds(Mutex<Vec<(Weak<TaskContext>, Weak<Round>)>>);
 
 impl Rounds {
-    /// The round partition `partition` of `assignment` joins: the live one, unless the
-    /// partition already ran in it. `units` is the number of units of the split scan (every
-    /// index in `assignment` is below it).
-    pub(super) fn join(&self, assignment: &[Vec<usize>], units: usize, partition: usize) -> Arc<Round> {
+    /// The round partition `partition` of `assignment`, executed under `context`, joins: the
+    /// context's live one, unless the partition already ran in it. `units` is the number of
+    /// units of the split scan (every index in `assignment` is below it).
+    pub(super) fn join(
+        &self,
+        context: &Arc<TaskContext>,
+        assignment: &[Vec<usize>],
+        units: usize,
+        partition: usize,
+    ) -> Arc<Round> {
         let mut live = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(round) = live.upgrade()
+        // Rounds that ended are dropped; a held `Weak` keeps its context's allocation, so a
+        // live entry's pointer is never that of another context.
+        live.retain(|(_, round)| round.strong_count() > 0);
+        let entry = live.iter().position(|(c, _)| std::ptr::eq(c.as_ptr(), Arc::as_ptr(context)));
+        if let Some(round) = entry.and_then(|at| live[at].1.upgrade())
             && round.started.get(partition).is_some_and(|s| !s.swap(true, Ordering::AcqRel))
         {
             round.running[partition].store(true, Ordering::Release);
@@ -46,7 +56,11 @@ impl Rounds {
             started.store(true, Ordering::Release);
             round.running[partition].store(true, Ordering::Release);
         }
-        *live = Arc::downgrade(&round);
+        let joined = (Arc::downgrade(context), Arc::downgrade(&round));
+        match entry {
+            Some(at) => live[at] = joined,
+            None => live.push(joined),
+        }
         round
     }
 }
@@ -172,6 +186,10 @@ impl Round {
 mod tests {
     use super::*;
 
+    fn context() -> Arc<TaskContext> {
+        Arc::new(TaskContext::default())
+    }
+
     fn drain(round: &Round, partition: usize) -> Vec<usize> {
         std::iter::from_fn(|| round.next(partition)).collect()
     }
@@ -187,11 +205,11 @@ mod tests {
                 // Uneven lists: partition 0 gets about half.
                 assignment[if u % 2 == 0 { 0 } else { u % partitions }].push(u);
             }
-            let rounds = Rounds::default();
+            let (rounds, ctx) = (Rounds::default(), context());
             let read: Vec<Vec<usize>> = std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..partitions)
                     .map(|p| {
-                        let round = rounds.join(&assignment, units, p);
+                        let round = rounds.join(&ctx, &assignment, units, p);
                         scope.spawn(move || {
                             let mut got = Vec::new();
                             let mut state = (case * 31 + p) as u64 + 1;
@@ -220,34 +238,57 @@ mod tests {
     #[test]
     fn units_move_only_from_running_partitions() {
         let assignment = vec![vec![0, 2, 4], vec![1, 3, 5, 6, 7]];
-        let rounds = Rounds::default();
+        let (rounds, ctx) = (Rounds::default(), context());
         // Only partition 0 runs: it reads its own units and takes none of partition 1's.
-        let first = rounds.join(&assignment, 8, 0);
+        let first = rounds.join(&ctx, &assignment, 8, 0);
         assert_eq!(drain(&first, 0), vec![0, 2, 4]);
         first.end(0);
         // Partition 1 joins the same round and finds its units untouched.
-        let second = rounds.join(&assignment, 8, 1);
+        let second = rounds.join(&ctx, &assignment, 8, 1);
         assert!(Arc::ptr_eq(&first, &second));
         assert_eq!(second.next(1), Some(1));
         // Partition 0 again: a new round, its own units again; then it takes partition 1's
         // from the back while partition 1 runs in that round.
-        let third = rounds.join(&assignment, 8, 0);
+        let third = rounds.join(&ctx, &assignment, 8, 0);
         assert!(!Arc::ptr_eq(&first, &third));
-        let fourth = rounds.join(&assignment, 8, 1);
+        let fourth = rounds.join(&ctx, &assignment, 8, 1);
         assert!(Arc::ptr_eq(&third, &fourth));
         assert_eq!(third.next(1), Some(1));
         assert_eq!(drain(&third, 0), vec![0, 2, 4, 7, 6, 5, 3]);
         assert_eq!(third.next(1), None);
         // An ended partition's units stay: partition 1 ends with units left.
-        let fifth = rounds.join(&assignment, 8, 0);
-        let sixth = rounds.join(&assignment, 8, 1);
+        let fifth = rounds.join(&ctx, &assignment, 8, 0);
+        let sixth = rounds.join(&ctx, &assignment, 8, 1);
         assert!(Arc::ptr_eq(&fifth, &sixth));
         assert_eq!(sixth.next(1), Some(1));
         sixth.end(1);
         assert_eq!(drain(&fifth, 0), vec![0, 2, 4]);
         // A partition whose reading is dropped unused (its task never ran) ends too.
-        let seventh = rounds.join(&assignment, 8, 0);
-        drop(Reading::new(rounds.join(&assignment, 8, 1), 1));
+        let seventh = rounds.join(&ctx, &assignment, 8, 0);
+        drop(Reading::new(rounds.join(&ctx, &assignment, 8, 1), 1));
         assert_eq!(drain(&seventh, 0), vec![0, 2, 4]);
+    }
+
+    /// Two executions under different task contexts that overlap in time each read every unit
+    /// once; neither takes the other's units.
+    #[test]
+    fn overlapping_executions_keep_their_own_rounds() {
+        let assignment = vec![vec![0, 2, 4], vec![1, 3, 5]];
+        let (rounds, a, b) = (Rounds::default(), context(), context());
+        let a0 = rounds.join(&a, &assignment, 6, 0);
+        let b0 = rounds.join(&b, &assignment, 6, 0);
+        assert!(!Arc::ptr_eq(&a0, &b0));
+        let a1 = rounds.join(&a, &assignment, 6, 1);
+        let b1 = rounds.join(&b, &assignment, 6, 1);
+        assert!(Arc::ptr_eq(&a0, &a1) && Arc::ptr_eq(&b0, &b1));
+        // Execution a's partition 0 drains its units and partition 1's; b's are untouched.
+        assert_eq!(drain(&a0, 0), vec![0, 2, 4, 5, 3, 1]);
+        assert_eq!(drain(&b1, 1), vec![1, 3, 5, 4, 2, 0]);
+        assert_eq!(a1.next(1), None);
+        assert_eq!(b0.next(0), None);
+        // A partition executed under a context of its own reads its own units only.
+        let c = context();
+        let alone = rounds.join(&c, &assignment, 6, 1);
+        assert_eq!(drain(&alone, 1), vec![1, 3, 5]);
     }
 }
