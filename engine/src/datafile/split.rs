@@ -401,18 +401,20 @@ impl FileFooter {
             parts.push((start, bytes));
         }
         let sparse = SparseFile { len: self.len, parts };
-        // The byte-stream-split value columns of a whole group decode directly when they can
-        // (`pages.rs`); the rest, and any chunk that path declines, through parquet-rs.
+        // The value columns of a whole group decode directly when they can (`pages.rs`); the
+        // rest, and any chunk that path declines, through parquet-rs.
         let rows = usize::try_from(rg.num_rows()).map_err(|_| invalid("negative row count".into()))?;
         let mut direct: Vec<Option<arrow::array::ArrayRef>> = leaves
             .iter()
-            .map(|&leaf| {
-                let split = leaf == VALUE_INT_LEAF || leaf == VALUE_FLOAT_LEAF;
-                if split && selection.is_none() {
+            .map(|&leaf| match leaf {
+                _ if selection.is_some() => None,
+                VALUE_INT_LEAF | VALUE_FLOAT_LEAF => {
                     super::pages::decode_split_chunk(Arc::new(sparse.clone()), rg.column(leaf), rows)
-                } else {
-                    None
                 }
+                VALUE_SCALE_LEAF => {
+                    super::pages::decode_delta_i8_chunk(Arc::new(sparse.clone()), rg.column(leaf), rows)
+                }
+                _ => None,
             })
             .collect();
         let rest: Vec<usize> = leaves.iter().zip(&direct).filter(|(_, d)| d.is_none()).map(|(&l, _)| l).collect();
@@ -432,8 +434,9 @@ impl FileFooter {
     }
 }
 
-/// Leaf index of `value_int` and `value_float` in the data-file schema.
+/// Leaf index of `value_int`, `value_scale` and `value_float` in the data-file schema.
 const VALUE_INT_LEAF: usize = 2;
+const VALUE_SCALE_LEAF: usize = 3;
 const VALUE_FLOAT_LEAF: usize = 4;
 
 /// The three value columns (`value_int`, `value_scale`, `value_float`) as `f64`.
