@@ -26,7 +26,7 @@ fn zigzag(x: i64) -> u64 {
 
 /// The inverse of [`zigzag`].
 #[inline]
-fn unzigzag(u: u64) -> i64 {
+pub(super) fn unzigzag(u: u64) -> i64 {
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 

@@ -27,6 +27,8 @@ use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 
+use super::codec::unzigzag;
+
 /// Decodes the column chunk `meta` (of a row group of `rows` rows) read through `reader` into
 /// an `Int64Array` or `Float64Array` by its physical type; `None` when the chunk is not of the
 /// one shape handled here (see the module documentation).
@@ -215,11 +217,6 @@ fn delta_values(mut bytes: &[u8], count: usize, out: &mut Vec<i8>) -> Option<()>
         }
     }
     Some(())
-}
-
-/// The inverse of zigzag coding (sign in the lowest bit).
-fn unzigzag(u: u64) -> i64 {
-    ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
 /// The definition levels of `count` values (RLE/bit-packed hybrid, bit width 1) as a validity
