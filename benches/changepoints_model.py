@@ -113,7 +113,7 @@ class Cost:
         sz = P["sz"][t] - P["sz"][s]
         szz = P["szz"][t] - P["szz"][s]
         rss = szz - sz * sz / m
-        flat = m * np.log(np.maximum(rss / m, self.floor))
+        flat = self.seg(m, rss)
         if self.sp is None:
             return flat
         st = P["st"][t] - P["st"][s]
@@ -123,8 +123,12 @@ class Cost:
         ctz = stz - st * sz / m
         ok = (m >= 2) & (vt > 1e-13 * np.maximum(stt, 1e-300))
         rss2 = np.where(ok, rss - np.where(ok, ctz * ctz / np.where(ok, vt, 1), 0), rss)
-        line = m * np.log(np.maximum(rss2 / m, self.floor)) + self.sp
+        line = self.seg(m, rss2) + self.sp
         return np.minimum(flat, line)
+
+    def seg(self, m, rss):
+        """The cost of segments of lengths `m` with residual sums of squares `rss`."""
+        return m * np.log(np.maximum(rss / m, self.floor))
 
     def cost(self, a, b):
         return float(self.cost_vec(np.array([a]), b)[0])
@@ -148,6 +152,19 @@ class Cost:
         return line if m * np.log(line[2]) + self.sp < m * np.log(flat[2]) else flat
 
 
+class PriorCost(Cost):
+    """Tried in the tenth round and left out: a conjugate (inverse-gamma) prior on each segment's
+    residual variance, `nu` pseudo-samples at the noise variance (1 in these units). The segment
+    cost is `(m + nu) * ln((rss + nu) / (m + nu)) + nu`, so short or repeated-value segments are
+    not infinitely certain; `+ nu` is the per-segment constant of the minimised prior."""
+
+    nu = 2.0
+
+    def seg(self, m, rss):
+        nu = self.nu
+        return (m + nu) * np.log(np.maximum((np.maximum(rss, 0) + nu) / (m + nu), self.floor)) + nu
+
+
 def opt_partition(cost, beta, min_size):
     n = cost.n
     f = np.full(n + 1, np.inf)
@@ -168,7 +185,7 @@ def opt_partition(cost, beta, min_size):
     return sorted(cps)
 
 
-def prepare(x, season=True, season_drop=0.8):
+def prepare(x, season=True, season_drop=0.8, seasons=1):
     x = np.asarray(x, float)
     center = np.median(x)
     scale = tscale(np.diff(x)) / np.sqrt(2)
@@ -179,10 +196,13 @@ def prepare(x, season=True, season_drop=0.8):
         scale = max(x.std(), 1e-300)
     z = (x - center) / scale
     z = winsorise(z)
-    if season:
+    found = []
+    for _ in range(seasons if season else 0):
         p = seasonal_period(z, season_drop)
-        if p:
-            z = winsorise(deseasonalise(z, p))
+        if not p or p in found:
+            break
+        found.append(p)
+        z = winsorise(deseasonalise(z, p))
     q = 0.0
     if noisy:
         u = np.unique(z)
@@ -204,12 +224,13 @@ def second_order(vif, n, z, max_rho=0.8):
 
 
 def detect(x, model="trend", scale=1.0, per_param=2.0, slope_params=2.0, max_rho=0.8, min_size=5,
-           rho_fn=None, vif_fn=second_order, neff=True, neff_min=2.0, var_floor=0.0, season_drop=0.8):
+           rho_fn=None, vif_fn=second_order, neff=True, neff_min=2.0, var_floor=0.0, season_drop=0.8,
+           cost_cls=None, seasons=1):
     x = np.asarray(x, float)
     n = len(x)
     if n < 2 * min_size or np.all(x == x[0]):
         return []
-    z, floor = prepare(x, season_drop=season_drop)
+    z, floor = prepare(x, season_drop=season_drop, seasons=seasons)
     floor = max(floor, var_floor)
     rho = lag1(z) if rho_fn is None else rho_fn(z)
     rho = min(max(rho, 0.0), max_rho) if np.isfinite(rho) else max_rho
@@ -219,7 +240,7 @@ def detect(x, model="trend", scale=1.0, per_param=2.0, slope_params=2.0, max_rho
     ln = np.log(max(n / vif, neff_min)) if neff else np.log(n)
     pp = scale * per_param * ln * vif
     sp = slope_params * pp if model == "trend" else None
-    c = Cost(z, sp, floor)
+    c = (cost_cls or Cost)(z, sp, floor)
     return opt_partition(c, 3 * pp, min_size)
 
 
@@ -256,6 +277,56 @@ def smoother_than_walk(vif, n, z):
         r2 = min(max(lag1(np.diff(z)), 0.0), 0.8)
         vif *= (1 + r2) / (1 - r2)
     return vif
+
+
+def prewhitened(x, min_size=5, max_rho=0.95, per_param=2.0):
+    """Tried in the tenth round and left out (the AR1seg idea of Chakar et al. 2017): remove
+    the robust AR(1) structure, `w = (z[t] - rho z[t-1]) / sqrt(1 - rho^2)`, then segment `w`
+    with the piecewise-linear cost and the independent-samples penalty `2 ln n` per parameter."""
+    x = np.asarray(x, float)
+    if len(x) < 2 * min_size or np.all(x == x[0]):
+        return []
+    z, floor = prepare(x)
+    rho = lag1(z)
+    rho = min(max(rho, 0.0), max_rho) if np.isfinite(rho) else max_rho
+    w = (z[1:] - rho * z[:-1]) / np.sqrt(1 - rho * rho)
+    pp = per_param * np.log(len(w))
+    return [c + 1 for c in opt_partition(Cost(w, 2 * pp, floor), 3 * pp, min_size)]
+
+
+def with_differences(x, gap=10):
+    """Tried in the tenth round and left out: the default's changes plus those of the `'level'`
+    model run on the first differences (changes of slope and of the increments' spread, as in a
+    random walk with drift), at least `gap` samples from every change already kept."""
+    out = list(detect(x))
+    for c in detect(np.diff(np.asarray(x, float)), model="level"):
+        if all(abs(c - o) > gap for o in out):
+            out.append(c)
+    return sorted(out)
+
+
+def two_seasons(fn, reps=20, n=600):
+    """A synthetic suite fixed before its results were seen: two sine cycles `p1 < p2` (periods
+    (8, 50), (12, 90), (20, 160), (24, 168), (10, 100), (7, 60); amplitudes (1.5, 1.5), (1.5,
+    0.75), (0.75, 1.5); random phases), Gaussian noise of sd 0.7, with a level shift of 3 at
+    0.65 n or without. Returns the share of shifted series where the shift is found alone
+    (within 3 samples) and the mean number of changes on the series without a shift."""
+    rng = np.random.default_rng(11)
+    alone = nulls = total = 0
+    for p1, p2 in [(8, 50), (12, 90), (20, 160), (24, 168), (10, 100), (7, 60)]:
+        for a1, a2 in [(1.5, 1.5), (1.5, 0.75), (0.75, 1.5)]:
+            for _ in range(reps):
+                i = np.arange(n)
+                base = (a1 * np.sin(2 * np.pi * i / p1 + rng.uniform(0, 2 * np.pi))
+                        + a2 * np.sin(2 * np.pi * i / p2 + rng.uniform(0, 2 * np.pi)) + rng.normal(0, 0.7, n))
+                at = int(0.65 * n)
+                shifted = base.copy()
+                shifted[at:] += 3
+                c = fn(shifted)
+                alone += len(c) == 1 and abs(c[0] - at) <= 3
+                nulls += len(fn(base))
+                total += 1
+    return f"two seasons: shift found alone {alone / total:.3f}, changes without a shift {nulls / total:.2f}"
 
 
 def synthetic(fn, reps=20, seed=1):
@@ -326,9 +397,18 @@ def main():
         "left out: min segment max(5, n / 20)": lambda x: detect(x, min_size=max(5, len(x) // 20)),
         "left out: residual variance floor 0.05 (noise units)": lambda x: detect(x, var_floor=0.05),
         "left out: season search, trough-to-peak drop 0.5": lambda x: detect(x, season_drop=0.5),
+        "round 10, left out: variance prior, 2 pseudo-samples": lambda x: detect(x, cost_cls=PriorCost),
+        "round 10, left out: slope 1.5 parameters": lambda x: detect(x, slope_params=1.5),
+        "round 10, left out: slope 3 parameters": lambda x: detect(x, slope_params=3.0),
+        "round 10, left out: prewhitened (AR1seg-like)": prewhitened,
+        "round 10, left out: and the differences' level changes": with_differences,
+        "round 10, left out: up to 3 seasons, strongest first": lambda x: detect(x, seasons=3),
     }
     for label, fn in experiments.items():
         print(f"{label}\n  TCPD {score(series, fn)}\n  synthetic: {synthetic(fn)}", flush=True)
+    for label, fn in [("default", detect), ("up to 3 seasons", lambda x: detect(x, seasons=3)),
+                      ("up to 3 seasons, drop 0.5", lambda x: detect(x, seasons=3, season_drop=0.5))]:
+        print(f"{label}: {two_seasons(fn)}", flush=True)
 
 
 if __name__ == "__main__":
