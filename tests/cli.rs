@@ -399,6 +399,44 @@ fn errors_print_once_without_repetition() {
     }
 }
 
+/// A bit flipped on disk inside a data file's value column (bad disk, bad copy) makes
+/// `lockstep sql` fail with one error naming the file, row group and column — never a panic,
+/// never different numbers — while a query that reads other columns still answers.
+#[test]
+fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let db = tmp.path().join("db");
+    ok(&["import", "--data-dir", db.to_str().unwrap(), bundle.to_str().unwrap()]);
+    let query = "SELECT sum(value) AS s FROM samples";
+    let before = ok(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv", query]);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(db.join("manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{manifest}");
+    let path = db.join(files[0]["path"].as_str().unwrap());
+    let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    // The fixture's values are exact decimals: the mantissas are in `value_int`.
+    let (start, len) = reader.metadata().row_group(0).column(2).byte_range();
+    drop(reader);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(start + len / 2) as usize] ^= 0x04;
+    std::fs::write(&path, bytes).unwrap();
+
+    let out = lockstep(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv", query]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{before} then {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 1, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("row group 0 column value_int: checksum mismatch") && err.contains(".parquet"), "{err}");
+    // The time column is intact and still answers.
+    let count =
+        ok(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv", "SELECT count(time) AS n FROM samples"]);
+    assert_eq!(count, "n\n3000\n");
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]

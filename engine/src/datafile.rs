@@ -16,6 +16,7 @@
 //!
 //! Every value round-trips bit-exactly. All columns are zstd-compressed.
 
+mod checksum;
 mod codec;
 mod pages;
 mod read;
@@ -34,6 +35,14 @@ pub(crate) use split::retain;
 pub use split::{Chunk, Columns, FileFooter, GroupStats};
 pub use valuestats::{RunRange, ValueRange};
 pub use write::{DataFileWriter, write_file, write_file_range};
+
+/// How data files are opened: the schema comes from the Parquet schema, not from the
+/// embedded Arrow schema (`ARROW:schema`, an IPC flatbuffer), whose decoder panics on some
+/// corrupt bytes; the two agree for every file the writer produces, and `check_schema`
+/// checks the result either way.
+fn reader_options() -> parquet::arrow::arrow_reader::ArrowReaderOptions {
+    parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_skip_arrow_metadata(true)
+}
 
 /// Rows per Parquet row group; row groups are the unit of pruning by series and time.
 pub const ROW_GROUP_ROWS: usize = 256 * 1024;

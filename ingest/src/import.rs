@@ -237,13 +237,31 @@ pub fn import_file(
     let mut sink = RowSink::new(store, file, options);
     let is_parquet = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
     if is_parquet {
-        parquet_reader::read(file, &mut sink, progress)?;
+        without_panics(file, || parquet_reader::read(file, &mut sink, progress))?;
     } else {
         csv_reader::read(file, &mut sink, progress)?;
     }
     let mut report = sink.finish()?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Runs a reader of a Parquet file that is not ours. parquet-rs (and arrow-ipc, for the
+/// embedded Arrow schema) can panic on corrupt bytes instead of returning an error; such a
+/// panic becomes a [`ImportError::BadFile`] here, and as with any error nothing of the file
+/// is imported.
+pub(crate) fn without_panics<T>(file: &Path, read: impl FnOnce() -> Result<T, ImportError>) -> Result<T, ImportError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(ImportError::BadFile {
+            file: file.to_path_buf(),
+            reason: format!("the Parquet reader failed on corrupt data: {what}"),
+        })
+    })
 }
 
 /// Collects validated rows and feeds them to the bulk import.

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, Float64Array, Int8Array, Int64Array, RecordBatch, UInt32Array};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 
 use super::{RowFilter, decode_values, file_schema};
@@ -42,12 +43,33 @@ pub(super) fn check_schema(actual: &arrow::datatypes::Schema, invalid: &dyn Fn(S
     Ok(())
 }
 
+/// Checks that every column chunk of `meta` lies inside a file of `len` bytes. A corrupt
+/// footer can claim a negative offset or size, on which parquet-rs's `byte_range` panics;
+/// nothing may call it before this check.
+pub(super) fn check_chunk_ranges(meta: &ParquetMetaData, len: u64) -> std::result::Result<(), String> {
+    for (group, rg) in meta.row_groups().iter().enumerate() {
+        for (leaf, column) in rg.columns().iter().enumerate() {
+            let start = column.dictionary_page_offset().unwrap_or_else(|| column.data_page_offset());
+            let size = column.compressed_size();
+            let end = u64::try_from(start).ok().zip(u64::try_from(size).ok()).and_then(|(s, l)| s.checked_add(l));
+            if end.is_none_or(|end| end > len) {
+                return Err(format!(
+                    "row group {group} column {leaf}: bytes {start}+{size} outside the {len}-byte file"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The row groups of one data file that may hold rows passing a filter, decoded one at a
 /// time (memory: one row group). Yields each group's passing rows, in file order.
 pub struct RowGroups {
     path: PathBuf,
     bytes: Bytes,
     metadata: ArrowReaderMetadata,
+    /// Column-chunk checksums (`None`: an older file without them).
+    crcs: Option<Vec<u32>>,
     groups: std::vec::IntoIter<usize>,
     time: Option<(i64, i64)>,
     series: Option<roaring::RoaringBitmap>,
@@ -65,9 +87,11 @@ impl RowGroups {
     pub fn open(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> Result<Self> {
         let invalid = |reason: String| Error::DataFileInvalid { path: path.to_path_buf(), reason };
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
-        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::default())
+        let metadata = ArrowReaderMetadata::load(&bytes, super::reader_options())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         check_schema(metadata.schema(), &invalid)?;
+        check_chunk_ranges(metadata.metadata(), bytes.len() as u64).map_err(invalid)?;
+        let crcs = super::checksum::of_metadata(metadata.metadata()).map_err(invalid)?;
         let mut groups = Vec::new();
         for (i, rg) in metadata.metadata().row_groups().iter().enumerate() {
             if let (Some((lo, hi)), Some((tmin, tmax))) = (filter.time, i64_range(rg.column(1).statistics()))
@@ -86,6 +110,7 @@ impl RowGroups {
             path: path.to_path_buf(),
             bytes,
             metadata,
+            crcs,
             groups: groups.into_iter(),
             time: filter.time,
             series: filter.series.cloned(),
@@ -94,7 +119,23 @@ impl RowGroups {
 
     fn read_group(&self, group: usize) -> Result<Rows> {
         let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
-        let rows = self.metadata.metadata().row_group(group).num_rows();
+        let meta = self.metadata.metadata();
+        let rg = meta.row_groups().get(group).ok_or_else(|| invalid(format!("no row group {group}")))?;
+        for (leaf, column) in rg.columns().iter().enumerate() {
+            let Some(crc) = super::checksum::expected(self.crcs.as_deref(), group, leaf, rg.num_columns()) else {
+                continue;
+            };
+            let (start, len) = column.byte_range();
+            let chunk = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(len).ok())
+                .and_then(|(s, l)| self.bytes.get(s..s.checked_add(l)?))
+                .ok_or_else(|| {
+                    invalid(format!("row group {group} column {leaf}: bytes {start}+{len} outside the file"))
+                })?;
+            super::checksum::verify(chunk, crc, group, leaf).map_err(invalid)?;
+        }
+        let rows = rg.num_rows();
         // One batch for the whole group: shared timestamps and difference-coded values refer
         // to earlier rows of the group.
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use arrow::array::{Array, Float64Array, Int8Array, Int64Array, UInt32Array};
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder, RowSelection};
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
@@ -122,6 +120,9 @@ pub struct FileFooter {
     /// The value ranges of each row group's series runs, decoded on first use (`None`: the
     /// file has none; written before they were recorded).
     value_runs: std::sync::OnceLock<FileRuns>,
+    /// The checksum of every column chunk, row group by row group (`None`: written before
+    /// they were recorded; `datafile/checksum.rs`).
+    crcs: Option<Vec<u32>>,
 }
 
 /// The value ranges of a file's series runs by row group, `None` if it has none, or why they
@@ -147,10 +148,12 @@ impl FileFooter {
         let raw = storage.read_range(path, len - 8 - meta_len..len - 8).map_err(|e| Error::io(path, e))?;
         let metadata = ParquetMetaDataReader::decode_metadata(&raw)
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
-        let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::default())
+        let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), super::reader_options())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         check_schema(metadata.schema(), &invalid)?;
-        Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new() })
+        super::read::check_chunk_ranges(metadata.metadata(), len).map_err(invalid)?;
+        let crcs = super::checksum::of_metadata(metadata.metadata()).map_err(invalid)?;
+        Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new(), crcs })
     }
 
     /// Estimated bytes this footer holds in memory: the Parquet metadata and the per-run value
@@ -158,7 +161,8 @@ impl FileFooter {
     /// not they are yet.
     pub fn heap_bytes(&self) -> usize {
         let runs = self.value_runs_text().map_or(0, |text| text.len() / 16 * 24);
-        self.metadata.metadata().memory_size() + runs + self.path.as_os_str().len()
+        let crcs = self.crcs.as_ref().map_or(0, |c| c.len() * 4);
+        self.metadata.metadata().memory_size() + runs + crcs + self.path.as_os_str().len()
     }
 
     /// The encoded per-run value statistics of the file (`None`: written before they were
@@ -398,6 +402,9 @@ impl FileFooter {
                 invalid(format!("row group {group} column {leaf}: bytes {start}+{len} outside the file"))
             })?;
             let bytes = storage.read_range(&self.path, start..end).map_err(|e| Error::io(&self.path, e))?;
+            if let Some(crc) = super::checksum::expected(self.crcs.as_deref(), group, leaf, rg.num_columns()) {
+                super::checksum::verify(&bytes, crc, group, leaf).map_err(invalid)?;
+            }
             parts.push((start, bytes));
         }
         let sparse = SparseFile { len: self.len, parts };

@@ -12,6 +12,7 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
+use super::checksum;
 use super::valuestats::{self, GroupRanges};
 use super::{FileStats, ROW_GROUP_ROWS, WriteOptions, columns, encode_values, file_schema};
 use crate::error::{Error, Result};
@@ -49,11 +50,59 @@ fn writer_properties(opts: WriteOptions) -> Result<WriterProperties> {
 pub struct DataFileWriter {
     path: PathBuf,
     schema: SchemaRef,
-    writer: ArrowWriter<Box<dyn StorageFile>>,
+    writer: ArrowWriter<Tap>,
     pending: Rows,
     stats: FileStats,
     /// Value ranges of the series runs of each row group written (`datafile/valuestats.rs`).
     runs: Vec<GroupRanges>,
+    /// Checksums of the column chunks written so far (`datafile/checksum.rs`).
+    crcs: Vec<u32>,
+}
+
+/// The file being written, keeping a copy of the bytes since the last row group so that the
+/// row group's column chunks can be checksummed as they were written.
+struct Tap {
+    file: Box<dyn StorageFile>,
+    /// Bytes written so far.
+    pos: u64,
+    /// File offset of `held[0]`.
+    held_from: u64,
+    held: Vec<u8>,
+}
+
+impl std::io::Write for Tap {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.held.extend_from_slice(&buf[..n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Tap {
+    /// Checksums the chunks of the row group just written (all of it in `held`: the group's
+    /// bytes reached the file in the last flush) and drops the held bytes.
+    fn checksum_group(
+        &mut self,
+        group: &parquet::file::metadata::RowGroupMetaData,
+        out: &mut Vec<u32>,
+    ) -> std::result::Result<(), String> {
+        for (leaf, column) in group.columns().iter().enumerate() {
+            let (start, len) = column.byte_range();
+            let at = start.checked_sub(self.held_from).and_then(|a| usize::try_from(a).ok());
+            let chunk = at.and_then(|a| self.held.get(a..a.checked_add(usize::try_from(len).ok()?)?));
+            let chunk = chunk
+                .ok_or_else(|| format!("column {leaf} bytes {start}+{len} are not among the bytes just written"))?;
+            out.push(checksum::of(chunk));
+        }
+        self.held.clear();
+        self.held_from = self.pos;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for DataFileWriter {
@@ -69,6 +118,7 @@ impl DataFileWriter {
     /// Creates (truncating) the file at `path`.
     pub fn create(storage: &dyn Storage, path: &Path, opts: WriteOptions) -> Result<Self> {
         let file = storage.create(path).map_err(|e| Error::io(path, e))?;
+        let file = Tap { file, pos: 0, held_from: 0, held: Vec::new() };
         let schema = file_schema();
         let writer = ArrowWriter::try_new(file, schema.clone(), Some(writer_properties(opts)?))
             .map_err(|source| Error::Parquet { path: path.to_path_buf(), source })?;
@@ -86,6 +136,7 @@ impl DataFileWriter {
                 max_series: 0,
             },
             runs: Vec::new(),
+            crcs: Vec::new(),
         })
     }
 
@@ -147,7 +198,18 @@ impl DataFileWriter {
         // One `write` per row group: the writer closes a row group at ROW_GROUP_ROWS, so the
         // groups are exactly the slices handed over here.
         self.writer.write(&batch).map_err(|source| Error::Parquet { path: self.path.clone(), source })?;
-        self.writer.flush().map_err(|source| Error::Parquet { path: self.path.clone(), source })
+        self.writer.flush().map_err(|source| Error::Parquet { path: self.path.clone(), source })?;
+        // Push the group's bytes through parquet's buffer into the tap, then checksum them.
+        self.writer.sync().map_err(|e| Error::io(&self.path, e))?;
+        let group = self.writer.flushed_row_groups().last().cloned();
+        let group = group.ok_or_else(|| Error::DataFileInvalid {
+            path: self.path.clone(),
+            reason: "no row group after a flush".into(),
+        })?;
+        self.writer
+            .inner_mut()
+            .checksum_group(&group, &mut self.crcs)
+            .map_err(|reason| Error::DataFileInvalid { path: self.path.clone(), reason })
     }
 
     /// Writes what is pending, closes and syncs the file; returns its statistics.
@@ -160,7 +222,12 @@ impl DataFileWriter {
         let runs = valuestats::encode(&self.runs);
         self.writer
             .append_key_value_metadata(parquet::file::metadata::KeyValue::new(valuestats::KEY.to_string(), runs));
-        let mut file = self.writer.into_inner().map_err(|source| Error::Parquet { path: path.clone(), source })?;
+        self.writer.append_key_value_metadata(parquet::file::metadata::KeyValue::new(
+            checksum::KEY.to_string(),
+            checksum::encode(&self.crcs),
+        ));
+        let tap = self.writer.into_inner().map_err(|source| Error::Parquet { path: path.clone(), source })?;
+        let mut file = tap.file;
         file.sync().map_err(|e| Error::io(&path, e))?;
         drop(file);
         let mut stats = self.stats;

@@ -88,7 +88,11 @@ type RowFn<'a> = dyn FnMut(u64, &str, &[i64]) -> Result<(), ImportError> + 'a;
 /// Streams a table with a `host` string column and the named i64 columns.
 fn read_table(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(), ImportError> {
     let is_parquet = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
-    if is_parquet { read_parquet(path, columns, each) } else { read_csv(path, columns, each) }
+    if is_parquet {
+        super::without_panics(path, || read_parquet(path, columns, each))
+    } else {
+        read_csv(path, columns, each)
+    }
 }
 
 fn bad_file(path: &Path, reason: impl Into<String>) -> ImportError {
