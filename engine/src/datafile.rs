@@ -87,6 +87,11 @@ pub struct FileStats {
     pub min_series: u32,
     /// Largest series id.
     pub max_series: u32,
+    /// CRC-32 of the file's footer (the Parquet metadata and the 8-byte tail), checked when
+    /// the footer is read (`datafile/checksum.rs`); `None` for files written before it was
+    /// recorded, and absent from their manifest entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer_crc32: Option<u32>,
 }
 
 /// Knobs for writing data files.

@@ -118,7 +118,15 @@ mod tests {
             id: 1,
             partition: 5,
             path: "data/p5/1.parquet".into(),
-            stats: FileStats { rows: 10, bytes: 100, min_time: 0, max_time: 9, min_series: 0, max_series: 3 },
+            stats: FileStats {
+                rows: 10,
+                bytes: 100,
+                min_time: 0,
+                max_time: 9,
+                min_series: 0,
+                max_series: 3,
+                footer_crc32: Some(7),
+            },
             level: 0,
         });
         m.next_file_id = 2;

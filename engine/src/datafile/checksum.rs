@@ -8,6 +8,10 @@
 //! With it, the read fails with [`Error::DataFileInvalid`](crate::error::Error) naming the row
 //! group and column. Files written before the key existed are read unchecked.
 //!
+//! The footer (metadata and tail) cannot hold its own checksum: the writer returns it in
+//! [`FileStats::footer_crc32`](super::FileStats), the manifest keeps it, and readers given it
+//! check the footer before parsing it.
+//!
 //! Encoding: lowercase hex, 8 characters per chunk, row groups in file order and within each
 //! the columns in schema order (`docs/format-storage.md`).
 
@@ -44,6 +48,29 @@ pub fn decode(text: &str, groups: usize, columns: usize) -> Result<Vec<u32>, Str
             u32::from_str_radix(hex, 16).map_err(|_| format!("{KEY} has a bad checksum {hex:?}"))
         })
         .collect()
+}
+
+/// The footer at the end of `bytes` (the end of a Parquet file): the metadata, its 4-byte
+/// length and the magic `PAR1`.
+pub fn footer_of(bytes: &[u8]) -> Result<&[u8], String> {
+    let n = bytes.len();
+    let tail = bytes.get(n.saturating_sub(8)..).filter(|t| t.len() == 8 && t[4..] == *b"PAR1");
+    let tail = tail.ok_or_else(|| format!("{n} bytes do not end in a parquet footer"))?;
+    let meta = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    let start = n.checked_sub(meta.saturating_add(8));
+    start.and_then(|s| bytes.get(s..)).ok_or_else(|| format!("a footer of {meta} bytes does not fit in {n} bytes"))
+}
+
+/// Checks a footer's bytes against the checksum recorded in the manifest.
+pub fn verify_footer(footer: &[u8], expected: Option<u32>) -> Result<(), String> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let got = of(footer);
+    if got == expected {
+        return Ok(());
+    }
+    Err(format!("footer checksum mismatch (recorded {expected:08x}, read {got:08x}); the file is corrupt"))
 }
 
 /// The checksums recorded in a file's metadata (`None`: written before they were recorded).

@@ -82,11 +82,16 @@ impl std::fmt::Debug for RowGroups {
 }
 
 impl RowGroups {
-    /// Opens `path`, checks its schema and selects the row groups whose series and time
-    /// statistics overlap `filter`.
-    pub fn open(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> Result<Self> {
+    /// Opens `path`, checks its footer against `footer_crc` (the manifest's
+    /// [`FileStats::footer_crc32`](super::FileStats); `None`: unchecked) and its schema, and
+    /// selects the row groups whose series and time statistics overlap `filter`.
+    pub fn open(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>, footer_crc: Option<u32>) -> Result<Self> {
         let invalid = |reason: String| Error::DataFileInvalid { path: path.to_path_buf(), reason };
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
+        if footer_crc.is_some() {
+            let footer = super::checksum::footer_of(&bytes).map_err(invalid)?;
+            super::checksum::verify_footer(footer, footer_crc).map_err(invalid)?;
+        }
         let metadata = ArrowReaderMetadata::load(&bytes, super::reader_options())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         check_schema(metadata.schema(), &invalid)?;
@@ -162,9 +167,9 @@ impl Iterator for RowGroups {
 }
 
 /// Reads the rows of a data file that pass `filter`, in file order (sorted by series, time).
-pub fn read_file(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>) -> Result<Rows> {
+pub fn read_file(storage: &dyn Storage, path: &Path, filter: &RowFilter<'_>, footer_crc: Option<u32>) -> Result<Rows> {
     let mut out = Rows::default();
-    for rows in RowGroups::open(storage, path, filter)? {
+    for rows in RowGroups::open(storage, path, filter, footer_crc)? {
         let rows = rows?;
         if out.is_empty() {
             out = rows;

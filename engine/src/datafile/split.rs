@@ -130,9 +130,10 @@ pub struct FileFooter {
 type FileRuns = std::result::Result<Option<Vec<GroupRanges>>, String>;
 
 impl FileFooter {
-    /// Reads the footer of `path` (two range reads: the 8-byte tail, then the metadata) and
-    /// checks the schema.
-    pub fn read(storage: &dyn Storage, path: &Path) -> Result<Self> {
+    /// Reads the footer of `path` (two range reads: the 8-byte tail, then the metadata),
+    /// checks it against `footer_crc` (the manifest's
+    /// [`FileStats::footer_crc32`](super::FileStats); `None`: unchecked) and checks the schema.
+    pub fn read(storage: &dyn Storage, path: &Path, footer_crc: Option<u32>) -> Result<Self> {
         let invalid = |reason: String| Error::DataFileInvalid { path: path.to_path_buf(), reason };
         let len = storage.len(path).map_err(|e| Error::io(path, e))?;
         if len < 12 {
@@ -146,6 +147,10 @@ impl FileFooter {
             return Err(invalid(format!("footer claims {meta_len} bytes of metadata in a {len}-byte file")));
         }
         let raw = storage.read_range(path, len - 8 - meta_len..len - 8).map_err(|e| Error::io(path, e))?;
+        if footer_crc.is_some() {
+            let whole = [raw.as_ref(), &tail].concat();
+            super::checksum::verify_footer(&whole, footer_crc).map_err(invalid)?;
+        }
         let metadata = ParquetMetaDataReader::decode_metadata(&raw)
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), super::reader_options())

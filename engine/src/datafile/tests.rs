@@ -25,7 +25,7 @@ fn write_read_round_trip_with_pruning() {
     let stats = write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
     assert_eq!(stats.rows, 50_000);
     assert_eq!((stats.min_series, stats.max_series), (0, 49));
-    let all = read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
+    let all = read_file(&OsStorage, &path, &RowFilter::default(), None).unwrap();
     assert_eq!(all.series, rows.series);
     assert_eq!(all.time, rows.time);
     assert!(all.value.iter().zip(&rows.value).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -35,7 +35,7 @@ fn write_read_round_trip_with_pruning() {
     set.insert(7);
     let t0 = 1_700_000_000_000_000_000 + 10 * 1_000_000_000;
     let filter = RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set), value: None };
-    let some = read_file(&OsStorage, &path, &filter).unwrap();
+    let some = read_file(&OsStorage, &path, &filter, None).unwrap();
     assert_eq!(some.len(), 10);
     assert!(some.series.iter().all(|s| *s == 3 || *s == 7));
 }
@@ -45,7 +45,7 @@ fn wrong_schema_and_garbage_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("g.parquet");
     std::fs::write(&garbage, b"PAR1 definitely not parquet").unwrap();
-    let e = read_file(&OsStorage, &garbage, &RowFilter::default()).unwrap_err();
+    let e = read_file(&OsStorage, &garbage, &RowFilter::default(), None).unwrap_err();
     assert!(matches!(e, Error::DataFileInvalid { .. }), "{e}");
 
     let other = dir.path().join("o.parquet");
@@ -54,10 +54,10 @@ fn wrong_schema_and_garbage_are_typed_errors() {
     let mut w = ArrowWriter::try_new(std::fs::File::create(&other).unwrap(), schema, None).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
-    let e = read_file(&OsStorage, &other, &RowFilter::default()).unwrap_err();
+    let e = read_file(&OsStorage, &other, &RowFilter::default(), None).unwrap_err();
     assert!(e.to_string().contains("wrong schema"), "{e}");
 
-    let e = read_file(&OsStorage, &dir.path().join("missing.parquet"), &RowFilter::default()).unwrap_err();
+    let e = read_file(&OsStorage, &dir.path().join("missing.parquet"), &RowFilter::default(), None).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
 }
 
@@ -89,14 +89,14 @@ fn shared_timestamps_round_trip_across_row_groups_and_filters() {
         .map(|rg| rg.column(1).statistics().and_then(|s| s.null_count_opt()).unwrap_or(0) as i64)
         .sum();
     assert!(nulls > 4 * n, "most runs share their timestamps ({nulls} nulls)");
-    assert_eq!(read_file(&OsStorage, &path, &RowFilter::default()).unwrap(), rows);
+    assert_eq!(read_file(&OsStorage, &path, &RowFilter::default(), None).unwrap(), rows);
 
     // Row-group pruning and filters see the resolved times.
     let mut set = RoaringBitmap::new();
     set.insert(6);
     let t0 = 1_700_000_000_000_000_000 + 60_000 * 1_000_000_000;
     let filter = RowFilter { time: Some((t0, t0 + 10 * 1_000_000_000)), series: Some(&set), value: None };
-    let some = read_file(&OsStorage, &path, &filter).unwrap();
+    let some = read_file(&OsStorage, &path, &filter, None).unwrap();
     let want: Vec<i64> =
         (0..rows.len()).filter(|&i| filter.matches(rows.series[i], rows.time[i])).map(|i| rows.time[i]).collect();
     assert_eq!(some.time, want);
@@ -127,16 +127,16 @@ fn plain_time_columns_read_and_dangling_shared_times_are_typed_errors() {
     // A file of the first format (no shared times) reads as before.
     let plain = dir.path().join("plain.parquet");
     write_raw(&plain, Int64Array::from(vec![5, 6, 5]), vec![0, 0, 1]);
-    assert_eq!(read_file(&OsStorage, &plain, &RowFilter::default()).unwrap().time, vec![5, 6, 5]);
+    assert_eq!(read_file(&OsStorage, &plain, &RowFilter::default(), None).unwrap().time, vec![5, 6, 5]);
     // A null time with no earlier run to copy from is corruption, not a panic.
     let bad = dir.path().join("bad.parquet");
     write_raw(&bad, Int64Array::from(vec![None, Some(6)]), vec![0, 0]);
-    let e = read_file(&OsStorage, &bad, &RowFilter::default()).unwrap_err();
+    let e = read_file(&OsStorage, &bad, &RowFilter::default(), None).unwrap_err();
     assert!(matches!(e, Error::DataFileInvalid { .. }) && e.to_string().contains("no earlier run"), "{e}");
     // A shared run longer than the run it copies from, likewise.
     let long = dir.path().join("long.parquet");
     write_raw(&long, Int64Array::from(vec![Some(5), None, None]), vec![0, 1, 1]);
-    assert!(read_file(&OsStorage, &long, &RowFilter::default()).is_err());
+    assert!(read_file(&OsStorage, &long, &RowFilter::default(), None).is_err());
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn streaming_writer_equals_one_shot_write() {
     }
     let stats = w.finish(&OsStorage).unwrap();
     assert_eq!(stats.rows, rows.len() as u64);
-    assert_eq!(read_file(&OsStorage, &many, &RowFilter::default()).unwrap(), rows);
+    assert_eq!(read_file(&OsStorage, &many, &RowFilter::default(), None).unwrap(), rows);
     assert_eq!(std::fs::read(&one).unwrap().len(), std::fs::read(&many).unwrap().len());
 }
 
@@ -166,7 +166,7 @@ fn footer_reads_row_groups_by_column() {
     let path = dir.path().join("a.parquet");
     let rows = sample_rows();
     write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
-    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
     let groups = footer.groups();
     assert_eq!(groups.iter().map(|g| g.rows).sum::<u64>(), rows.len() as u64);
     let mut set = RoaringBitmap::new();
@@ -176,7 +176,7 @@ fn footer_reads_row_groups_by_column() {
     for filter in
         [RowFilter::default(), RowFilter { time: Some((t0, t0 + 5_000_000_000)), series: Some(&set), value: None }]
     {
-        let want = read_file(&OsStorage, &path, &filter).unwrap();
+        let want = read_file(&OsStorage, &path, &filter, None).unwrap();
         let mut all = Rows::default();
         let mut counted = 0;
         for g in (0..groups.len()).filter(|&g| groups[g].may_match(&filter)) {
@@ -213,7 +213,7 @@ fn footer_reads_row_groups_by_column() {
     // Shared (null) timestamps resolve as in `read_file`.
     let shared = dir.path().join("shared.parquet");
     write_raw(&shared, Int64Array::from(vec![Some(5), Some(6), None, None]), vec![0, 0, 1, 1]);
-    let f = FileFooter::read(&OsStorage, &shared).unwrap();
+    let f = FileFooter::read(&OsStorage, &shared, None).unwrap();
     let c = f.read_group(&OsStorage, 0, Columns { time: true, ..Columns::NONE }, &RowFilter::default()).unwrap();
     assert_eq!((c.len, c.time), (4, vec![5, 6, 5, 6]));
     assert!(f.read_group(&OsStorage, 1, Columns::ALL, &RowFilter::default()).is_err());
@@ -223,8 +223,8 @@ fn footer_reads_row_groups_by_column() {
     let time = Int64Array::from(vec![Some(5), Some(6), Some(7), None, None, None, None, Some(9), None, Some(1)]);
     write_raw(&mixed, time, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
     let want = vec![5, 6, 7, 5, 6, 7, 5, 9, 7, 1];
-    assert_eq!(read_file(&OsStorage, &mixed, &RowFilter::default()).unwrap().time, want);
-    let f = FileFooter::read(&OsStorage, &mixed).unwrap();
+    assert_eq!(read_file(&OsStorage, &mixed, &RowFilter::default(), None).unwrap().time, want);
+    let f = FileFooter::read(&OsStorage, &mixed, None).unwrap();
     let c = f.read_group(&OsStorage, 0, Columns::ALL, &RowFilter::default()).unwrap();
     assert_eq!((c.series, c.time), (vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3], want));
     let mut two = RoaringBitmap::new();
@@ -232,7 +232,7 @@ fn footer_reads_row_groups_by_column() {
     let filter = RowFilter { time: Some((6, 10)), series: Some(&two), value: None };
     let c = f.read_group(&OsStorage, 0, Columns::ALL, &filter).unwrap();
     assert_eq!((c.series, c.time), (vec![2, 2], vec![9, 7]));
-    assert_eq!(read_file(&OsStorage, &mixed, &filter).unwrap().time, vec![9, 7]);
+    assert_eq!(read_file(&OsStorage, &mixed, &filter, None).unwrap().time, vec![9, 7]);
 }
 
 /// Files too short, with a bad footer or a footer claiming more than the file: typed errors.
@@ -248,10 +248,10 @@ fn footer_of_garbage_is_a_typed_error() {
     for (i, bytes) in cases.iter().enumerate() {
         let path = dir.path().join(format!("g{i}.parquet"));
         std::fs::write(&path, bytes).unwrap();
-        let e = FileFooter::read(&OsStorage, &path).unwrap_err();
+        let e = FileFooter::read(&OsStorage, &path, None).unwrap_err();
         assert!(matches!(e, Error::DataFileInvalid { .. }), "{i}: {e}");
     }
-    assert!(FileFooter::read(&OsStorage, &dir.path().join("missing.parquet")).is_err());
+    assert!(FileFooter::read(&OsStorage, &dir.path().join("missing.parquet"), None).is_err());
 }
 
 /// A counter's difference-coded run longer than one decode batch (64 k rows) and split over
@@ -271,10 +271,10 @@ fn counter_runs_across_batches_and_row_groups_round_trip() {
         rows.push(2, 1_700_000_000_000_000_000 + t * 1_000_000_000, ((t * 31) % 97) as f64);
     }
     write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
-    let all = read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
+    let all = read_file(&OsStorage, &path, &RowFilter::default(), None).unwrap();
     assert_eq!(all.len(), rows.len());
     assert!(all.value.iter().zip(&rows.value).all(|(a, b)| a.to_bits() == b.to_bits()));
-    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
     let mut values = Vec::new();
     for g in 0..footer.groups().len() {
         values.extend(footer.read_group(&OsStorage, g, Columns::ALL, &RowFilter::default()).unwrap().value);
@@ -313,7 +313,7 @@ fn series_filter_selects_value_runs_and_skips_groups_without_them() {
         }
     }
     write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
-    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
     let groups = footer.groups();
     assert!(groups.len() >= 2, "the test needs several row groups");
     let sets: Vec<RoaringBitmap> = vec![
@@ -325,7 +325,7 @@ fn series_filter_selects_value_runs_and_skips_groups_without_them() {
     for set in &sets {
         for time in [None, Some((t0 + 100 * 1_000_000_000, t0 + 700 * 1_000_000_000))] {
             let filter = RowFilter { time, series: Some(set), value: None };
-            let want = read_file(&OsStorage, &path, &filter).unwrap();
+            let want = read_file(&OsStorage, &path, &filter, None).unwrap();
             let mut got = Rows::default();
             for g in 0..groups.len() {
                 let c = footer.read_group(&OsStorage, g, Columns::ALL, &filter).unwrap();
@@ -387,7 +387,7 @@ fn runs_from_value_statistics_and_wanted_times_equal_the_rows_written() {
             }
         }
         write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
-        let footer = FileFooter::read(&OsStorage, &path).unwrap();
+        let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
         let groups = footer.groups();
         assert!(groups.len() >= 2, "runs cross a row-group boundary");
         assert!((0..groups.len()).all(|g| footer.value_ranges(g).unwrap().is_some_and(|r| r.per_run)));
@@ -497,7 +497,7 @@ fn mixed_shared_runs_resolve_for_any_wanted_subset() {
     let path = dir.path().join("mixed.parquet");
     let time = Int64Array::from(vec![Some(10), Some(20), Some(30), None, Some(25), None, None, None, Some(5)]);
     write_raw(&path, time, vec![0, 0, 0, 1, 1, 1, 2, 2, 3]);
-    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
     let all = [(0u32, 10i64), (0, 20), (0, 30), (1, 10), (1, 25), (1, 30), (2, 10), (2, 25), (3, 5)];
     for mask in 0u32..16 {
         let set: RoaringBitmap = (0..4).filter(|s| mask & (1 << s) != 0).collect();
@@ -511,7 +511,7 @@ fn mixed_shared_runs_resolve_for_any_wanted_subset() {
     }
     // A first run with nothing to share from is an error, wanted or not.
     write_raw(&path, Int64Array::from(vec![None, Some(1), Some(2)]), vec![0, 1, 1]);
-    let footer = FileFooter::read(&OsStorage, &path).unwrap();
+    let footer = FileFooter::read(&OsStorage, &path, None).unwrap();
     let set: RoaringBitmap = [1u32].into_iter().collect();
     let filter = RowFilter { time: None, series: Some(&set), value: None };
     assert!(matches!(footer.read_group(&OsStorage, 0, Columns::ALL, &filter), Err(Error::DataFileInvalid { .. })));
@@ -540,14 +540,14 @@ fn mixed_rows(series: u32, len: i64) -> Rows {
 
 /// Every row of a data file through both readers (the split reader, group by group, and the
 /// whole-file reader), or the first error.
-fn read_both(path: &std::path::Path) -> std::result::Result<(Rows, Rows), Error> {
-    let footer = FileFooter::read(&OsStorage, path)?;
+fn read_both(path: &std::path::Path, footer_crc: Option<u32>) -> std::result::Result<(Rows, Rows), Error> {
+    let footer = FileFooter::read(&OsStorage, path, footer_crc)?;
     let mut split = Rows::default();
     for g in 0..footer.groups().len() {
         let c = footer.read_group(&OsStorage, g, Columns::ALL, &RowFilter::default())?;
         split.extend_from(&Rows { series: c.series, time: c.time, value: c.value });
     }
-    Ok((split, read_file(&OsStorage, path, &RowFilter::default())?))
+    Ok((split, read_file(&OsStorage, path, &RowFilter::default(), footer_crc)?))
 }
 
 fn same_rows(a: &Rows, b: &Rows) -> bool {
@@ -566,8 +566,8 @@ fn a_flipped_byte_in_any_column_chunk_is_a_checksum_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crc.parquet");
     let rows = mixed_rows(8, (ROW_GROUP_ROWS as i64 + 40_000) / 8);
-    write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
-    let (split, whole) = read_both(&path).unwrap();
+    let stats = write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
+    let (split, whole) = read_both(&path, stats.footer_crc32).unwrap();
     assert!(same_rows(&split, &rows) && same_rows(&whole, &rows));
     let good = std::fs::read(&path).unwrap();
     let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
@@ -583,7 +583,7 @@ fn a_flipped_byte_in_any_column_chunk_is_a_checksum_error() {
                 bytes[at as usize] ^= 0x10;
                 std::fs::write(&bad, &bytes).unwrap();
                 let case = format!("group {group} column {name} byte {at}");
-                let footer = FileFooter::read(&OsStorage, &bad).unwrap();
+                let footer = FileFooter::read(&OsStorage, &bad, None).unwrap();
                 match footer.read_group(&OsStorage, group, Columns::ALL, &RowFilter::default()) {
                     Err(e) => {
                         let text = e.to_string();
@@ -595,7 +595,7 @@ fn a_flipped_byte_in_any_column_chunk_is_a_checksum_error() {
                     // statistics: that chunk is never fetched, so the rows are intact.
                     Ok(c) => assert!(leaf == 0 && c.len > 0, "{case}: read without an error"),
                 }
-                let e = read_file(&OsStorage, &bad, &RowFilter::default()).err().map(|e| e.to_string());
+                let e = read_file(&OsStorage, &bad, &RowFilter::default(), None).err().map(|e| e.to_string());
                 assert!(e.is_some_and(|e| e.contains("checksum mismatch")), "{case}");
                 let other = footer.read_group(&OsStorage, 1 - group, Columns::ALL, &RowFilter::default()).unwrap();
                 assert!(other.len > 0, "{case}");
@@ -606,37 +606,50 @@ fn a_flipped_byte_in_any_column_chunk_is_a_checksum_error() {
 
 /// Corrupt files never panic a reader and never read back different rows: a flipped byte
 /// anywhere (data pages, page headers, footer, key-value metadata, the tail) and every
-/// truncation either reads the rows written, unchanged, or is an error.
+/// truncation either reads the rows written, unchanged, or is an error — with the footer's
+/// checksum from the manifest and without it (a file written before it was recorded). With
+/// it, every flip inside the footer is an error.
 #[test]
 fn corrupt_files_never_panic_and_never_read_back_different_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fuzz.parquet");
     let rows = mixed_rows(8, 400);
-    write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
+    let stats = write_file(&OsStorage, &path, &rows, WriteOptions::default()).unwrap();
     let good = std::fs::read(&path).unwrap();
+    let footer_len = checksum::footer_of(&good).unwrap().len();
+    assert_eq!(stats.footer_crc32, Some(checksum::of(checksum::footer_of(&good).unwrap())));
     let bad = dir.path().join("bad.parquet");
-    let (mut errors, mut unchanged) = (0, 0);
-    let mut check = |bytes: &[u8], case: String| {
+    // Whether the corrupt bytes are an error (else they read back unchanged).
+    let check = |bytes: &[u8], crc: Option<u32>, case: String| -> bool {
         std::fs::write(&bad, bytes).unwrap();
-        match std::panic::catch_unwind(|| read_both(&bad)) {
+        match std::panic::catch_unwind(|| read_both(&bad, crc)) {
             Err(_) => panic!("{case}: a reader panicked"),
-            Ok(Err(_)) => errors += 1,
+            Ok(Err(_)) => true,
             Ok(Ok((split, whole))) => {
                 assert!(same_rows(&split, &rows), "{case}: the split reader read different rows");
                 assert!(same_rows(&whole, &rows), "{case}: the whole-file reader read different rows");
-                unchanged += 1;
+                false
             }
         }
     };
-    for at in 0..good.len() {
-        for bit in [0x01u8, 0x80] {
-            let mut bytes = good.clone();
-            bytes[at] ^= bit;
-            check(&bytes, format!("byte {at} of {} ^ {bit:#x}", good.len()));
+    let (mut errors, mut unchanged) = (0, 0);
+    for crc in [stats.footer_crc32, None] {
+        for at in 0..good.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bytes = good.clone();
+                bytes[at] ^= bit;
+                let erred = check(&bytes, crc, format!("byte {at} of {} ^ {bit:#x}, footer crc {crc:?}", good.len()));
+                if crc.is_some() && at >= good.len() - footer_len {
+                    assert!(erred, "byte {at} of the footer flipped, read without an error");
+                }
+                (errors, unchanged) = if erred { (errors + 1, unchanged) } else { (errors, unchanged + 1) };
+            }
         }
-    }
-    for len in (0..good.len()).step_by(97) {
-        check(&good[..len], format!("truncated to {len} of {}", good.len()));
+        for len in (0..good.len()).step_by(97) {
+            let erred = check(&good[..len], crc, format!("truncated to {len} of {}, footer crc {crc:?}", good.len()));
+            assert!(erred, "truncated to {len}: read without an error");
+            errors += 1;
+        }
     }
     assert!(errors > 0 && unchanged > 0, "{errors} errors, {unchanged} unchanged");
 }

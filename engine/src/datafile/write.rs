@@ -134,6 +134,7 @@ impl DataFileWriter {
                 max_time: i64::MIN,
                 min_series: u32::MAX,
                 max_series: 0,
+                footer_crc32: None,
             },
             runs: Vec::new(),
             crcs: Vec::new(),
@@ -227,10 +228,15 @@ impl DataFileWriter {
             checksum::encode(&self.crcs),
         ));
         let tap = self.writer.into_inner().map_err(|source| Error::Parquet { path: path.clone(), source })?;
+        // All the tap holds now is what followed the last row group: the footer.
+        let footer =
+            checksum::footer_of(&tap.held).map_err(|reason| Error::DataFileInvalid { path: path.clone(), reason })?;
+        let footer_crc = checksum::of(footer);
         let mut file = tap.file;
         file.sync().map_err(|e| Error::io(&path, e))?;
         drop(file);
         let mut stats = self.stats;
+        stats.footer_crc32 = Some(footer_crc);
         stats.bytes = storage.len(&path).map_err(|e| Error::io(&path, e))?;
         if stats.rows == 0 {
             (stats.min_time, stats.max_time, stats.min_series) = (0, 0, 0);

@@ -278,7 +278,7 @@ fn fixture_data_files_of_each_format_decode_exactly() {
         (format!("data/p{}/000000000002.parquet", P + 1), file_v2_rows(), true),
     ] {
         let path = dir.join(&rel);
-        let got = datafile::read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
+        let got = datafile::read_file(&OsStorage, &path, &RowFilter::default(), None).unwrap();
         assert_eq!(tuples(&got), tuples(&want), "{rel}");
         // The fixture really is of the format it stands for.
         let meta =
@@ -318,7 +318,7 @@ fn file_v3_path() -> PathBuf {
 #[test]
 fn fixture_difference_coded_data_file_decodes_exactly() {
     let path = file_v3_path();
-    let got = datafile::read_file(&OsStorage, &path, &RowFilter::default()).unwrap();
+    let got = datafile::read_file(&OsStorage, &path, &RowFilter::default(), None).unwrap();
     assert_eq!(tuples(&got), tuples(&file_v3_rows()));
     let meta =
         ArrowReaderMetadata::load(&Bytes::from(std::fs::read(&path).unwrap()), ArrowReaderOptions::default()).unwrap();

@@ -323,7 +323,7 @@ impl Store {
             let merged = (|| {
                 let inputs = group
                     .iter()
-                    .map(|f| RowGroups::open(storage, &f.path, &RowFilter::default()))
+                    .map(|f| RowGroups::open(storage, &f.path, &RowFilter::default(), f.entry.stats.footer_crc32))
                     .collect::<Result<Vec<_>>>()?;
                 let mut writer = DataFileWriter::create(storage, &path, self.config.compaction_file_options)?;
                 merge_streams(inputs, |rows| writer.append(&rows))?;

@@ -190,7 +190,9 @@ impl BulkImport<'_> {
             let path = self.store.dir.join("staging").join(format!("{}-p{partition}.parquet", self.prefix));
             let inputs = files
                 .iter()
-                .map(|(p, _)| datafile::RowGroups::open(storage, p, &datafile::RowFilter::default()))
+                .map(|(p, stats)| {
+                    datafile::RowGroups::open(storage, p, &datafile::RowFilter::default(), stats.footer_crc32)
+                })
                 .collect::<Result<Vec<_>>>()?;
             let mut writer = datafile::DataFileWriter::create(storage, &path, self.store.config.file_options)?;
             merge_streams(inputs, |rows| writer.append(&rows))?;
