@@ -276,3 +276,39 @@ fn lockstep_application_and_storage_families() {
     assert_eq!(c.entity(&k).unwrap().name, "node-03");
     assert_eq!(e.families.len(), 8);
 }
+
+/// Damaged exporter output (every line of the real exporter samples cut short, bytes deleted,
+/// duplicated or replaced by characters the grammar cares about, in both the Prometheus and
+/// the OpenMetrics dialect) is parsed or refused with an error naming a line; never a panic.
+#[test]
+fn damaged_exposition_text_never_panics() {
+    const SPECIAL: &[&str] = &["{", "}", "\"", "\\", ",", "=", " ", "\n", "#", "e", "+Inf", "NaN", "é", "\u{0}", "9"];
+    let mut cases = 0usize;
+    for text in [DCGM, HCA_1, SWITCH_1, SWITCH_JOINED, HOST, NCCL, LOCKSTEP] {
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        // Every 7th character position, each mutation (a small deterministic walk over the text).
+        for (n, &(at, ch)) in chars.iter().enumerate().step_by(7) {
+            let end = at + ch.len_utf8();
+            let special = SPECIAL[n % SPECIAL.len()];
+            let damaged = [
+                format!("{}{}", &text[..at], &text[end..]),
+                format!("{}{special}{}", &text[..at], &text[end..]),
+                format!("{}{special}{}", &text[..at], &text[at..]),
+                text[..at].to_string(),
+            ];
+            for d in &damaged {
+                for openmetrics in [false, true] {
+                    let options = ParseOptions { default_host: Some("h"), default_time_ns: T1, openmetrics };
+                    let outcome = std::panic::catch_unwind(|| parse(d, &options).map(|_| ()));
+                    match outcome {
+                        Err(_) => panic!("parse panicked on {d:?}"),
+                        Ok(Err(e)) => assert!(e.to_string().contains("line"), "{e}"),
+                        Ok(Ok(())) => {}
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases > 1000, "{cases}");
+}

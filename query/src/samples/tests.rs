@@ -355,6 +355,12 @@ fn whole_series_aggregates_read_a_scan_split_by_series() {
         "SELECT host, series_id, p50(value) AS m, count(*) AS n FROM samples WHERE host = 'h1' \
          GROUP BY host, series_id ORDER BY 2"
             .to_string(),
+        // Sketches: a t-digest of a few rows holds them exactly, an HLL merges exactly.
+        "SELECT series_id, date_bin(INTERVAL '100 seconds', local_time) AS b, \
+         approx_percentile_cont(value, 0.99) AS p, approx_distinct(CAST(value * 1000 AS BIGINT)) AS d, \
+         approx_median(value) AS m \
+         FROM samples GROUP BY 1, 2 ORDER BY 1, 2"
+            .to_string(),
     ];
     for threads in [1usize, 2, 3, 5] {
         let config = || datafusion::prelude::SessionConfig::new().with_target_partitions(threads);
@@ -373,6 +379,14 @@ fn whole_series_aggregates_read_a_scan_split_by_series() {
                 assert!(plan.contains("by_series") && !plan.contains("RepartitionExec"), "{plan}");
                 assert!(plain_plan.contains("RepartitionExec"), "{plain_plan}");
             }
+        }
+        // A sketch over coarse groups (not by series) keeps DataFusion's two phases.
+        let sql = "SELECT host, approx_percentile_cont(value, 0.5) AS p, approx_distinct(series_id) AS d \
+                   FROM samples GROUP BY host ORDER BY host";
+        let (plan, result) = run(&ours, sql);
+        assert_eq!(result, run(&plain, sql).1, "{sql}");
+        if threads > 1 {
+            assert!(plan.contains("mode=Partial") && !plan.contains("by_series"), "{plan}");
         }
     }
 }
