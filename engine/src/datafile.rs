@@ -44,6 +44,30 @@ fn reader_options() -> parquet::arrow::arrow_reader::ArrowReaderOptions {
     parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_skip_arrow_metadata(true)
 }
 
+/// The message of a caught panic.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// Runs the decoding of row group `group` of `path`, turning a panic of parquet-rs or arrow on
+/// corrupt bytes into the file's `DataFileInvalid`.
+fn without_panics<T>(
+    path: &std::path::Path,
+    group: usize,
+    read: impl FnOnce() -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        Err(crate::error::Error::DataFileInvalid {
+            path: path.to_path_buf(),
+            reason: format!("row group {group}: decoding failed on corrupt data: {}", panic_message(panic.as_ref())),
+        })
+    })
+}
+
 /// Rows per Parquet row group; row groups are the unit of pruning by series and time.
 pub const ROW_GROUP_ROWS: usize = 256 * 1024;
 

@@ -252,11 +252,7 @@ pub fn import_file(
 /// is imported.
 pub(crate) fn without_panics<T>(file: &Path, read: impl FnOnce() -> Result<T, ImportError>) -> Result<T, ImportError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into());
+        let what = lockstep_engine::datafile::panic_message(panic.as_ref());
         Err(ImportError::BadFile {
             file: file.to_path_buf(),
             reason: format!("the Parquet reader failed on corrupt data: {what}"),

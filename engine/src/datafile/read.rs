@@ -123,6 +123,10 @@ impl RowGroups {
     }
 
     fn read_group(&self, group: usize) -> Result<Rows> {
+        super::without_panics(&self.path, group, || self.read_group_unguarded(group))
+    }
+
+    fn read_group_unguarded(&self, group: usize) -> Result<Rows> {
         let invalid = |reason: String| Error::DataFileInvalid { path: self.path.clone(), reason };
         let meta = self.metadata.metadata();
         let rg = meta.row_groups().get(group).ok_or_else(|| invalid(format!("no row group {group}")))?;

@@ -161,6 +161,13 @@ impl FileFooter {
         Ok(FileFooter { path: path.to_path_buf(), len, metadata, value_runs: std::sync::OnceLock::new(), crcs })
     }
 
+    /// This footer as if its file had no chunk checksums (a file written before them).
+    #[cfg(test)]
+    pub(crate) fn without_chunk_checksums(mut self) -> Self {
+        self.crcs = None;
+        self
+    }
+
     /// Estimated bytes this footer holds in memory: the Parquet metadata and the per-run value
     /// ranges, counted as decoded (24 bytes a run, 16 characters of their encoding) whether or
     /// not they are yet.
@@ -232,7 +239,20 @@ impl FileFooter {
     /// copied, for the wanted runs only. Where the value statistics prove that the group holds
     /// every id between its smallest and largest once (`GroupRanges::per_run`), the series
     /// column is not decoded at all: its runs are those ids with the recorded run lengths.
+    ///
+    /// A panic while decoding (parquet-rs and arrow panic on some corrupt pages; a file with
+    /// chunk checksums never gets that far) is this group's `DataFileInvalid`.
     pub fn read_group(
+        &self,
+        storage: &dyn Storage,
+        group: usize,
+        columns: Columns,
+        filter: &RowFilter<'_>,
+    ) -> Result<Chunk> {
+        super::without_panics(&self.path, group, || self.read_group_unguarded(storage, group, columns, filter))
+    }
+
+    fn read_group_unguarded(
         &self,
         storage: &dyn Storage,
         group: usize,
