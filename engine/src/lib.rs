@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod merge;
 pub mod metrics;
 pub mod model;
+pub mod seal;
 pub mod series;
 pub mod storage;
 pub mod store;

@@ -66,7 +66,14 @@ impl Manifest {
         }
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |reason: String| Error::ManifestCorrupt { path: path.to_path_buf(), reason };
-        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let json = crate::seal::unseal(&bytes).map_err(corrupt)?;
+        let sealed = json.len() != bytes.len();
+        let m: Manifest = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+        // A manifest listing files with footer checksums was written sealed: without its seal
+        // (a flip in the sealing field itself) it is not trusted.
+        if !sealed && m.files.iter().any(|f| f.stats.footer_crc32.is_some()) {
+            return Err(corrupt("checksum missing from a manifest written with checksums".into()));
+        }
         if m.version != MANIFEST_VERSION {
             return Err(corrupt(format!("unsupported version {}", m.version)));
         }
@@ -88,7 +95,7 @@ impl Manifest {
     pub fn save(&self, storage: &dyn Storage, path: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::ManifestCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
-        write_atomic(storage, path, &bytes).map_err(|e| Error::io(path, e))
+        write_atomic(storage, path, &crate::seal::seal(bytes)).map_err(|e| Error::io(path, e))
     }
 
     /// Total bytes of live data files.
@@ -132,6 +139,18 @@ mod tests {
         m.next_file_id = 2;
         m.save(&OsStorage, &path).unwrap();
         assert_eq!(Manifest::load(&OsStorage, &path).unwrap(), Some(m));
+        // Sealed (`crate::seal`): a digit of a file's time range changed on disk, which still
+        // parses, is corruption; so is the seal's removal from a manifest with checksums.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.trim_end().ends_with("\"}") && text.contains("\"crc32\":\""), "{text}");
+        for changed in
+            [text.replacen("\"max_time\": 9", "\"max_time\": 8", 1), text.replacen(",\"crc32\":", ",\"crc33\":", 1)]
+        {
+            assert_ne!(changed, text);
+            std::fs::write(&path, changed).unwrap();
+            let e = Manifest::load(&OsStorage, &path).unwrap_err();
+            assert!(matches!(e, Error::ManifestCorrupt { .. }) && e.to_string().contains("checksum"), "{e}");
+        }
         for garbage in [&b""[..], b"{", b"[1,2]", b"{\"version\":9}"] {
             std::fs::write(&path, garbage).unwrap();
             let e = Manifest::load(&OsStorage, &path).unwrap_err();

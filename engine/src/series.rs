@@ -228,7 +228,7 @@ impl SeriesCatalog {
         let snapshot = SnapshotRef { version: 1, series: self.keys.iter().map(|k| k.as_ref()).collect() };
         let bytes = serde_json::to_vec(&snapshot)
             .map_err(|e| Error::CatalogCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
-        write_atomic(storage, path, &bytes).map_err(|e| Error::io(path, e))
+        write_atomic(storage, path, &crate::seal::seal(bytes)).map_err(|e| Error::io(path, e))
     }
 
     /// Loads a catalog written by [`SeriesCatalog::save`]; a missing file is an empty catalog.
@@ -238,7 +238,8 @@ impl SeriesCatalog {
         }
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |reason: String| Error::CatalogCorrupt { path: path.to_path_buf(), reason };
-        let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let json = crate::seal::unseal(&bytes).map_err(&corrupt)?;
+        let snapshot: Snapshot = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
         if snapshot.version != 1 {
             return Err(corrupt(format!("unknown version {}", snapshot.version)));
         }
@@ -344,5 +345,25 @@ mod tests {
         std::fs::write(&path, b"{not json").unwrap();
         let e = SeriesCatalog::load(&storage, &path).unwrap_err();
         assert!(matches!(e, Error::CatalogCorrupt { .. }), "{e}");
+    }
+
+    /// The saved catalog is sealed (`crate::seal`): a label value changed on disk, which
+    /// still parses as another valid series, is `CatalogCorrupt`, not a renamed series.
+    #[test]
+    fn a_changed_label_on_disk_is_corruption_not_a_renamed_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.json");
+        let storage = crate::storage::OsStorage;
+        let mut c = SeriesCatalog::new();
+        for i in 0..20 {
+            c.get_or_insert(&key("m", &format!("node-{i:02}"), "0")).unwrap();
+        }
+        c.save(&storage, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replacen("node-13", "node-1;", 1)).unwrap();
+        let e = SeriesCatalog::load(&storage, &path).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }) && e.to_string().contains("checksum mismatch"), "{e}");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(SeriesCatalog::load(&storage, &path).unwrap().len(), 20);
     }
 }
