@@ -66,9 +66,8 @@ impl Manifest {
         }
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |reason: String| Error::ManifestCorrupt { path: path.to_path_buf(), reason };
-        let json = crate::seal::unseal(&bytes).map_err(corrupt)?;
-        let sealed = json.len() != bytes.len();
-        let m: Manifest = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+        let sealed = crate::seal::check(&bytes).map_err(corrupt)?;
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
         // A manifest listing files with footer checksums was written sealed: without its seal
         // (a flip in the sealing field itself) it is not trusted.
         if !sealed && m.files.iter().any(|f| f.stats.footer_crc32.is_some()) {

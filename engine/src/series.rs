@@ -238,8 +238,8 @@ impl SeriesCatalog {
         }
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |reason: String| Error::CatalogCorrupt { path: path.to_path_buf(), reason };
-        let json = crate::seal::unseal(&bytes).map_err(&corrupt)?;
-        let snapshot: Snapshot = serde_json::from_slice(&json).map_err(|e| corrupt(e.to_string()))?;
+        crate::seal::check(&bytes).map_err(&corrupt)?;
+        let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
         if snapshot.version != 1 {
             return Err(corrupt(format!("unknown version {}", snapshot.version)));
         }
