@@ -112,6 +112,7 @@ impl ClockRegistry {
             let corrupt = |reason: String| Error::ClockStateCorrupt { path: path.clone(), reason };
             let version: u64 = number.parse().map_err(|e| corrupt(format!("bad version number: {e}")))?;
             let bytes = storage.read(&path).map_err(|e| Error::io(&path, e))?;
+            crate::seal::check(&bytes).map_err(corrupt)?;
             let set: ClockSet = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if set.version() != version {
                 return Err(corrupt(format!("file holds version {}", set.version())));
@@ -251,7 +252,7 @@ impl ClockRegistry {
         let path = self.versions_dir.join(format!("v{version:020}.json"));
         let json = serde_json::to_vec(&set)
             .map_err(|e| Error::ClockStateCorrupt { path: path.clone(), reason: format!("cannot encode: {e}") })?;
-        write_atomic(self.storage.as_ref(), &path, &json).map_err(|e| Error::io(&path, e))?;
+        write_atomic(self.storage.as_ref(), &path, &crate::seal::seal(json)).map_err(|e| Error::io(&path, e))?;
         self.versions.insert(version, Arc::new(set));
         Ok(version)
     }

@@ -458,6 +458,39 @@ fn registry_truncates_a_torn_tail_and_rejects_mid_file_corruption() {
     assert!(reg.refit().is_err());
 }
 
+/// A fitted version is sealed JSON (`crate::seal`): a changed digit of a model, which still
+/// parses, makes the registry refuse to open instead of correcting clocks by another model.
+#[test]
+fn a_changed_model_on_disk_is_corruption() {
+    let (dir, storage) = temp_storage();
+    let ex = simulate("a", truth(0, 0), 100 * SEC, 5 * SEC, 2);
+    {
+        let mut reg = ClockRegistry::open(storage.clone(), dir.path(), FitConfig::default()).unwrap();
+        reg.add_exchanges(&ex).unwrap();
+        assert_eq!(reg.refit().unwrap(), 1);
+    }
+    let versions: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('v') && n.ends_with(".json")))
+        .collect();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    let text = std::fs::read_to_string(&versions[0]).unwrap();
+    assert!(text.ends_with("\"}") && text.contains(",\"crc32\":\""), "{text}");
+    // Change one digit of the file (the first one after the version field).
+    let at = text.find(|c: char| c.is_ascii_digit()).unwrap();
+    let digit = text.as_bytes()[at];
+    let mut changed = text.clone().into_bytes();
+    changed[at] = if digit == b'9' { b'8' } else { digit + 1 };
+    std::fs::write(&versions[0], &changed).unwrap();
+    let err = ClockRegistry::open(storage.clone(), dir.path(), FitConfig::default()).unwrap_err();
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    std::fs::write(&versions[0], &text).unwrap();
+    assert_eq!(ClockRegistry::open(storage, dir.path(), FitConfig::default()).unwrap().current().version(), 1);
+}
+
 #[test]
 fn failed_append_is_not_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
