@@ -9,10 +9,6 @@
 //! written, and parses the file as it is; a file without it (written before sealing) is read
 //! as it is.
 
-fn crc32(bytes: &[u8]) -> u32 {
-    crc32fast::hash(bytes)
-}
-
 /// The sealing field, as it ends a sealed file: `,"crc32":"` + 8 hex digits + `"}`.
 const PREFIX: &[u8] = b",\"crc32\":\"";
 const SEALED_TAIL: usize = PREFIX.len() + 8 + 2;
@@ -23,7 +19,7 @@ pub fn seal(mut json: Vec<u8>) -> Vec<u8> {
     while json.last().is_some_and(u8::is_ascii_whitespace) {
         json.pop();
     }
-    let crc = crc32(&json);
+    let crc = crc32fast::hash(&json);
     let close = json.pop();
     debug_assert_eq!(close, Some(b'}'));
     json.extend_from_slice(PREFIX);

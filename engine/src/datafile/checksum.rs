@@ -61,12 +61,15 @@ pub fn footer_of(bytes: &[u8]) -> Result<&[u8], String> {
     start.and_then(|s| bytes.get(s..)).ok_or_else(|| format!("a footer of {meta} bytes does not fit in {n} bytes"))
 }
 
-/// Checks a footer's bytes against the checksum recorded in the manifest.
-pub fn verify_footer(footer: &[u8], expected: Option<u32>) -> Result<(), String> {
+/// Checks a footer, given as its consecutive parts, against the checksum recorded in the
+/// manifest (`None`: nothing recorded, nothing to check).
+pub fn verify_footer(parts: &[&[u8]], expected: Option<u32>) -> Result<(), String> {
     let Some(expected) = expected else {
         return Ok(());
     };
-    let got = of(footer);
+    let mut hasher = crc32fast::Hasher::new();
+    parts.iter().for_each(|p| hasher.update(p));
+    let got = hasher.finalize();
     if got == expected {
         return Ok(());
     }

@@ -90,7 +90,7 @@ impl RowGroups {
         let bytes = storage.read(path).map_err(|e| Error::io(path, e))?;
         if footer_crc.is_some() {
             let footer = super::checksum::footer_of(&bytes).map_err(invalid)?;
-            super::checksum::verify_footer(footer, footer_crc).map_err(invalid)?;
+            super::checksum::verify_footer(&[footer], footer_crc).map_err(invalid)?;
         }
         let metadata = ArrowReaderMetadata::load(&bytes, super::reader_options())
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;

@@ -147,10 +147,7 @@ impl FileFooter {
             return Err(invalid(format!("footer claims {meta_len} bytes of metadata in a {len}-byte file")));
         }
         let raw = storage.read_range(path, len - 8 - meta_len..len - 8).map_err(|e| Error::io(path, e))?;
-        if footer_crc.is_some() {
-            let whole = [raw.as_ref(), &tail].concat();
-            super::checksum::verify_footer(&whole, footer_crc).map_err(invalid)?;
-        }
+        super::checksum::verify_footer(&[raw.as_ref(), &tail], footer_crc).map_err(invalid)?;
         let metadata = ParquetMetaDataReader::decode_metadata(&raw)
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         let metadata = ArrowReaderMetadata::try_new(Arc::new(metadata), super::reader_options())
