@@ -305,6 +305,47 @@ def with_differences(x, gap=10):
     return sorted(out)
 
 
+def jumps(x, alpha=0.001, half=5, persist=5, min_size=5, jump_process=3.0):
+    """Tried in the eleventh round and left out: single-sample jumps. A first difference of the
+    prepared series is a jump when it departs from the running median of its `2 * half`
+    neighbours by more than the Bonferroni bound `Phi^-1(1 - alpha / 2 / (n - 1))` in units of
+    the RMS of all such departures, and the level `persist` samples after it stays on the side
+    of the jump (at least half its size): a step in a curve, not a spike. A series whose RMS
+    departure is more than `jump_process` times its trimmed scale jumps as a matter of course
+    (the bank series' sawtooth) and gets none."""
+    from scipy.stats import norm
+    x = np.asarray(x, float)
+    n = len(x)
+    if n < 2 * min_size or np.all(x == x[0]):
+        return []
+    z, _ = prepare(x)
+    d = np.diff(z)
+    local = np.array([np.median(np.r_[d[max(0, i - half):i], d[i + 1:i + half + 1]]) for i in range(len(d))])
+    r = d - local
+    rms = float(np.sqrt(np.mean(r * r)))
+    if not tscale(r) > 0 or rms > jump_process * tscale(r):
+        return []
+    out = []
+    for i in np.argsort(-np.abs(r)):
+        if abs(r[i]) <= norm.isf(alpha / 2 / len(d)) * rms:
+            break
+        c = int(i) + 1
+        shift = np.median(z[c:c + persist]) - np.median(z[max(0, c - persist):c])
+        if min_size <= c <= n - min_size and shift * d[i] > 0 and abs(shift) >= 0.5 * abs(d[i]) \
+                and all(abs(c - o) >= min_size for o in out):
+            out.append(c)
+    return sorted(out)
+
+
+def with_jumps(x, **kw):
+    """The default's changes plus the jumps at least 5 samples from each of them."""
+    out = list(detect(x))
+    for c in jumps(x, **kw):
+        if all(abs(c - o) >= 5 for o in out):
+            out.append(c)
+    return sorted(out)
+
+
 def two_seasons(fn, reps=20, n=600):
     """A synthetic suite fixed before its results were seen: two sine cycles `p1 < p2` (periods
     (8, 50), (12, 90), (20, 160), (24, 168), (10, 100), (7, 60); amplitudes (1.5, 1.5), (1.5,
@@ -403,6 +444,9 @@ def main():
         "round 10, left out: prewhitened (AR1seg-like)": prewhitened,
         "round 10, left out: and the differences' level changes": with_differences,
         "round 10, left out: up to 3 seasons, strongest first": lambda x: detect(x, seasons=3),
+        "round 11, left out: and single-sample jumps": with_jumps,
+        "round 11, left out: and single-sample jumps, no jump-process guard": lambda x: with_jumps(
+            x, jump_process=np.inf),
     }
     for label, fn in experiments.items():
         print(f"{label}\n  TCPD {score(series, fn)}\n  synthetic: {synthetic(fn)}", flush=True)
