@@ -44,6 +44,9 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // A decoder panic on a corrupt file is caught and reported as that file's error; the
+    // default hook would print it, with a backtrace, before the error line.
+    lockstep_engine::datafile::quiet_caught_panics();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_)) {
         // Scans allocate and free megabyte column buffers per row group; with glibc's default

@@ -437,6 +437,84 @@ fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
     assert_eq!(count, "n\n3000\n");
 }
 
+/// A user's Parquet file whose corrupt bytes make parquet-rs panic: `lockstep import` refuses
+/// it with one `error:` line naming the file and imports nothing. The panic is caught and
+/// becomes that error; its message and backtrace are not printed to stderr as well.
+#[test]
+fn parquet_file_that_panics_the_reader_is_one_error_line() {
+    use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use lockstep_engine::store::{Store, StoreConfig};
+    use lockstep_ingest::import::{ImportOptions, import_file};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("time", DataType::Int64, false),
+        Field::new("host", DataType::Utf8, false),
+        Field::new("metric", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, false),
+    ]));
+    let rows = 600i64;
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|i| T + i * 1_000_000_000))),
+            Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("node-{:02}", i % 3)))),
+            Arc::new(StringArray::from_iter_values((0..rows).map(|_| "DCGM_FI_DEV_GPU_UTIL"))),
+            Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.25))),
+        ],
+    )
+    .unwrap();
+    let mut good = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut good, schema, None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+
+    // Find a flipped bit on which parquet-rs panics (footer bytes first: each probe is cheap),
+    // and which the import's guard turns into its error.
+    let flipped = tmp.path().join("flipped.parquet");
+    let panics = |bytes: &[u8]| {
+        std::fs::write(&flipped, bytes).unwrap();
+        let file = std::fs::File::open(&flipped).unwrap();
+        std::panic::catch_unwind(|| {
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+            reader.collect::<Result<Vec<_>, _>>().map_err(parquet::errors::ParquetError::from)
+        })
+        .is_err()
+    };
+    let store = Store::open(tmp.path().join("probe"), StoreConfig::default()).unwrap();
+    let probe = tmp.path().join("probe.parquet");
+    let panicking = (0..good.len())
+        .rev()
+        .flat_map(|at| [0x01u8, 0x80].map(|bit| (at, bit)))
+        .map(|(at, bit)| {
+            let mut bytes = good.clone();
+            bytes[at] ^= bit;
+            bytes
+        })
+        .filter(|bytes| panics(bytes))
+        .find(|bytes| {
+            std::fs::write(&probe, bytes).unwrap();
+            let outcome = import_file(&store, &probe, &ImportOptions::default(), &mut |_, _| {});
+            outcome.is_err_and(|e| e.to_string().contains("failed on corrupt data"))
+        })
+        .expect("a bit flip on which parquet-rs panics");
+
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(bundle.join("samples.parquet"), panicking).unwrap();
+    let db = tmp.path().join("db");
+    let out = lockstep(&["import", "--data-dir", db.to_str().unwrap(), bundle.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("samples.parquet") && err.contains("failed on corrupt data"),
+        "{err}"
+    );
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]

@@ -44,13 +44,46 @@ fn reader_options() -> parquet::arrow::arrow_reader::ArrowReaderOptions {
     parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_skip_arrow_metadata(true)
 }
 
-/// The message of a caught panic.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
+std::thread_local! {
+    /// How many [`catch_panic`] calls are running on this thread.
+    static CATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` and returns a panic in it as `Err` with the panic's message. Third-party decoders
+/// (parquet-rs, arrow-ipc) panic on some corrupt bytes instead of returning an error; their
+/// callers turn this `Err` into an error naming the file. While `f` runs, a panic on this
+/// thread is an expected outcome, which the hook of [`quiet_caught_panics`] does not print.
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    struct Catching;
+    impl Drop for Catching {
+        fn drop(&mut self) {
+            CATCHING.with(|c| c.set(c.get().saturating_sub(1)));
+        }
+    }
+    CATCHING.with(|c| c.set(c.get() + 1));
+    let _catching = Catching;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into())
+    })
+}
+
+/// Installs a panic hook that leaves panics caught by [`catch_panic`] to the error they become
+/// (logged at `debug` level, with their location) and passes every other panic to the hook
+/// that was installed before. Without it, the default hook prints a caught panic and its
+/// backtrace to stderr before the caller reports a clean error. For binaries; call once.
+pub fn quiet_caught_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if CATCHING.with(|c| c.get()) > 0 {
+            tracing::debug!(panic = %info, "caught a panic in a decoder");
+        } else {
+            previous(info);
+        }
+    }));
 }
 
 /// Runs the decoding of row group `group` of `path`, turning a panic of parquet-rs or arrow on
@@ -60,10 +93,10 @@ fn without_panics<T>(
     group: usize,
     read: impl FnOnce() -> crate::error::Result<T>,
 ) -> crate::error::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+    catch_panic(read).unwrap_or_else(|panic| {
         Err(crate::error::Error::DataFileInvalid {
             path: path.to_path_buf(),
-            reason: format!("row group {group}: decoding failed on corrupt data: {}", panic_message(panic.as_ref())),
+            reason: format!("row group {group}: decoding failed on corrupt data: {panic}"),
         })
     })
 }

@@ -251,8 +251,7 @@ pub fn import_file(
 /// panic becomes a [`ImportError::BadFile`] here, and as with any error nothing of the file
 /// is imported.
 pub(crate) fn without_panics<T>(file: &Path, read: impl FnOnce() -> Result<T, ImportError>) -> Result<T, ImportError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
-        let what = lockstep_engine::datafile::panic_message(panic.as_ref());
+    lockstep_engine::datafile::catch_panic(read).unwrap_or_else(|what| {
         Err(ImportError::BadFile {
             file: file.to_path_buf(),
             reason: format!("the Parquet reader failed on corrupt data: {what}"),
