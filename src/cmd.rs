@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod check;
 pub mod demo;
 pub mod diagnose;
 pub mod import;

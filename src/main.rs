@@ -24,6 +24,9 @@ enum Command {
     Import(cmd::import::Args),
     /// Run a read-only SQL query against a store.
     Sql(cmd::sql::Args),
+    /// Read every data file of a store end to end (checksums, decoding, the manifest's facts)
+    /// and report every problem; read-only, safe beside a running server.
+    Check(cmd::check::Args),
     /// Write a simulated cluster bundle with an injected fault.
     Simulate(cmd::simulate::Args),
     /// Diagnose a job's slowdown: the bottleneck, the root cause, the evidence chain, a report.
@@ -58,6 +61,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Import(args) => cmd::import::run(args),
         Command::Sql(args) => cmd::sql::run(args),
+        Command::Check(args) => cmd::check::run(args),
         Command::Simulate(args) => cmd::simulate::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Diagnose(args) => cmd::diagnose::run(args),

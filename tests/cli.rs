@@ -402,6 +402,7 @@ fn errors_print_once_without_repetition() {
 /// A bit flipped on disk inside a data file's value column (bad disk, bad copy) makes
 /// `lockstep sql` fail with one error naming the file, row group and column — never a panic,
 /// never different numbers — while a query that reads other columns still answers.
+/// `lockstep check` finds it without a query touching the column.
 #[test]
 fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -412,6 +413,8 @@ fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
     ok(&["import", "--data-dir", db.to_str().unwrap(), bundle.to_str().unwrap()]);
     let query = "SELECT sum(value) AS s FROM samples";
     let before = ok(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv", query]);
+    let clean = ok(&["check", "--data-dir", db.to_str().unwrap()]);
+    assert!(clean.contains("1 data file (1 with checksums)") && clean.ends_with("no problems found\n"), "{clean}");
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(db.join("manifest.json")).unwrap()).unwrap();
     let files = manifest["files"].as_array().unwrap();
@@ -435,6 +438,15 @@ fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
     let count =
         ok(&["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv", "SELECT count(time) AS n FROM samples"]);
     assert_eq!(count, "n\n3000\n");
+    // The check reads every column of every row group, reports each problem and fails.
+    let out = lockstep(&["check", "--data-dir", db.to_str().unwrap(), "--json"]);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert_eq!(problems[0]["path"].as_str().unwrap(), path.to_str().unwrap());
+    assert!(problems[0]["problem"].as_str().unwrap().starts_with("row group 0 column value_int: checksum mismatch"));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), format!("error: 1 problem in store {}", db.display()));
 }
 
 /// A user's Parquet file whose corrupt bytes make parquet-rs panic: `lockstep import` refuses

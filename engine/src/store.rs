@@ -20,6 +20,7 @@
 //! maintenance locks) are read best in one place; opening, flushing, scans, compaction,
 //! retention and import live in `store/*.rs`.
 
+mod check;
 #[cfg(test)]
 mod compat;
 mod documents;
@@ -52,6 +53,7 @@ use crate::wal::{Wal, WalConfig};
 use crate::wallclock::WallClock;
 use lock::WriterLock;
 
+pub use check::{CheckProblem, CheckReport};
 pub use import::{BulkImport, ImportSummary};
 pub use scan::{
     PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SeriesSlice, SplitScan, rows_to_batch, scan_schema,

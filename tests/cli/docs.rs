@@ -1,5 +1,5 @@
 //! The documentation's examples run. Every statement of every ```sql block and every
-//! `lockstep sql`, `lockstep diagnose` and `lockstep import` command of every ```sh/```bash
+//! `lockstep sql`, `lockstep diagnose`, `lockstep import` and `lockstep check` command of every ```sh/```bash
 //! block in `README.md`, `ARCHITECTURE.md` and `docs/*.md` runs through the built binary,
 //! against the store a user gets from `lockstep demo` (run here in a temporary directory, as
 //! `lockstep-demo/` under the commands' working directory, so the README's relative paths
@@ -105,7 +105,7 @@ fn extract(file: &str, text: &str) -> (Vec<Example>, Vec<String>) {
                 let block: String = body.iter().map(|(_, l)| format!("{l}\n")).collect();
                 for (line, words) in shell_commands(&block, start + 1) {
                     let runs = words.first().is_some_and(|w| w == "lockstep")
-                        && matches!(words.get(1).map(String::as_str), Some("sql" | "diagnose" | "import"));
+                        && matches!(words.get(1).map(String::as_str), Some("sql" | "diagnose" | "import" | "check"));
                     if runs {
                         let kind = Kind::Shell(words[1..].to_vec());
                         examples.push(Example { at: format!("{file}:{line}"), kind, empty_ok: false });

@@ -639,9 +639,10 @@ fn otlp_from_python_sdk(protocol: &str) {
 }
 
 /// Several processes on one store: `lockstep serve` ingesting with background compaction,
-/// `lockstep sql` readers in a loop, kill -9 and restart cycles of the server. Every
-/// acknowledged batch is present exactly once, every batch is whole or absent, readers only
-/// ever failed with the documented retryable error, and a second writer is refused.
+/// a `lockstep sql` reader and a `lockstep check` in a loop, kill -9 and restart cycles of the
+/// server. Every acknowledged batch is present exactly once, every batch is whole or absent,
+/// readers only ever failed with the documented retryable error (the check never found a
+/// problem in what a live writer, a crash or a compaction left), and a second writer is refused.
 #[test]
 fn live_store_with_readers_compaction_and_kill_9() {
     use std::sync::Arc;
@@ -656,28 +657,34 @@ fn live_store_with_readers_compaction_and_kill_9() {
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicUsize::new(0));
     let mut server = ServerProc::start(&db, &extra);
-    let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let (db, stop, reads) = (db.clone(), stop.clone(), reads.clone());
-            std::thread::spawn(move || {
-                let mut failures = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-                        .args(["sql", "--data-dir", db.to_str().unwrap(), "--format", "csv"])
-                        .arg("SELECT count(*) AS n FROM samples WHERE metric = 'stress'")
-                        .output()
-                        .unwrap();
-                    let err = String::from_utf8_lossy(&out.stderr).to_string();
-                    // The one documented retryable failure: the snapshot kept racing the writer.
-                    if !out.status.success() && !err.contains("retry") {
-                        failures.push(err);
+    let readers: Vec<_> =
+        [vec!["sql", "--format", "csv", "SELECT count(*) AS n FROM samples WHERE metric = 'stress'"], vec!["check"]]
+            .into_iter()
+            .map(|args| {
+                let (db, stop, reads) = (db.clone(), stop.clone(), reads.clone());
+                std::thread::spawn(move || {
+                    let (mut failures, mut runs) = (Vec::new(), 0);
+                    while !stop.load(Ordering::Relaxed) {
+                        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+                            .arg(args[0])
+                            .arg("--data-dir")
+                            .arg(&db)
+                            .args(&args[1..])
+                            .output()
+                            .unwrap();
+                        let err = String::from_utf8_lossy(&out.stderr).to_string();
+                        // The one documented retryable failure: the snapshot kept racing the writer.
+                        if !out.status.success() && !err.contains("retry") {
+                            failures.push(format!("{}{err}", String::from_utf8_lossy(&out.stdout)));
+                        }
+                        runs += 1;
+                        reads.fetch_add(1, Ordering::Relaxed);
                     }
-                    reads.fetch_add(1, Ordering::Relaxed);
-                }
-                failures
+                    assert!(runs >= 2, "lockstep {} ran {runs} times", args[0]);
+                    failures
+                })
             })
-        })
-        .collect();
+            .collect();
     let mut acked = Vec::new(); // batch numbers acknowledged
     let mut attempted = 0usize;
     for cycle in 0..CYCLES {

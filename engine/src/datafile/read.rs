@@ -122,6 +122,11 @@ impl RowGroups {
         })
     }
 
+    /// Whether the file carries column-chunk checksums (files written before them do not).
+    pub fn has_checksums(&self) -> bool {
+        self.crcs.is_some()
+    }
+
     fn read_group(&self, group: usize) -> Result<Rows> {
         super::without_panics(&self.path, group, || self.read_group_unguarded(group))
     }

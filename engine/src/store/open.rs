@@ -231,7 +231,15 @@ impl Store {
             let path = dir.join(&entry.path);
             match ro.pin(&path) {
                 Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                // Deleted by a compaction or retention that committed meanwhile: retake. With
+                // the manifest unchanged the file is missing for good (no writer deletes a file
+                // a durable manifest lists): open without it, and a read of it fails naming it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
+                        return Ok(None);
+                    }
+                    tracing::warn!(path = %path.display(), "data file listed in the manifest is missing");
+                }
                 Err(e) => return Err(Error::io(&path, e)),
             }
         }

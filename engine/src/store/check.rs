@@ -1,0 +1,373 @@
+//! A whole-store check (`lockstep check`): every data file read end to end.
+//!
+//! Opening a store already checks its manifest and catalog seals, replays and checks the WAL
+//! records after the checkpoint and loads every sealed clock model version. A query reads only
+//! the row groups and columns it needs, so a flipped bit in a file nobody queried stays
+//! unnoticed until someone does (or until a compaction refuses the file). [`Store::check`]
+//! reads every row group of every live data file: footer checksum, column-chunk checksums,
+//! decoding, and the facts the manifest records about the file (size, rows, time and series
+//! ranges), the order the writer guarantees (series, then time, no repeated timestamp within
+//! a series) and series ids the catalog knows. Problems are collected, not raised: one report
+//! names every bad file and row group.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{LiveFile, Store, lock_poisoned};
+use crate::datafile::{RowFilter, RowGroups};
+use crate::error::Result;
+
+/// What [`Store::check`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CheckReport {
+    /// Live data files.
+    pub files: usize,
+    /// Of those, files read that carry checksums (written since they were introduced).
+    pub files_with_checksums: usize,
+    /// Files read that carry no checksums (written before them): decoded and compared with
+    /// their manifest entry, but a flipped value bit in them can go unnoticed.
+    pub files_without_checksums: usize,
+    /// Row groups read.
+    pub row_groups: usize,
+    /// Rows read from data files.
+    pub rows: u64,
+    /// Bytes of data files read.
+    pub bytes: u64,
+    /// Series in the catalog.
+    pub series: usize,
+    /// Acknowledged rows not yet in a data file (replayed from the WAL when the store opened).
+    pub buffered_rows: usize,
+    /// Fitted clock model versions (each sealed and checked when the store opened).
+    pub clock_versions: usize,
+    /// Everything wrong, one entry per file and row group.
+    pub problems: Vec<CheckProblem>,
+}
+
+/// One problem [`Store::check`] found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckProblem {
+    /// The data file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl Store {
+    /// Reads every row group of every live data file (see the [module docs](self)) on
+    /// `threads` threads, calling `progress(bytes_done, bytes_total)` after each file. The
+    /// files checked are the ones live when the call starts; in a read-only store they are the
+    /// snapshot taken at open, which a writer's compaction cannot take away. `Err` only when
+    /// the store itself cannot be read (a poisoned lock); a bad file is a problem in the report.
+    pub fn check(&self, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<CheckReport> {
+        let files: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
+        let series = self.catalog.read().map_err(lock_poisoned)?.len();
+        let total: u64 = files.iter().map(|f| f.entry.stats.bytes).sum();
+        let next = AtomicUsize::new(0);
+        let done = AtomicU64::new(0);
+        let reports = Mutex::new(Vec::with_capacity(files.len()));
+        std::thread::scope(|scope| {
+            for _ in 0..threads.clamp(1, files.len().max(1)) {
+                scope.spawn(|| {
+                    while let Some(file) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let report = check_file(file, series);
+                        let bytes = done.fetch_add(file.entry.stats.bytes, Ordering::Relaxed) + file.entry.stats.bytes;
+                        reports.lock().unwrap_or_else(PoisonError::into_inner).push(report);
+                        progress(bytes, total);
+                    }
+                });
+            }
+        });
+        let mut reports = reports.into_inner().unwrap_or_else(PoisonError::into_inner);
+        reports.sort_by_key(|r| r.id);
+        let mut out = CheckReport {
+            files: files.len(),
+            series,
+            buffered_rows: self.buffered_rows()?,
+            clock_versions: self.clocks.lock().map_err(lock_poisoned)?.versions().len(),
+            ..CheckReport::default()
+        };
+        for r in reports {
+            out.files_with_checksums += usize::from(r.checksums == Some(true));
+            out.files_without_checksums += usize::from(r.checksums == Some(false));
+            out.row_groups += r.row_groups;
+            out.rows += r.rows;
+            out.bytes += r.bytes;
+            out.problems.extend(r.problems.into_iter().map(|problem| CheckProblem { path: r.path.clone(), problem }));
+        }
+        Ok(out)
+    }
+}
+
+/// What one file's check found.
+struct FileReport {
+    id: u64,
+    path: PathBuf,
+    /// Whether the file carries checksums (`None`: it could not be opened).
+    checksums: Option<bool>,
+    row_groups: usize,
+    rows: u64,
+    bytes: u64,
+    problems: Vec<String>,
+}
+
+/// Reads `file` end to end and compares it with its manifest entry; `series` ids are known.
+fn check_file(file: &LiveFile, series: usize) -> FileReport {
+    let stats = &file.entry.stats;
+    let mut report = FileReport {
+        id: file.entry.id,
+        path: file.path.clone(),
+        checksums: None,
+        row_groups: 0,
+        rows: 0,
+        bytes: 0,
+        problems: Vec::new(),
+    };
+    match file.storage.len(&file.path) {
+        Ok(len) => {
+            report.bytes = len;
+            if report.bytes != stats.bytes {
+                report.problems.push(format!("{} bytes on disk, the manifest says {}", report.bytes, stats.bytes));
+            }
+        }
+        Err(e) => {
+            report.problems.push(format!("cannot be read: {e}"));
+            return report;
+        }
+    }
+    let groups = match RowGroups::open(file.storage.as_ref(), &file.path, &RowFilter::default(), stats.footer_crc32) {
+        Ok(groups) => groups,
+        Err(e) => {
+            report.problems.push(reason(&e));
+            return report;
+        }
+    };
+    report.checksums = Some(groups.has_checksums());
+    // The other way round is no problem: a release before checksums that rewrote the manifest
+    // dropped the entries' footer checksums it did not know.
+    if stats.footer_crc32.is_some() && !groups.has_checksums() {
+        report.problems.push("the manifest entry has a footer checksum but the file no column checksums".into());
+    }
+    let offset = u64::from(file.series_offset);
+    let mut order = Order::default();
+    let mut unreadable = false;
+    for (group, rows) in groups.enumerate() {
+        report.row_groups += 1;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                report.problems.push(reason(&e));
+                unreadable = true;
+                continue;
+            }
+        };
+        report.rows += rows.len() as u64;
+        if let Some(problem) = order.extend(&rows.series, &rows.time) {
+            report.problems.push(format!("row group {group}: {problem}"));
+        }
+    }
+    // The rows and ranges of a file with unreadable row groups differ from the manifest's as a
+    // consequence: not a problem of its own.
+    if unreadable {
+        return report;
+    }
+    if report.rows != stats.rows {
+        report.problems.push(format!("{} rows read, the manifest says {}", report.rows, stats.rows));
+    }
+    if let Some(((s_min, s_max), (t_min, t_max))) = order.series.zip(order.time) {
+        if (s_min, s_max) != (stats.min_series, stats.max_series) {
+            report.problems.push(format!(
+                "series ids {s_min}..={s_max}, the manifest says {}..={}",
+                stats.min_series, stats.max_series
+            ));
+        }
+        if (t_min, t_max) != (stats.min_time, stats.max_time) {
+            report
+                .problems
+                .push(format!("times {t_min}..={t_max}, the manifest says {}..={}", stats.min_time, stats.max_time));
+        }
+        if u64::from(s_max) + offset >= series as u64 {
+            report
+                .problems
+                .push(format!("series id {} is not in the catalog ({series} series)", u64::from(s_max) + offset));
+        }
+    }
+    report
+}
+
+/// The text of a read error without the path (the report names the file).
+fn reason(e: &crate::error::Error) -> String {
+    match e {
+        crate::error::Error::DataFileInvalid { reason, .. } => reason.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// The order data files are written in, checked across row groups: by series, then time,
+/// each (series, time) once; and the ranges seen.
+#[derive(Default)]
+struct Order {
+    last: Option<(u32, i64)>,
+    series: Option<(u32, u32)>,
+    time: Option<(i64, i64)>,
+}
+
+impl Order {
+    /// Takes the next rows; the first out-of-order row, if any.
+    fn extend(&mut self, series: &[u32], time: &[i64]) -> Option<String> {
+        let mut problem = None;
+        for (&s, &t) in series.iter().zip(time) {
+            if problem.is_none()
+                && let Some(last) = self.last
+                && (s, t) <= last
+            {
+                problem = Some(if (s, t) == last {
+                    format!("series {s} has time {t} twice")
+                } else {
+                    format!("rows out of order: series {s} time {t} after series {} time {}", last.0, last.1)
+                });
+            }
+            self.last = Some((s, t));
+            self.series = Some(self.series.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))));
+            self.time = Some(self.time.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))));
+        }
+        problem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::model::{SeriesKey, WriteBatch};
+    use crate::store::StoreConfig;
+
+    const T0: i64 = 1_767_225_600_000_000_000; // 2026-01-01
+    const SEC: i64 = 1_000_000_000;
+
+    fn check(dir: &Path) -> CheckReport {
+        Store::open_read_only(dir).unwrap().check(2, &|_, _| {}).unwrap()
+    }
+
+    /// Three data files in two partitions (one of them rewriting values of another, as
+    /// last-write-wins leaves them), and acknowledged rows only in the WAL.
+    fn store_with_files(dir: &Path) -> Vec<PathBuf> {
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir, config).unwrap();
+        let write = |from: i64, to: i64, value: f64| {
+            let mut b = WriteBatch::default();
+            for s in 0..20 {
+                let key = SeriesKey::new("m", [("host", format!("h{}", s % 3)), ("dev", format!("d{s}"))]);
+                for k in from..to {
+                    b.push(key.clone(), T0 + k * SEC, value + k as f64 * 0.5);
+                }
+            }
+            store.write(&b).unwrap();
+        };
+        write(0, 3000, 1.0);
+        store.flush().unwrap();
+        write(1000, 2000, 7.0);
+        store.flush().unwrap();
+        write(3600, 4000, 2.0);
+        store.flush().unwrap();
+        write(4000, 4010, 3.0);
+        let files = store.manifest().unwrap().files.iter().map(|f| dir.join(&f.path)).collect();
+        drop(store);
+        files
+    }
+
+    /// `path`'s bytes with bit 4 of the byte in the middle of row group 0's column `column`
+    /// flipped.
+    fn flip_in_column(path: &Path, column: usize) {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let (start, len) = reader.metadata().row_group(0).column(column).byte_range();
+        let mut bytes = std::fs::read(path).unwrap();
+        bytes[usize::try_from(start + len / 2).unwrap()] ^= 0x10;
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_sound_store_checks_clean_and_every_damaged_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = store_with_files(dir.path());
+        assert_eq!(files.len(), 3);
+        let clean = check(dir.path());
+        assert_eq!(clean.problems, vec![], "{clean:?}");
+        assert_eq!((clean.files, clean.files_with_checksums, clean.files_without_checksums), (3, 3, 0));
+        assert_eq!(clean.rows, 20 * (3000 + 1000 + 400), "every row of every file");
+        assert_eq!(clean.buffered_rows, 20 * 10);
+        assert_eq!(clean.series, 20);
+        let on_disk: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+        assert_eq!(clean.bytes, on_disk);
+
+        // A flipped bit in a value chunk, a truncated file, a missing file.
+        flip_in_column(&files[0], 2);
+        let len = std::fs::metadata(&files[1]).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&files[1]).unwrap().set_len(len - 10).unwrap();
+        std::fs::remove_file(&files[2]).unwrap();
+        let damaged = check(dir.path());
+        let about = |file: &Path| -> Vec<&str> {
+            damaged.problems.iter().filter(|p| p.path == file).map(|p| p.problem.as_str()).collect()
+        };
+        let flipped = about(&files[0]);
+        assert_eq!(flipped.len(), 1, "{damaged:#?}");
+        assert!(flipped[0].starts_with("row group 0 column value_int: checksum mismatch"), "{flipped:?}");
+        let truncated = about(&files[1]);
+        assert!(truncated.iter().any(|p| p.contains(&format!("{} bytes on disk, the manifest says {len}", len - 10))));
+        assert!(truncated.len() >= 2, "the size and the footer: {truncated:?}");
+        let missing = about(&files[2]);
+        assert_eq!(missing.len(), 1, "{damaged:#?}");
+        assert!(missing[0].starts_with("cannot be read"), "{missing:?}");
+        assert_eq!(damaged.problems.len(), flipped.len() + truncated.len() + missing.len());
+        // Each file is one row group: none is read; the WAL rows are untouched.
+        assert_eq!((damaged.rows, damaged.files_with_checksums), (0, 1), "{damaged:?}");
+        assert_eq!(damaged.buffered_rows, clean.buffered_rows);
+    }
+
+    /// What a manifest records about a file is compared with the file: an unsealed manifest
+    /// (an older release's) whose entry says other rows or ranges than the file holds.
+    #[test]
+    fn an_entry_that_disagrees_with_its_file_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_files(dir.path());
+        let path = dir.path().join("manifest.json");
+        let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let object = manifest.as_object_mut().unwrap();
+        object.remove("crc32");
+        let files = object["files"].as_array_mut().unwrap();
+        for f in files.iter_mut() {
+            f.as_object_mut().unwrap().remove("footer_crc32");
+        }
+        let rows = files[0]["rows"].as_u64().unwrap();
+        files[0]["rows"] = (rows - 1).into();
+        files[1]["max_time"] = (files[1]["max_time"].as_i64().unwrap() + 1).into();
+        files[2]["max_series"] = 40.into();
+        std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        let report = check(dir.path());
+        let problems: Vec<&str> = report.problems.iter().map(|p| p.problem.as_str()).collect();
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert_eq!(problems[0], format!("{rows} rows read, the manifest says {}", rows - 1));
+        assert!(problems[1].starts_with("times ") && problems[1].contains("the manifest says"), "{problems:?}");
+        assert_eq!(problems[2], "series ids 0..=19, the manifest says 0..=40");
+        // Files with checksums whose entries lost their footer checksum (an older release
+        // rewrote the manifest) are not a problem of their own.
+        assert_eq!(report.files_with_checksums, 3);
+    }
+
+    #[test]
+    fn rows_out_of_order_or_repeated_are_found_across_row_groups() {
+        let mut order = Order::default();
+        assert_eq!(order.extend(&[0, 0, 1], &[5, 6, 1]), None);
+        assert_eq!(order.extend(&[1, 2], &[2, 0]), None, "continues across row groups");
+        assert_eq!(order.extend(&[2], &[0]).as_deref(), Some("series 2 has time 0 twice"));
+        assert_eq!(
+            order.extend(&[1], &[9]).as_deref(),
+            Some("rows out of order: series 1 time 9 after series 2 time 0")
+        );
+        assert_eq!((order.series, order.time), (Some((0, 2)), Some((0, 9))));
+    }
+}
