@@ -54,8 +54,9 @@ pub struct CheckProblem {
 }
 
 impl Store {
-    /// Reads every row group of every live data file (see the [module docs](self)) on
-    /// `threads` threads, calling `progress(bytes_done, bytes_total)` after each file. The
+    /// Reads every row group of every live data file (what it checks: `docs/README.md`,
+    /// *Checking a store*) on `threads` threads, calling `progress(bytes_done, bytes_total)`
+    /// after each file. The
     /// files checked are the ones live when the call starts; in a read-only store they are the
     /// snapshot taken at open, which a writer's compaction cannot take away. `Err` only when
     /// the store itself cannot be read (a poisoned lock); a bad file is a problem in the report.
