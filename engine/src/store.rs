@@ -78,6 +78,10 @@ pub struct StoreConfig {
     pub parallel_flush_rows: usize,
     /// Compact a partition once it has at least this many files.
     pub compaction_min_files: usize,
+    /// Compaction also rewrites a partition holding a file written before checksums (no
+    /// `footer_crc32` in its manifest entry), even a single one, so that it gets them
+    /// (`lockstep serve` turns this on; its passes rewrite one partition at a time).
+    pub rewrite_unchecked: bool,
     /// Drop partitions whose end is older than now minus this (None = keep forever).
     pub retention_ns: Option<i64>,
     /// Reject samples more than this far in the future of the wall clock (None = no limit).
@@ -101,6 +105,7 @@ impl Default for StoreConfig {
             flush_rows: 4_000_000,
             parallel_flush_rows: 1_000_000,
             compaction_min_files: 4,
+            rewrite_unchecked: false,
             retention_ns: None,
             max_future_ns: Some(86_400_000_000_000),
             allow_non_finite: false,
@@ -223,6 +228,9 @@ pub struct Store {
     manifest_lock: Mutex<()>,
     /// Serialises compaction and retention passes (the merge runs outside `manifest_lock`).
     maintenance_lock: Mutex<()>,
+    /// Partitions whose compaction found a corrupt input file: later passes leave them alone
+    /// instead of failing on them again (until the store is reopened).
+    compaction_skips: Mutex<std::collections::BTreeSet<i64>>,
     /// The next data file id to hand out (ids are reserved in memory; the manifest records
     /// the highest used).
     next_file_id: Mutex<u64>,

@@ -90,7 +90,7 @@ fn print_text(report: &CheckReport, store: &str, seconds: f64) -> std::io::Resul
     if unchecked > 0 {
         outln!(
             "note: {unchecked} data file{} written before checksums: decoded and compared with the manifest, but a \
-             changed value in {} cannot be detected",
+             changed value in {} cannot be detected (`lockstep serve` rewrites such files with checksums)",
             if unchecked == 1 { " was" } else { "s were" },
             if unchecked == 1 { "it" } else { "them" }
         );

@@ -129,10 +129,11 @@ fn spawn_maintenance(
             store.heal();
             let started = std::time::Instant::now();
             wait = match store.compact_with(false, 1) {
-                Ok(summary) if summary.partitions > 0 => {
+                Ok(summary) if summary.partitions + summary.partitions_skipped > 0 => {
                     tracing::info!(
                         files_in = summary.files_in,
                         expired = summary.files_expired,
+                        skipped = summary.partitions_skipped,
                         "background compaction"
                     );
                     started.elapsed().max(Duration::from_millis(10))
@@ -323,6 +324,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(n) = args.compaction_min_files.or(file.store.compaction_min_files) {
         store_config.compaction_min_files = n.max(2);
     }
+    // Files written before checksums get them, one partition per maintenance pass.
+    store_config.rewrite_unchecked = true;
     let maintenance_interval = args.maintenance_interval_secs.or(file.store.maintenance_interval_secs).unwrap_or(30);
     let store = Arc::new(args.store.open_with(store_config)?);
     let stop_maintenance = Arc::new(std::sync::atomic::AtomicBool::new(false));

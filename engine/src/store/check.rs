@@ -359,6 +359,26 @@ mod tests {
         assert_eq!(report.files_with_checksums, 3);
     }
 
+    /// A corrupt file does not stop compaction: its partition is left as it is (and skipped by
+    /// later passes), the partitions after it are still compacted.
+    #[test]
+    fn compaction_leaves_a_partition_with_a_corrupt_file_and_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = store_with_files(dir.path());
+        flip_in_column(&files[0], 2);
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        store.flush().unwrap(); // a second file in the later partition
+        let summary = store.compact(true).unwrap();
+        assert_eq!((summary.partitions, summary.partitions_skipped, summary.files_in), (1, 1, 2), "{summary:?}");
+        let again = store.compact(true).unwrap();
+        assert_eq!((again.partitions, again.partitions_skipped), (0, 0), "{again:?}");
+        drop(store);
+        let report = check(dir.path());
+        assert_eq!(report.files, 3, "two in the corrupt partition, one compacted: {report:?}");
+        assert!(report.problems.iter().all(|p| p.path == files[0]) && report.problems.len() == 1, "{report:#?}");
+    }
+
     #[test]
     fn rows_out_of_order_or_repeated_are_found_across_row_groups() {
         let mut order = Order::default();

@@ -282,6 +282,29 @@ fn fixture_store_checks_clean_without_checksums() {
     assert!(report.buffered_rows > 0, "the WAL segments after the checkpoint: {report:?}");
 }
 
+/// With `rewrite_unchecked` (as `lockstep serve` runs), compaction rewrites the partitions
+/// whose files have no checksums, single files too: afterwards every file has them and the
+/// store holds the same rows. Without it, single files are left as they are.
+#[test]
+fn fixture_files_get_checksums_when_rewritten() {
+    let dir = fixture_copy();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(store.compact(false).unwrap().partitions, 0);
+    drop(store);
+    let store = Store::open(dir.path(), StoreConfig { rewrite_unchecked: true, ..cfg() }).unwrap();
+    let summary = store.compact_with(false, 1).unwrap();
+    assert_eq!((summary.partitions, summary.files_in), (1, 1), "one partition per pass: {summary:?}");
+    assert_eq!(store.compact(false).unwrap().partitions, 1, "the other one");
+    assert_eq!(store.compact(false).unwrap().partitions, 0, "nothing left to rewrite");
+    assert_eq!(contents(&store), expected_contents());
+    store.close().unwrap();
+    let report = Store::open_read_only(dir.path()).unwrap().check(1, &|_, _| {}).unwrap();
+    assert_eq!(report.problems, vec![], "{report:?}");
+    // The two rewritten files, and the WAL's rows the close flushed.
+    assert_eq!((report.files, report.files_with_checksums, report.files_without_checksums), (4, 4, 0));
+    assert_eq!(contents(&Store::open_read_only(dir.path()).unwrap()), expected_contents());
+}
+
 #[test]
 fn fixture_data_files_of_each_format_decode_exactly() {
     let dir = fixture_dir();

@@ -25,6 +25,9 @@ pub struct CompactionSummary {
     pub files_out: usize,
     /// Files dropped by retention.
     pub files_expired: usize,
+    /// Partitions left as they are because an input file is corrupt (named in the log; later
+    /// passes skip them too, see [`Store::compact`]).
+    pub partitions_skipped: usize,
 }
 
 impl Store {
@@ -282,8 +285,15 @@ impl Store {
     }
 
     /// Compacts every partition with at least `compaction_min_files` files (or more than one
-    /// file when `force`), and applies retention. Old files are deleted once no scan of this
-    /// process uses them (readers in other processes pinned theirs when they opened).
+    /// file when `force`; or a file without checksums, with `StoreConfig::rewrite_unchecked`),
+    /// and applies retention. Old files are deleted once no scan of this process uses them
+    /// (readers in other processes pinned theirs when they opened).
+    ///
+    /// A partition whose input files do not read (a checksum mismatch, a file that does not
+    /// decode: `Error::DataFileInvalid`; a file that is gone) is left as it is and counted in
+    /// `CompactionSummary::partitions_skipped`, and later passes of this open store skip it:
+    /// otherwise every pass would fail on it again and never reach the partitions after it.
+    /// Its sound row groups stay readable; `lockstep check` names the bad file.
     ///
     /// Each partition is merged outside the flush lock (flushes and writes go on meanwhile)
     /// and published in one manifest update; compaction passes run one at a time.
@@ -305,8 +315,10 @@ impl Store {
             by_partition.entry(f.entry.partition).or_default().push(f);
         }
         let threshold = if force { 2 } else { self.config.compaction_min_files.max(2) };
+        let skips = self.compaction_skips.lock().map_err(lock_poisoned)?.clone();
         for (partition, group) in by_partition {
-            if group.len() < threshold {
+            let unchecked = self.config.rewrite_unchecked && group.iter().any(|f| f.entry.stats.footer_crc32.is_none());
+            if (group.len() < threshold && !unchecked) || skips.contains(&partition) {
                 continue;
             }
             if summary.partitions >= max_partitions {
@@ -335,6 +347,13 @@ impl Store {
                     // The half-written output is named by no manifest: remove it now (a crash
                     // leaves it to the next writer's orphan clean-up).
                     let _ = storage.remove_file(&path);
+                    let missing = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+                    if matches!(e, Error::DataFileInvalid { .. }) || missing(&e) {
+                        tracing::error!(partition, error = %e, "compaction leaves a partition with a corrupt data file as it is");
+                        self.compaction_skips.lock().map_err(lock_poisoned)?.insert(partition);
+                        summary.partitions_skipped += 1;
+                        continue;
+                    }
                     return Err(e);
                 }
             };

@@ -152,6 +152,7 @@ impl Store {
             gate: RwLock::new(wal),
             manifest_lock: Mutex::new(()),
             maintenance_lock: Mutex::new(()),
+            compaction_skips: Mutex::default(),
             flush_error: Mutex::new(None),
             last_heal: Mutex::new(None),
             documents_lock: Mutex::new(()),
