@@ -525,6 +525,9 @@ fn parquet_file_that_panics_the_reader_is_one_error_line() {
         err.starts_with("error: ") && err.contains("samples.parquet") && err.contains("failed on corrupt data"),
         "{err}"
     );
+    // Where the caught panic happened is in the message: a panic in Lockstep's own code stays
+    // traceable.
+    assert!(err.contains(" (at ") && err.contains(".rs:"), "{err}");
 }
 
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged

@@ -47,12 +47,16 @@ fn reader_options() -> parquet::arrow::arrow_reader::ArrowReaderOptions {
 std::thread_local! {
     /// How many [`catch_panic`] calls are running on this thread.
     static CATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Where the last panic caught on this thread happened (set by the hook of
+    /// [`quiet_caught_panics`]).
+    static CAUGHT_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` and returns a panic in it as `Err` with the panic's message. Third-party decoders
-/// (parquet-rs, arrow-ipc) panic on some corrupt bytes instead of returning an error; their
-/// callers turn this `Err` into an error naming the file. While `f` runs, a panic on this
-/// thread is an expected outcome, which the hook of [`quiet_caught_panics`] does not print.
+/// Runs `f` and returns a panic in it as `Err` with the panic's message (and, with the hook of
+/// [`quiet_caught_panics`], where it happened: a panic in Lockstep's own code stays
+/// traceable). Third-party decoders (parquet-rs, arrow-ipc) panic on some corrupt bytes instead
+/// of returning an error; their callers turn this `Err` into an error naming the file. While
+/// `f` runs, a panic on this thread is an expected outcome, which that hook does not print.
 pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     struct Catching;
     impl Drop for Catching {
@@ -63,23 +67,29 @@ pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     CATCHING.with(|c| c.set(c.get() + 1));
     let _catching = Catching;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
-        panic
+        let message = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into())
+            .unwrap_or_else(|| "no message".into());
+        match CAUGHT_AT.with(|at| at.borrow_mut().take()) {
+            Some(at) => format!("{message} (at {at})"),
+            None => message,
+        }
     })
 }
 
 /// Installs a panic hook that leaves panics caught by [`catch_panic`] to the error they become
-/// (logged at `debug` level, with their location) and passes every other panic to the hook
-/// that was installed before. Without it, the default hook prints a caught panic and its
+/// (with their location in its message; logged at `debug` level) and passes every other panic
+/// to the hook that was installed before. Without it, the default hook prints a caught panic and its
 /// backtrace to stderr before the caller reports a clean error. For binaries; call once.
 pub fn quiet_caught_panics() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if CATCHING.with(|c| c.get()) > 0 {
             tracing::debug!(panic = %info, "caught a panic in a decoder");
+            let at = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+            CAUGHT_AT.with(|slot| *slot.borrow_mut() = at);
         } else {
             previous(info);
         }

@@ -228,9 +228,10 @@ pub struct Store {
     manifest_lock: Mutex<()>,
     /// Serialises compaction and retention passes (the merge runs outside `manifest_lock`).
     maintenance_lock: Mutex<()>,
-    /// Partitions whose compaction found a corrupt input file: later passes leave them alone
-    /// instead of failing on them again (until the store is reopened).
-    compaction_skips: Mutex<std::collections::BTreeSet<i64>>,
+    /// Per partition, the highest id of an input file compaction could not read (corrupt or
+    /// gone): later passes merge only the partition's newer files instead of failing on it
+    /// again (until the store is reopened).
+    compaction_skips: Mutex<BTreeMap<i64, u64>>,
     /// The next data file id to hand out (ids are reserved in memory; the manifest records
     /// the highest used).
     next_file_id: Mutex<u64>,

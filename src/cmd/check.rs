@@ -95,6 +95,12 @@ fn print_text(report: &CheckReport, store: &str, seconds: f64) -> std::io::Resul
             if unchecked == 1 { "it" } else { "them" }
         );
     }
+    if report.files_replaced > 0 {
+        outln!(
+            "note: {} replaced by a compaction while the check ran (object storage), not read",
+            count(report.files_replaced, "data file")
+        );
+    }
     for p in &report.problems {
         outln!("problem: {}: {}", p.path.display(), p.problem);
     }

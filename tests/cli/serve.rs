@@ -663,7 +663,7 @@ fn live_store_with_readers_compaction_and_kill_9() {
             .map(|args| {
                 let (db, stop, reads) = (db.clone(), stop.clone(), reads.clone());
                 std::thread::spawn(move || {
-                    let (mut failures, mut runs) = (Vec::new(), 0);
+                    let (mut failures, mut runs, mut succeeded) = (Vec::new(), 0, 0);
                     while !stop.load(Ordering::Relaxed) {
                         let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
                             .arg(args[0])
@@ -677,10 +677,15 @@ fn live_store_with_readers_compaction_and_kill_9() {
                         if !out.status.success() && !err.contains("retry") {
                             failures.push(format!("{}{err}", String::from_utf8_lossy(&out.stdout)));
                         }
+                        succeeded += usize::from(out.status.success());
                         runs += 1;
                         reads.fetch_add(1, Ordering::Relaxed);
                     }
-                    assert!(runs >= 2, "lockstep {} ran {runs} times", args[0]);
+                    assert!(
+                        runs >= 2 && succeeded >= 1,
+                        "lockstep {} ran {runs} times, {succeeded} succeeded",
+                        args[0]
+                    );
                     failures
                 })
             })

@@ -92,7 +92,9 @@ impl RowGroups {
             let footer = super::checksum::footer_of(&bytes).map_err(invalid)?;
             super::checksum::verify_footer(&[footer], footer_crc).map_err(invalid)?;
         }
-        let metadata = ArrowReaderMetadata::load(&bytes, super::reader_options())
+        // Unchecked bytes (a file written before footer checksums) can make the decoder panic.
+        let metadata = super::catch_panic(|| ArrowReaderMetadata::load(&bytes, super::reader_options()))
+            .map_err(|panic| invalid(format!("footer: decoding failed on corrupt data: {panic}")))?
             .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
         check_schema(metadata.schema(), &invalid)?;
         check_chunk_ranges(metadata.metadata(), bytes.len() as u64).map_err(invalid)?;

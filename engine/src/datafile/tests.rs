@@ -675,3 +675,16 @@ fn corrupt_files_never_panic_and_never_read_back_different_rows() {
     }
     assert!(decoder_panics > 0, "no flip reached a decoder panic: the guard is untested");
 }
+
+/// `catch_panic` nests, counts itself out again after a panic, and leaves other panics alone.
+#[test]
+fn catch_panic_nests_and_unwinds() {
+    let inner = super::catch_panic(|| super::catch_panic(|| panic!("inner")));
+    assert_eq!(inner, Ok(Err("inner".to_string())));
+    let outer = super::catch_panic(|| {
+        let _ = super::catch_panic(|| 1);
+        panic!("outer {}", 2)
+    });
+    assert_eq!(outer, Err::<(), _>("outer 2".to_string()));
+    assert_eq!(super::CATCHING.with(std::cell::Cell::get), 0, "every call counted itself out");
+}

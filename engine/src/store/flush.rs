@@ -25,8 +25,8 @@ pub struct CompactionSummary {
     pub files_out: usize,
     /// Files dropped by retention.
     pub files_expired: usize,
-    /// Partitions left as they are because an input file is corrupt (named in the log; later
-    /// passes skip them too, see [`Store::compact`]).
+    /// Partitions not compacted because an input file could not be read (logged; later passes
+    /// merge only the partition's newer files, see [`Store::compact`]).
     pub partitions_skipped: usize,
 }
 
@@ -289,11 +289,12 @@ impl Store {
     /// and applies retention. Old files are deleted once no scan of this process uses them
     /// (readers in other processes pinned theirs when they opened).
     ///
-    /// A partition whose input files do not read (a checksum mismatch, a file that does not
-    /// decode: `Error::DataFileInvalid`; a file that is gone) is left as it is and counted in
-    /// `CompactionSummary::partitions_skipped`, and later passes of this open store skip it:
-    /// otherwise every pass would fail on it again and never reach the partitions after it.
-    /// Its sound row groups stay readable; `lockstep check` names the bad file.
+    /// A partition with an input file that does not read (a checksum mismatch, a file that does
+    /// not decode: `Error::DataFileInvalid`; a file that is gone) is left as it is and counted
+    /// in `CompactionSummary::partitions_skipped`; later passes of this open store merge only
+    /// its files newer than the bad one, instead of failing on it again and never reaching the
+    /// partitions after it. The file's sound row groups stay readable; `lockstep check` names
+    /// it. Every other failure (writing the output, a transient read error) is returned.
     ///
     /// Each partition is merged outside the flush lock (flushes and writes go on meanwhile)
     /// and published in one manifest update; compaction passes run one at a time.
@@ -316,9 +317,14 @@ impl Store {
         }
         let threshold = if force { 2 } else { self.config.compaction_min_files.max(2) };
         let skips = self.compaction_skips.lock().map_err(lock_poisoned)?.clone();
-        for (partition, group) in by_partition {
+        for (partition, mut group) in by_partition {
+            // Files up to an unreadable one stay as they are; newer ones still merge (the
+            // output's id is above theirs, so last-write-wins holds across the two).
+            if let Some(&bad) = skips.get(&partition) {
+                group.retain(|f| f.entry.id > bad);
+            }
             let unchecked = self.config.rewrite_unchecked && group.iter().any(|f| f.entry.stats.footer_crc32.is_none());
-            if (group.len() < threshold && !unchecked) || skips.contains(&partition) {
+            if group.len() < threshold && !unchecked {
                 continue;
             }
             if summary.partitions >= max_partitions {
@@ -347,10 +353,11 @@ impl Store {
                     // The half-written output is named by no manifest: remove it now (a crash
                     // leaves it to the next writer's orphan clean-up).
                     let _ = storage.remove_file(&path);
-                    let missing = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
-                    if matches!(e, Error::DataFileInvalid { .. }) || missing(&e) {
-                        tracing::error!(partition, error = %e, "compaction leaves a partition with a corrupt data file as it is");
-                        self.compaction_skips.lock().map_err(lock_poisoned)?.insert(partition);
+                    if let Some(bad) = unreadable_input(&e, &group, storage) {
+                        tracing::error!(partition, error = %e, "compaction leaves an unreadable data file and the older files of its partition as they are");
+                        let mut skips = self.compaction_skips.lock().map_err(lock_poisoned)?;
+                        let highest = skips.entry(partition).or_insert(bad);
+                        *highest = (*highest).max(bad);
                         summary.partitions_skipped += 1;
                         continue;
                     }
@@ -389,5 +396,20 @@ impl Store {
             tracing::info!(files = expired.len(), "retention dropped expired data files");
         }
         Ok(expired.len())
+    }
+}
+
+/// The id of the input file `e` says cannot be read for good: corrupt (`DataFileInvalid` naming
+/// one of `group`'s files) or gone (`NotFound` naming one of them, which is still not there).
+/// `None` for every other failure (the output, the disk, a transient read error), which the
+/// next pass retries.
+fn unreadable_input(e: &Error, group: &[&Arc<LiveFile>], storage: &dyn crate::storage::Storage) -> Option<u64> {
+    let input = |path: &std::path::Path| group.iter().find(|f| f.path == path).map(|f| f.entry.id);
+    match e {
+        Error::DataFileInvalid { path, .. } => input(path),
+        Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound && !storage.exists(path) => {
+            input(path)
+        }
+        _ => None,
     }
 }
