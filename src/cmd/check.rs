@@ -76,7 +76,7 @@ fn count(n: usize, noun: &str) -> String {
 fn print_text(report: &CheckReport, store: &str, seconds: f64) -> std::io::Result<()> {
     outln!(
         "checked store {store} in {seconds:.2} s: {} ({} with checksums), {}, {} rows, {:.1} MB; {} series; {} in \
-         the WAL; {}",
+         the WAL; {}; {}",
         count(report.files, "data file"),
         report.files_with_checksums,
         count(report.row_groups, "row group"),
@@ -84,7 +84,8 @@ fn print_text(report: &CheckReport, store: &str, seconds: f64) -> std::io::Resul
         report.bytes as f64 / 1e6,
         report.series,
         count(report.buffered_rows, "acknowledged row"),
-        count(report.clock_versions, "clock model version")
+        count(report.clock_versions, "clock model version"),
+        count(report.documents, "document")
     );
     let unchecked = report.files_without_checksums;
     if unchecked > 0 {

@@ -7,8 +7,8 @@
 //! reads every row group of every live data file: footer checksum, column-chunk checksums,
 //! decoding, and the facts the manifest records about the file (size, rows, time and series
 //! ranges), the order the writer guarantees (series, then time, no repeated timestamp within
-//! a series) and series ids the catalog knows. Problems are collected, not raised: one report
-//! names every bad file and row group.
+//! a series) and series ids the catalog knows; and the store's documents are parsed. Problems
+//! are collected, not raised: one report names every bad file, row group and document.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,6 +40,9 @@ pub struct CheckReport {
     pub buffered_rows: usize,
     /// Fitted clock model versions (each sealed and checked when the store opened).
     pub clock_versions: usize,
+    /// The store's documents present (`topology.json`, `jobs.json`, `metrics.toml`), each
+    /// parsed as the query layer and the diagnosis parse it.
+    pub documents: usize,
     /// Files a compaction or retention replaced while the check ran, so not read: only on
     /// object storage (`--data-url`), where a snapshot holds the files already in the local
     /// cache and fetches the others when read; on a local disk the snapshot holds every file.
@@ -94,6 +97,17 @@ impl Store {
             clock_versions: self.clocks.lock().map_err(lock_poisoned)?.versions().len(),
             ..CheckReport::default()
         };
+        for name in super::DOCUMENTS {
+            let problem = match self.read_document(name) {
+                Ok(None) => continue,
+                Ok(Some(text)) => document_problem(name, &text),
+                Err(e) => Some(e.to_string()),
+            };
+            out.documents += 1;
+            if let Some(problem) = problem {
+                out.problems.push(CheckProblem { path: self.document_path(name)?, problem });
+            }
+        }
         for r in reports {
             if r.gone && replaced(&files, &r) {
                 out.files_replaced += 1;
@@ -108,6 +122,18 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// What is wrong with the text of document `name`, parsed as its readers parse it (each alone:
+/// whether the jobs' nodes are in the topology is the diagnosis's to say).
+fn document_problem(name: &str, text: &str) -> Option<String> {
+    let parsed = match name {
+        "topology.json" => crate::topology::Topology::from_json(text).map(drop),
+        "jobs.json" => crate::topology::parse_jobs(text).map(drop),
+        "metrics.toml" => crate::metrics::MetricCatalog::builtin().extend_from_toml(text).map(drop),
+        _ => Ok(()),
+    };
+    parsed.err().map(|e| e.to_string())
 }
 
 /// Whether the file of `report`, which was not found, is no longer in the manifest on disk of
@@ -355,6 +381,24 @@ mod tests {
         // Each file is one row group: none is read; the WAL rows are untouched.
         assert_eq!((damaged.rows, damaged.files_with_checksums), (0, 1), "{damaged:?}");
         assert_eq!(damaged.buffered_rows, clean.buffered_rows);
+    }
+
+    /// The documents are parsed as their readers parse them: an invalid one is a problem
+    /// naming it, a valid one is counted.
+    #[test]
+    fn documents_that_do_not_parse_are_problems() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_files(dir.path());
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        store.write_document("jobs.json", "[]").unwrap();
+        store.write_document("topology.json", "{\"nodes\": [").unwrap();
+        drop(store);
+        let report = check(dir.path());
+        assert_eq!(report.documents, 2, "{report:?}");
+        assert_eq!(report.problems.len(), 1, "{report:#?}");
+        assert_eq!(report.problems[0].path, dir.path().join("topology.json"));
+        assert!(report.problems[0].problem.contains("topology.json"), "{:?}", report.problems[0]);
     }
 
     /// What a manifest records about a file is compared with the file: an unsealed manifest

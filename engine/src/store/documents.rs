@@ -74,7 +74,7 @@ impl Store {
             .map_err(|_| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8")))
     }
 
-    fn document_path(&self, name: &str) -> Result<PathBuf> {
+    pub(super) fn document_path(&self, name: &str) -> Result<PathBuf> {
         if !DOCUMENTS.contains(&name) {
             return Err(Error::Internal { reason: format!("{name:?} is not a store document (one of {DOCUMENTS:?})") });
         }
