@@ -530,6 +530,33 @@ fn parquet_file_that_panics_the_reader_is_one_error_line() {
     assert!(err.contains(" (at ") && err.contains(".rs:"), "{err}");
 }
 
+/// `lockstep check` on a store in a bucket names a corrupt file by its URL, not by the local
+/// cache path the store reads it through.
+#[test]
+fn check_on_object_storage_names_files_by_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let bucket = tmp.path().join("bucket");
+    std::fs::create_dir_all(&bucket).unwrap();
+    let url = format!("file://{}", bucket.display());
+    let local = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    ok(&["import", "--data-dir", &local("writer"), "--data-url", &url, bundle.to_str().unwrap()]);
+    let clean = ok(&["check", "--data-dir", &local("checker"), "--data-url", &url]);
+    assert!(clean.ends_with("no problems found\n"), "{clean}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bucket.join("manifest.json")).unwrap()).unwrap();
+    let key = manifest["files"][0]["path"].as_str().unwrap().to_string();
+    let mut bytes = std::fs::read(bucket.join(&key)).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    std::fs::write(bucket.join(&key), bytes).unwrap();
+    let out = lockstep(&["check", "--data-dir", &local("checker2"), "--data-url", &url, "--json"]);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["problems"][0]["path"].as_str().unwrap(), format!("{url}/{key}"), "{report}");
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]

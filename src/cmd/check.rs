@@ -40,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
         Mutex::new(bar)
     });
-    let report = store.check(threads, &|done, total| {
+    let mut report = store.check(threads, &|done, total| {
         if let Some(bar) = &bar {
             let bar = bar.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             bar.set_length(total);
@@ -49,6 +49,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     if let Some(bar) = bar {
         bar.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).finish_and_clear();
+    }
+    // On object storage the store names its files by local paths under --data-dir; the
+    // operator looks for them in the bucket.
+    if let Some(url) = &args.store.data_url {
+        for p in &mut report.problems {
+            if let Ok(key) = p.path.strip_prefix(&args.store.data_dir) {
+                p.path = format!("{}/{}", url.trim_end_matches('/'), key.display()).into();
+            }
+        }
     }
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);

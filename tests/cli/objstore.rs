@@ -161,6 +161,9 @@ fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
     eprintln!("import: {local_import:?} local, {s3_import:?} to moto");
     // The diagnosis too (all but its run time).
     assert_same_diagnosis(&moto.endpoint, &local, &reader, url);
+    // The whole store reads back sound through the bucket.
+    let checked = ok_s3(&moto.endpoint, &["check", "--data-dir", &s(&tmp.path().join("checker")), "--data-url", url]);
+    assert!(checked.contains("with checksums") && checked.ends_with("no problems found\n"), "{checked}");
     // The reader cached the data files it read; no manifest or WAL of its own.
     assert!(reader.join("cache/s3/lockstep/cluster-a/node-0/data").is_dir());
     assert!(!reader.join("manifest.json").exists());
