@@ -81,8 +81,9 @@ pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
 
 /// Installs a panic hook that leaves panics caught by [`catch_panic`] to the error they become
 /// (with their location in its message; logged at `debug` level) and passes every other panic
-/// to the hook that was installed before. Without it, the default hook prints a caught panic and its
-/// backtrace to stderr before the caller reports a clean error. For binaries; call once.
+/// to the hook that was installed before. Without it, the default hook prints a caught panic
+/// and its backtrace to stderr before the caller reports a clean error. For binaries; call
+/// once.
 pub fn quiet_caught_panics() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -96,17 +97,17 @@ pub fn quiet_caught_panics() {
     }));
 }
 
-/// Runs the decoding of row group `group` of `path`, turning a panic of parquet-rs or arrow on
-/// corrupt bytes into the file's `DataFileInvalid`.
+/// Runs the decoding of `part` of `path` (its footer, a row group), turning a panic of
+/// parquet-rs or arrow on corrupt bytes into the file's `DataFileInvalid`.
 fn without_panics<T>(
     path: &std::path::Path,
-    group: usize,
+    part: impl std::fmt::Display,
     read: impl FnOnce() -> crate::error::Result<T>,
 ) -> crate::error::Result<T> {
     catch_panic(read).unwrap_or_else(|panic| {
         Err(crate::error::Error::DataFileInvalid {
             path: path.to_path_buf(),
-            reason: format!("row group {group}: decoding failed on corrupt data: {panic}"),
+            reason: format!("{part}: decoding failed on corrupt data: {panic}"),
         })
     })
 }

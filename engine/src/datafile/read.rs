@@ -93,9 +93,10 @@ impl RowGroups {
             super::checksum::verify_footer(&[footer], footer_crc).map_err(invalid)?;
         }
         // Unchecked bytes (a file written before footer checksums) can make the decoder panic.
-        let metadata = super::catch_panic(|| ArrowReaderMetadata::load(&bytes, super::reader_options()))
-            .map_err(|panic| invalid(format!("footer: decoding failed on corrupt data: {panic}")))?
-            .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        let metadata = super::without_panics(path, "footer", || {
+            ArrowReaderMetadata::load(&bytes, super::reader_options())
+                .map_err(|e| invalid(format!("not a readable parquet file: {e}")))
+        })?;
         check_schema(metadata.schema(), &invalid)?;
         check_chunk_ranges(metadata.metadata(), bytes.len() as u64).map_err(invalid)?;
         let crcs = super::checksum::of_metadata(metadata.metadata()).map_err(invalid)?;
@@ -130,7 +131,7 @@ impl RowGroups {
     }
 
     fn read_group(&self, group: usize) -> Result<Rows> {
-        super::without_panics(&self.path, group, || self.read_group_unguarded(group))
+        super::without_panics(&self.path, format_args!("row group {group}"), || self.read_group_unguarded(group))
     }
 
     fn read_group_unguarded(&self, group: usize) -> Result<Rows> {

@@ -149,12 +149,11 @@ impl FileFooter {
         let raw = storage.read_range(path, len - 8 - meta_len..len - 8).map_err(|e| Error::io(path, e))?;
         super::checksum::verify_footer(&[raw.as_ref(), &tail], footer_crc).map_err(invalid)?;
         // Unchecked bytes (a file written before footer checksums) can make the decoders panic.
-        let metadata = super::catch_panic(|| {
-            let metadata = ParquetMetaDataReader::decode_metadata(&raw)?;
-            ArrowReaderMetadata::try_new(Arc::new(metadata), super::reader_options())
-        })
-        .map_err(|panic| invalid(format!("footer: decoding failed on corrupt data: {panic}")))?
-        .map_err(|e| invalid(format!("not a readable parquet file: {e}")))?;
+        let metadata = super::without_panics(path, "footer", || {
+            ParquetMetaDataReader::decode_metadata(&raw)
+                .and_then(|metadata| ArrowReaderMetadata::try_new(Arc::new(metadata), super::reader_options()))
+                .map_err(|e| invalid(format!("not a readable parquet file: {e}")))
+        })?;
         check_schema(metadata.schema(), &invalid)?;
         super::read::check_chunk_ranges(metadata.metadata(), len).map_err(invalid)?;
         let crcs = super::checksum::of_metadata(metadata.metadata()).map_err(invalid)?;
@@ -249,7 +248,9 @@ impl FileFooter {
         columns: Columns,
         filter: &RowFilter<'_>,
     ) -> Result<Chunk> {
-        super::without_panics(&self.path, group, || self.read_group_unguarded(storage, group, columns, filter))
+        super::without_panics(&self.path, format_args!("row group {group}"), || {
+            self.read_group_unguarded(storage, group, columns, filter)
+        })
     }
 
     fn read_group_unguarded(

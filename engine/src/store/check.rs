@@ -63,11 +63,11 @@ pub struct CheckProblem {
 impl Store {
     /// Reads every row group of every live data file (what it checks: `docs/README.md`,
     /// *Checking a store*) on `threads` threads, calling `progress(bytes_done, bytes_total)`
-    /// after each file. The
-    /// files checked are the ones live when the call starts; in a read-only store they are the
-    /// snapshot taken at open, which a writer's compaction cannot take away on a local disk
-    /// (on object storage a file replaced meanwhile is counted in `files_replaced`). `Err` only when
-    /// the store itself cannot be read (a poisoned lock); a bad file is a problem in the report.
+    /// after each file. The files checked are the ones live when the call starts; in a
+    /// read-only store they are the snapshot taken at open, which a writer's compaction cannot
+    /// take away on a local disk (on object storage a file replaced meanwhile is counted in
+    /// `files_replaced`). `Err` only when the store itself cannot be read (a poisoned lock); a
+    /// bad file is a problem in the report.
     pub fn check(&self, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<CheckReport> {
         let files: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
         let series = self.catalog.read().map_err(lock_poisoned)?.len();
@@ -191,8 +191,7 @@ fn check_file(file: &LiveFile, series: usize) -> FileReport {
     let groups = match RowGroups::open(file.storage.as_ref(), &file.path, &RowFilter::default(), stats.footer_crc32) {
         Ok(groups) => groups,
         Err(e) => {
-            report.gone =
-                matches!(&e, crate::error::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+            report.gone = e.kind() == crate::error::ErrorKind::NotFound;
             report.problems.push(reason(&e));
             return report;
         }
