@@ -69,9 +69,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::mem::forget(store);
     anyhow::ensure!(
         report.problems.is_empty(),
-        "{} problem{} in store {}",
-        report.problems.len(),
-        if report.problems.len() == 1 { "" } else { "s" },
+        "{} in store {}",
+        count(report.problems.len(), "problem"),
         args.store.describe()
     );
     Ok(())
