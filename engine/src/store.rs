@@ -5,6 +5,7 @@
 //! ```text
 //! manifest.json         live data files + WAL checkpoint (atomic replace)
 //! series.json           series catalog snapshot (atomic replace)
+//! series/<first>-<end>.json   catalog increments after the snapshot (see `SeriesCatalog::load_dir`)
 //! wal/<seq>.wal         write-ahead log segments
 //! data/p<part>/<id>.parquet   immutable data files, one time partition each
 //! staging/              bulk-import files not yet committed (removed by the next writer)
@@ -47,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::model::Rows;
 use crate::model::{MAX_METRIC_NAME_BYTES, MAX_TIME_NS, MIN_TIME_NS, SeriesId, SeriesKey, WriteBatch};
-use crate::series::SeriesCatalog;
+use crate::series::{CatalogFiles, SeriesCatalog};
 use crate::storage::Storage;
 use crate::wal::{Wal, WalConfig};
 use crate::wallclock::WallClock;
@@ -213,8 +214,8 @@ pub struct Store {
     /// The writer lock (`None` for a read-only store).
     writer_lock: Option<WriterLock>,
     catalog: RwLock<SeriesCatalog>,
-    /// Series in `series.json` as last saved by this process (0: not saved yet).
-    catalog_saved: std::sync::atomic::AtomicUsize,
+    /// The catalog's files: what is saved, what the next save writes.
+    catalog_files: Mutex<CatalogFiles>,
     /// The sorted copy of the write buffer a flush builds, kept between flushes so that each
     /// flush reuses mapped pages (released when a flush needed more than twice `flush_rows`).
     flush_scratch: Mutex<Rows>,

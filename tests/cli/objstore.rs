@@ -315,6 +315,23 @@ fn serve_killed_before_a_flush_recovers_from_the_wal_into_the_bucket() {
     server.stop();
     assert!(moto.keys("cluster-b/node-0/data/").iter().any(|k| k.ends_with(".parquet")));
     assert_eq!(count_and_sum(&moto.endpoint, &tmp.path().join("fresh"), url), (10_000, sum));
+    // One new series later: its flush saves a catalog increment in the bucket, which a fresh
+    // reader finds.
+    let server = Serve::start(&moto.endpoint, &node, url, &["--maintenance-interval-secs", "0"]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(server.url.clone()).unwrap().connect().await.unwrap();
+        WriteClient::new(channel).write(request_of("objstore_more", 0, 500)).await.unwrap();
+    });
+    server.stop();
+    // (The server's self-telemetry series are in the catalog too: the ids are not 4 and 5.)
+    let increments = moto.keys("cluster-b/node-0/series/");
+    assert_eq!(increments.len(), 1, "{increments:?}");
+    let q = "SELECT host, count(*) AS n FROM samples WHERE metric = 'objstore_more' GROUP BY host";
+    let fresh = tmp.path().join("fresh-2");
+    let args = ["sql", "--data-dir", fresh.to_str().unwrap(), "--data-url", url, "--format", "csv", q];
+    let out = lockstep_s3(&moto.endpoint, &args).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "host,n\nh0,500\n", "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A TCP relay to moto that the test can cut: "the bucket is unreachable" (moto itself keeps

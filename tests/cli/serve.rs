@@ -717,7 +717,9 @@ fn live_store_with_readers_compaction_and_kill_9() {
                 attempted += 1;
                 let ts: Vec<i64> = (0..BATCH as i64).map(|i| T + b * BATCH as i64 + i).collect();
                 let r = WriteRequest {
-                    definitions: vec![def(1, "stress", Some(&format!("h{}", b % 4)))],
+                    // A new series every fifth batch: flushes save catalog increments (and now
+                    // and then a new snapshot) while readers open the store.
+                    definitions: vec![def(1, "stress", Some(&format!("h{}", b / 5)))],
                     series: vec![samples(1, &ts, &vec![b as f64; BATCH])],
                     sequence: b as u64,
                     columns: None,
@@ -754,10 +756,17 @@ fn live_store_with_readers_compaction_and_kill_9() {
         "{stats:?}"
     );
     server.stop();
-    let rows =
-        sql_json(&db, "SELECT value, count(*) AS n FROM samples WHERE metric = 'stress' GROUP BY value ORDER BY value");
+    let rows = sql_json(
+        &db,
+        "SELECT value, host, count(*) AS n FROM samples WHERE metric = 'stress' GROUP BY value, host ORDER BY value",
+    );
     let stored: HashMap<i64, u64> =
         rows.iter().map(|r| (r["value"].as_f64().unwrap() as i64, r["n"].as_u64().unwrap())).collect();
+    assert_eq!(stored.len(), rows.len(), "a batch under two series: {rows:?}");
+    for r in &rows {
+        let b = r["value"].as_f64().unwrap() as i64;
+        assert_eq!(r["host"].as_str(), Some(format!("h{}", b / 5).as_str()), "batch {b} under the wrong series");
+    }
     for b in &acked {
         assert_eq!(stored.get(b), Some(&(BATCH as u64)), "acknowledged batch {b} must be present exactly once");
     }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks_into};
 use crate::model::Rows;
+use crate::series::CatalogSave;
 use crate::wal::Wal;
 
 /// What a compaction pass did.
@@ -239,11 +240,20 @@ impl Store {
             self.storage.sync_dir(&d).map_err(|e| Error::io(&d, e))?;
         }
         {
-            // The catalog only grows: unchanged since the last save means nothing to write.
-            let catalog = self.catalog.read().map_err(lock_poisoned)?;
-            if catalog.len() != self.catalog_saved.load(Ordering::Acquire) {
-                catalog.save(self.storage.as_ref(), &self.dir.join("series.json"))?;
-                self.catalog_saved.store(catalog.len(), Ordering::Release);
+            // The catalog only grows: save the series added since the last save (an increment,
+            // or now and then a new snapshot). The keys are copied out so that writes adding
+            // series do not wait for the file.
+            let mut files = self.catalog_files.lock().map_err(lock_poisoned)?;
+            let pending = {
+                let catalog = self.catalog.read().map_err(lock_poisoned)?;
+                match files.plan(catalog.len()) {
+                    CatalogSave::Nothing => None,
+                    CatalogSave::Increment(from) => Some((from, catalog.keys()[from..].to_vec())),
+                    CatalogSave::Snapshot => Some((0, catalog.keys().to_vec())),
+                }
+            };
+            if let Some((from, keys)) = pending {
+                files.save(self.storage.as_ref(), &self.dir, from, &keys)?;
             }
         }
         let (old_manifest, old_files) = {

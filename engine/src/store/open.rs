@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::model::Rows;
 use crate::model::{SeriesId, SeriesKey};
-use crate::series::SeriesCatalog;
+use crate::series::{CatalogFiles, SeriesCatalog};
 use crate::storage::{OsStorage, ReadOnlyStorage, Storage};
 use crate::wal::Wal;
 use crate::wallclock::{SystemClock, WallClock};
@@ -76,7 +76,8 @@ impl Store {
                 m
             }
         };
-        let mut catalog = SeriesCatalog::load(storage.as_ref(), &dir.join("series.json"))?;
+        let (mut catalog, mut catalog_files) = SeriesCatalog::load_dir(storage.as_ref(), &dir)?;
+        catalog_files.remove_stale(storage.as_ref())?;
         let mut active = WriteBuffer::default();
         let wal_dir = dir.join("wal");
         let (wal, stats) =
@@ -106,7 +107,7 @@ impl Store {
             config,
             Some(writer_lock),
             Some(wal),
-            catalog,
+            (catalog, catalog_files),
             manifest,
             files,
             active,
@@ -124,7 +125,7 @@ impl Store {
         config: StoreConfig,
         writer_lock: Option<WriterLock>,
         wal: Option<Wal>,
-        catalog: SeriesCatalog,
+        (catalog, catalog_files): (SeriesCatalog, CatalogFiles),
         manifest: Manifest,
         files: Vec<Arc<LiveFile>>,
         active: WriteBuffer,
@@ -140,7 +141,7 @@ impl Store {
             config,
             writer_lock,
             catalog: RwLock::new(catalog),
-            catalog_saved: std::sync::atomic::AtomicUsize::new(0),
+            catalog_files: Mutex::new(catalog_files),
             flush_scratch: Mutex::new(Rows::default()),
             next_file_id: Mutex::new(manifest.next_file_id),
             state: RwLock::new(State {
@@ -226,8 +227,13 @@ impl Store {
         };
         let storage: Arc<dyn Storage> = ro.clone();
         // The catalog is saved before every manifest that needs it, so this one (read after
-        // the manifest) knows every series of the manifest's files.
-        let mut catalog = SeriesCatalog::load(inner.as_ref(), &dir.join("series.json"))?;
+        // the manifest) knows every series of the manifest's files. An increment deleted by a
+        // new snapshot meanwhile is `NotFound`: retake.
+        let (mut catalog, catalog_files) = match SeriesCatalog::load_dir(inner.as_ref(), dir) {
+            Ok(loaded) => loaded,
+            Err(e) if raced(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         for entry in &manifest.files {
             let path = dir.join(&entry.path);
             match ro.pin(&path) {
@@ -266,7 +272,7 @@ impl Store {
         }
         let files = live_files(dir, &manifest, &storage);
         let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
-        let parts = (catalog, manifest, files, active, clocks);
+        let parts = ((catalog, catalog_files), manifest, files, active, clocks);
         Ok(Some(Store::assemble_read_only(dir.to_path_buf(), storage, clock.clone(), config.clone(), parts)))
     }
 
@@ -278,7 +284,7 @@ impl Store {
         clock: Arc<dyn WallClock>,
         config: StoreConfig,
         (catalog, manifest, files, active, clocks): (
-            SeriesCatalog,
+            (SeriesCatalog, CatalogFiles),
             Manifest,
             Vec<Arc<LiveFile>>,
             WriteBuffer,

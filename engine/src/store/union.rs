@@ -242,7 +242,7 @@ impl Store {
         let mut registry = ClockRegistry::open(ro_storage.clone(), &root.join("clock"), config.clock_fit.clone())?;
         registry.adopt(clocks);
         files.sort_by_key(|f| f.entry.id);
-        let parts = (catalog, manifest, files, active, registry);
+        let parts = ((catalog, Default::default()), manifest, files, active, registry);
         let mut store = Store::assemble_read_only(root, ro_storage, clock, config, parts);
         store.union = Some(Union { nodes: infos, documents });
         Ok(store)
