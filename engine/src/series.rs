@@ -243,10 +243,14 @@ impl SeriesCatalog {
         let mut catalog = if storage.exists(&base) {
             let bytes = storage.read(&base).map_err(|e| Error::io(&base, e))?;
             let corrupt = |reason: String| Error::CatalogCorrupt { path: base.clone(), reason };
-            crate::seal::check(&bytes).map_err(&corrupt)?;
+            let sealed = crate::seal::check(&bytes).map_err(&corrupt)?;
             let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if snapshot.version != 1 && snapshot.version != CATALOG_VERSION {
                 return Err(corrupt(format!("unknown version {}", snapshot.version)));
+            }
+            // Version 2 was always written sealed: without its seal, the seal itself was hit.
+            if snapshot.version == CATALOG_VERSION && !sealed {
+                return Err(corrupt("a version 2 snapshot must be sealed (end in its checksum)".into()));
             }
             if snapshot.first.is_some() {
                 return Err(corrupt("a snapshot must not have `first` (that is an increment's field)".into()));
@@ -281,7 +285,10 @@ impl SeriesCatalog {
                 return Err(corrupt("an increment must be sealed (end in its checksum)".into()));
             }
             let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            if snapshot.version != CATALOG_VERSION || snapshot.first != Some(inc.first) {
+            if snapshot.version != CATALOG_VERSION {
+                return Err(corrupt(format!("unknown version {}", snapshot.version)));
+            }
+            if snapshot.first != Some(inc.first) {
                 return Err(corrupt(format!(
                     "version {} and first series {:?} do not match the file name (version {CATALOG_VERSION}, first {})",
                     snapshot.version, snapshot.first, inc.first
@@ -294,8 +301,18 @@ impl SeriesCatalog {
                     inc.end - inc.first
                 )));
             }
-            // Only the series after those known (an increment that overlaps the snapshot).
+            // Only the series after those known (an increment that overlaps the snapshot), and
+            // those it shares with the snapshot must be the same series.
             let known = catalog.len() - inc.first;
+            let shared = catalog.keys.get(inc.first..).unwrap_or_default();
+            if let Some(i) = (0..known).find(|&i| snapshot.series.get(i) != shared.get(i).map(|k| k.as_ref())) {
+                return Err(corrupt(format!(
+                    "series {} is {} here but {} in the catalog before it",
+                    inc.first + i,
+                    snapshot.series.get(i).map_or_else(String::new, ToString::to_string),
+                    shared.get(i).map_or_else(String::new, ToString::to_string)
+                )));
+            }
             catalog.extend_checked(snapshot.series.into_iter().skip(known), &corrupt)?;
             files.increments.push(Increment { bytes: bytes.len(), path: inc.path });
         }
@@ -475,11 +492,10 @@ impl CatalogFiles {
         }
         let inc_dir = dir.join(CATALOG_DIR);
         if !self.dir_ready {
-            // A new directory is durable once its parent is synced.
-            if !storage.exists(&inc_dir) {
-                storage.create_dir_all(&inc_dir).map_err(|e| Error::io(&inc_dir, e))?;
-                storage.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
-            }
+            // A new directory is durable once its parent is synced (always, once per process:
+            // a process that created it may have died before its sync).
+            storage.create_dir_all(&inc_dir).map_err(|e| Error::io(&inc_dir, e))?;
+            storage.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
             self.dir_ready = true;
         }
         let path = inc_dir.join(format!("{from:012}-{end:012}.json"));
@@ -494,15 +510,17 @@ impl CatalogFiles {
     /// the snapshot and deleting them) and temporary files of interrupted saves. For a writer's
     /// open only: a reader that listed them
     /// before the snapshot replaced the old one may still read them.
-    pub fn remove_stale(&mut self, storage: &dyn Storage) -> Result<()> {
+    ///
+    /// A file that cannot be removed is left with a warning: loads skip it, and it must not
+    /// keep the writer from opening the store.
+    pub fn remove_stale(&mut self, storage: &dyn Storage) {
         for path in std::mem::take(&mut self.stale) {
             match storage.remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "could not remove a stale catalog file"),
             }
         }
-        Ok(())
     }
 }
 
@@ -659,7 +677,7 @@ mod tests {
         let (again, mut loaded) = load(d).unwrap();
         assert_eq!(again.keys(), c.keys());
         assert_eq!(loaded.increments(), 3);
-        loaded.remove_stale(&crate::storage::OsStorage).unwrap();
+        loaded.remove_stale(&crate::storage::OsStorage);
         assert_eq!(
             increment_files(d),
             ["000000000202-000000000203.json", "000000000203-000000000204.json", "000000000204-000000000205.json"]
@@ -694,8 +712,144 @@ mod tests {
         std::fs::write(inc("000000000202-000000000203.tmp"), b"{").unwrap();
         let (again, mut loaded) = load(d).unwrap();
         assert_eq!(again.len(), 202);
-        loaded.remove_stale(&crate::storage::OsStorage).unwrap();
+        loaded.remove_stale(&crate::storage::OsStorage);
         assert!(increment_files(d).is_empty());
+    }
+
+    /// A storage that runs a hook (once) right after listing `series/` or reading
+    /// `series.json`: a writer acting between a reader's steps.
+    #[derive(Default)]
+    struct Interleaved {
+        after_list: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+        after_snapshot: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    }
+
+    impl std::fmt::Debug for Interleaved {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Interleaved")
+        }
+    }
+
+    impl Interleaved {
+        fn run(hook: &std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>) {
+            if let Some(f) = hook.lock().unwrap().take() {
+                f();
+            }
+        }
+    }
+
+    impl Storage for Interleaved {
+        fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+            crate::storage::OsStorage.create_dir_all(path)
+        }
+        fn create(&self, path: &Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+            crate::storage::OsStorage.create(path)
+        }
+        fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+            crate::storage::OsStorage.open_append(path)
+        }
+        fn read(&self, path: &Path) -> std::io::Result<bytes::Bytes> {
+            let bytes = crate::storage::OsStorage.read_copy(path)?;
+            if path.ends_with(CATALOG_FILE) {
+                Self::run(&self.after_snapshot);
+            }
+            Ok(bytes)
+        }
+        fn len(&self, path: &Path) -> std::io::Result<u64> {
+            crate::storage::OsStorage.len(path)
+        }
+        fn truncate(&self, path: &Path, len: u64) -> std::io::Result<()> {
+            crate::storage::OsStorage.truncate(path, len)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+            crate::storage::OsStorage.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+            crate::storage::OsStorage.remove_file(path)
+        }
+        fn list_dir(&self, path: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+            let listed = crate::storage::OsStorage.list_dir(path)?;
+            if path.ends_with(CATALOG_DIR) {
+                Self::run(&self.after_list);
+            }
+            Ok(listed)
+        }
+        fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+            crate::storage::OsStorage.sync_dir(path)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            crate::storage::OsStorage.exists(path)
+        }
+    }
+
+    /// A reader beside a writer that writes a new snapshot and deletes the increments: between
+    /// the reader's listing and its read of the snapshot, the reader gets every series (the
+    /// listed increments are in the new snapshot); after its read of the old snapshot, reading
+    /// an increment is `NotFound` (a read-only open starts over on it), never a catalog
+    /// missing series.
+    #[test]
+    fn a_reader_beside_a_writer_replacing_the_increments() {
+        for after_list in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path().to_path_buf();
+            let (mut c, mut files) = load(&d).unwrap();
+            for i in 0..100 {
+                c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+            }
+            save(&c, &mut files, &d);
+            for i in 100..103 {
+                c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+                assert!(matches!(save(&c, &mut files, &d), CatalogSave::Increment(_)));
+            }
+            // The writer: one more series, saved as a new snapshot, the increments deleted.
+            c.get_or_insert(&key("m", "h103", "0")).unwrap();
+            let writer = {
+                let (c, d) = (c.clone(), d.clone());
+                Box::new(move || {
+                    let (_, mut files) = load(&d).unwrap();
+                    files.save(&crate::storage::OsStorage, &d, 0, c.keys()).unwrap();
+                    assert!(increment_files(&d).is_empty());
+                }) as Box<dyn FnOnce() + Send>
+            };
+            let storage = Interleaved::default();
+            let hook = if after_list { &storage.after_list } else { &storage.after_snapshot };
+            *hook.lock().unwrap() = Some(writer);
+            match SeriesCatalog::load_dir(&storage, &d) {
+                Ok((read, _)) => {
+                    assert!(after_list, "the old snapshot and deleted increments cannot load");
+                    assert_eq!(read.keys(), c.keys(), "the new snapshot, the listed increments skipped");
+                }
+                Err(e) => {
+                    assert!(!after_list, "{e}");
+                    assert_eq!(e.kind(), crate::error::ErrorKind::NotFound, "{e}");
+                }
+            }
+        }
+    }
+
+    /// An increment that overlaps the snapshot with different series, and a version 2 snapshot
+    /// without its seal, are corruption.
+    #[test]
+    fn a_divergent_overlap_or_an_unsealed_snapshot_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        for i in 0..50 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut files, d);
+        // Series 48..51 where the snapshot has 48 and 49 as other series.
+        let other: Vec<Arc<SeriesKey>> = ["x48", "x49", "h50"].iter().map(|h| Arc::new(key("m", h, "0"))).collect();
+        let mut overlapping = CatalogFiles { saved: 48, base_len: 48, base_current: true, ..Default::default() };
+        overlapping.save(&crate::storage::OsStorage, d, 48, &other).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains(r#"series 48 is m{gpu="0",host="x48"} here"#), "{e}");
+        std::fs::remove_file(d.join(CATALOG_DIR).join("000000000048-000000000051.json")).unwrap();
+        let text = std::fs::read_to_string(d.join(CATALOG_FILE)).unwrap();
+        let unsealed = format!("{}}}", &text[..text.rfind(r#","crc32":"#).unwrap()]);
+        std::fs::write(d.join(CATALOG_FILE), unsealed).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains("must be sealed"), "{e}");
     }
 
     /// A version-1 snapshot (written before increments) loads; the first save rewrites it as

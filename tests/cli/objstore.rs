@@ -326,7 +326,7 @@ fn serve_killed_before_a_flush_recovers_from_the_wal_into_the_bucket() {
     server.stop();
     // (The server's self-telemetry series are in the catalog too: the ids are not 4 and 5.)
     let increments = moto.keys("cluster-b/node-0/series/");
-    assert_eq!(increments.len(), 1, "{increments:?}");
+    assert!(!increments.is_empty(), "{increments:?}");
     let q = "SELECT host, count(*) AS n FROM samples WHERE metric = 'objstore_more' GROUP BY host";
     let fresh = tmp.path().join("fresh-2");
     let args = ["sql", "--data-dir", fresh.to_str().unwrap(), "--data-url", url, "--format", "csv", q];

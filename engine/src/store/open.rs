@@ -77,7 +77,7 @@ impl Store {
             }
         };
         let (mut catalog, mut catalog_files) = SeriesCatalog::load_dir(storage.as_ref(), &dir)?;
-        catalog_files.remove_stale(storage.as_ref())?;
+        catalog_files.remove_stale(storage.as_ref());
         let mut active = WriteBuffer::default();
         let wal_dir = dir.join("wal");
         let (wal, stats) =

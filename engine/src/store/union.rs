@@ -49,7 +49,7 @@ use crate::storage::{ReadOnlyStorage, Storage};
 use crate::wallclock::WallClock;
 
 /// Names under a dataset root that are never nodes: a store's own entries.
-const RESERVED: [&str; 8] = ["wal", "LOCK", "staging", "cache", "data", "clock", "history", "node-id"];
+const RESERVED: [&str; 9] = ["wal", "LOCK", "staging", "cache", "data", "clock", "history", "node-id", "series"];
 
 /// Whether `name` can be a node of a dataset: one path component of ASCII letters, digits,
 /// `-`, `_` and `.`, not starting with `.`, and not one of a store's own entries (`data`,
