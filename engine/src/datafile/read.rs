@@ -130,7 +130,14 @@ impl RowGroups {
         self.crcs.is_some()
     }
 
-    fn read_group(&self, group: usize) -> Result<Rows> {
+    /// The row groups selected by the filter, in file order (what the iterator yields next).
+    pub fn selected(&self) -> &[usize] {
+        self.groups.as_slice()
+    }
+
+    /// Reads row group `group` (any of the file's, selected or not): checksums, decoding, the
+    /// filter's rows.
+    pub fn read_group(&self, group: usize) -> Result<Rows> {
         super::without_panics(&self.path, format_args!("row group {group}"), || self.read_group_unguarded(group))
     }
 

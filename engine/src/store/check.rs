@@ -11,7 +11,7 @@
 //! are collected, not raised: one report names every bad file, row group and document.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{LiveFile, Store, lock_poisoned};
@@ -63,31 +63,46 @@ pub struct CheckProblem {
 impl Store {
     /// Reads every row group of every live data file (what it checks: `docs/README.md`,
     /// *Checking a store*) on `threads` threads, calling `progress(bytes_done, bytes_total)`
-    /// after each file. The files checked are the ones live when the call starts; in a
+    /// as files finish. The files checked are the ones live when the call starts; in a
     /// read-only store they are the snapshot taken at open, which a writer's compaction cannot
     /// take away on a local disk (on object storage a file replaced meanwhile is counted in
     /// `files_replaced`). `Err` only when the store itself cannot be read (a poisoned lock); a
     /// bad file is a problem in the report.
+    ///
+    /// The unit of work is a row group: the files are taken in windows of a few per thread,
+    /// each window's files are opened on all threads, then all their row groups are read on
+    /// all threads, so a store of one large file uses every thread too, and memory is bounded
+    /// by the window's open files and one decoded row group per thread.
     pub fn check(&self, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<CheckReport> {
         let files: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
         let series = self.catalog.read().map_err(lock_poisoned)?.len();
         let total: u64 = files.iter().map(|f| f.entry.stats.bytes).sum();
-        let next = AtomicUsize::new(0);
-        let done = AtomicU64::new(0);
-        let reports = Mutex::new(Vec::with_capacity(files.len()));
-        std::thread::scope(|scope| {
-            for _ in 0..threads.clamp(1, files.len().max(1)) {
-                scope.spawn(|| {
-                    while let Some(file) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let report = check_file(file, series);
-                        let bytes = done.fetch_add(file.entry.stats.bytes, Ordering::Relaxed) + file.entry.stats.bytes;
-                        reports.lock().unwrap_or_else(PoisonError::into_inner).push(report);
-                        progress(bytes, total);
-                    }
-                });
+        let threads = threads.max(1);
+        let mut done = 0;
+        let mut reports = Vec::with_capacity(files.len());
+        for window in files.chunks(4 * threads) {
+            let opened = parallel(window.len(), threads, |i| open_file(&window[i]));
+            let units: Vec<(usize, usize)> = opened
+                .iter()
+                .enumerate()
+                .flat_map(|(f, (_, groups))| groups.iter().flat_map(move |g| g.selected().iter().map(move |&i| (f, i))))
+                .collect();
+            let checked = parallel(units.len(), threads, |u| {
+                let (f, group) = units[u];
+                opened[f].1.as_ref().map(|groups| check_group(groups, group))
+            });
+            // `units` and so `checked` are in file order, then row-group order.
+            let mut checked = checked.into_iter().flatten();
+            for (file, (mut report, groups)) in window.iter().zip(opened) {
+                if let Some(groups) = groups {
+                    let n = groups.selected().len();
+                    finish_file(file, &mut report, checked.by_ref().take(n), series);
+                }
+                done += file.entry.stats.bytes;
+                progress(done, total);
+                reports.push(report);
             }
-        });
-        let mut reports = reports.into_inner().unwrap_or_else(PoisonError::into_inner);
+        }
         // (The nodes of a dataset union may share ids.)
         reports.sort_by(|a, b| (a.id, &a.path).cmp(&(b.id, &b.path)));
         let mut out = CheckReport {
@@ -122,6 +137,29 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// `f(0) .. f(n - 1)` computed on up to `threads` threads, in index order.
+fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    if threads <= 1 || n <= 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let out: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(n) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = out.get(i) else { break };
+                    let value = f(i);
+                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+                }
+            });
+        }
+    });
+    // Every slot is filled: a panic in `f` would have propagated out of the scope.
+    out.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 /// What is wrong with the text of document `name`, parsed as its readers parse it (each alone:
@@ -162,8 +200,9 @@ struct FileReport {
     problems: Vec<String>,
 }
 
-/// Reads `file` end to end and compares it with its manifest entry; `series` ids are known.
-fn check_file(file: &LiveFile, series: usize) -> FileReport {
+/// Opens `file` (its size, footer and schema): the start of its report, and its row groups
+/// unless it could not be opened.
+fn open_file(file: &LiveFile) -> (FileReport, Option<RowGroups>) {
     let stats = &file.entry.stats;
     let mut report = FileReport {
         id: file.entry.id,
@@ -185,7 +224,7 @@ fn check_file(file: &LiveFile, series: usize) -> FileReport {
         Err(e) => {
             report.gone = e.kind() == std::io::ErrorKind::NotFound;
             report.problems.push(format!("cannot be read: {e}"));
-            return report;
+            return (report, None);
         }
     }
     let groups = match RowGroups::open(file.storage.as_ref(), &file.path, &RowFilter::default(), stats.footer_crc32) {
@@ -193,7 +232,7 @@ fn check_file(file: &LiveFile, series: usize) -> FileReport {
         Err(e) => {
             report.gone = e.kind() == crate::error::ErrorKind::NotFound;
             report.problems.push(reason(&e));
-            return report;
+            return (report, None);
         }
     };
     report.checksums = Some(groups.has_checksums());
@@ -202,28 +241,56 @@ fn check_file(file: &LiveFile, series: usize) -> FileReport {
     if stats.footer_crc32.is_some() && !groups.has_checksums() {
         report.problems.push("the manifest entry has a footer checksum but the file no column checksums".into());
     }
+    (report, Some(groups))
+}
+
+/// What reading one row group found.
+struct GroupCheck {
+    group: usize,
+    /// Its rows, or why they could not be read.
+    read: std::result::Result<(u64, Order), String>,
+    /// The first out-of-order row within the group.
+    problem: Option<String>,
+}
+
+/// Reads row group `group` (checksums, decoding) and checks its order.
+fn check_group(groups: &RowGroups, group: usize) -> GroupCheck {
+    match groups.read_group(group) {
+        Ok(rows) => {
+            let mut order = Order::default();
+            let problem = order.extend(&rows.series, &rows.time);
+            GroupCheck { group, read: Ok((rows.len() as u64, order)), problem }
+        }
+        Err(e) => GroupCheck { group, read: Err(reason(&e)), problem: None },
+    }
+}
+
+/// Adds the checks of `file`'s row groups (in order) to its report and compares the whole with
+/// its manifest entry; `series` ids are known.
+fn finish_file(file: &LiveFile, report: &mut FileReport, groups: impl Iterator<Item = GroupCheck>, series: usize) {
+    let stats = &file.entry.stats;
     let offset = u64::from(file.series_offset);
     let mut order = Order::default();
     let mut unreadable = false;
-    for (group, rows) in groups.enumerate() {
+    for checked in groups {
         report.row_groups += 1;
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => {
-                report.problems.push(reason(&e));
+        let (rows, group_order) = match checked.read {
+            Ok(read) => read,
+            Err(reason) => {
+                report.problems.push(reason);
                 unreadable = true;
                 continue;
             }
         };
-        report.rows += rows.len() as u64;
-        if let Some(problem) = order.extend(&rows.series, &rows.time) {
-            report.problems.push(format!("row group {group}: {problem}"));
+        report.rows += rows;
+        if let Some(problem) = order.append(group_order).or(checked.problem) {
+            report.problems.push(format!("row group {}: {problem}", checked.group));
         }
     }
     // The rows and ranges of a file with unreadable row groups differ from the manifest's as a
     // consequence: not a problem of its own.
     if unreadable {
-        return report;
+        return;
     }
     if report.rows != stats.rows {
         report.problems.push(format!("{} rows read, the manifest says {}", report.rows, stats.rows));
@@ -246,7 +313,6 @@ fn check_file(file: &LiveFile, series: usize) -> FileReport {
                 .push(format!("series id {} is not in the catalog ({series} series)", u64::from(s_max) + offset));
         }
     }
-    report
 }
 
 /// The text of a read error without the path (the report names the file).
@@ -261,9 +327,27 @@ fn reason(e: &crate::error::Error) -> String {
 /// each (series, time) once; and the ranges seen.
 #[derive(Default)]
 struct Order {
+    first: Option<(u32, i64)>,
     last: Option<(u32, i64)>,
     series: Option<(u32, u32)>,
     time: Option<(i64, i64)>,
+}
+
+/// The smallest range holding both.
+fn span<T: Ord + Copy>(a: Option<(T, T)>, b: Option<(T, T)>) -> Option<(T, T)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The problem when row `(s, t)` follows row `last` (not in increasing order).
+fn disorder(last: (u32, i64), (s, t): (u32, i64)) -> String {
+    if (s, t) == last {
+        format!("series {s} has time {t} twice")
+    } else {
+        format!("rows out of order: series {s} time {t} after series {} time {}", last.0, last.1)
+    }
 }
 
 impl Order {
@@ -275,16 +359,24 @@ impl Order {
                 && let Some(last) = self.last
                 && (s, t) <= last
             {
-                problem = Some(if (s, t) == last {
-                    format!("series {s} has time {t} twice")
-                } else {
-                    format!("rows out of order: series {s} time {t} after series {} time {}", last.0, last.1)
-                });
+                problem = Some(disorder(last, (s, t)));
             }
+            self.first = self.first.or(Some((s, t)));
             self.last = Some((s, t));
             self.series = Some(self.series.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))));
             self.time = Some(self.time.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))));
         }
+        problem
+    }
+
+    /// Takes the rows `next` saw, which follow these: the problem where they meet, if any.
+    fn append(&mut self, next: Order) -> Option<String> {
+        let (Some(first), Some(last)) = (next.first, next.last) else { return None };
+        let problem = self.last.filter(|&prev| first <= prev).map(|prev| disorder(prev, first));
+        self.series = span(self.series, next.series);
+        self.time = span(self.time, next.time);
+        self.first = self.first.or(Some(first));
+        self.last = Some(last);
         problem
     }
 }
@@ -336,9 +428,14 @@ mod tests {
     /// `path`'s bytes with bit 4 of the byte in the middle of row group 0's column `column`
     /// flipped.
     fn flip_in_column(path: &Path, column: usize) {
+        flip_in_group(path, 0, column);
+    }
+
+    /// [`flip_in_column`] in row group `group`.
+    fn flip_in_group(path: &Path, group: usize, column: usize) {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let reader = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
-        let (start, len) = reader.metadata().row_group(0).column(column).byte_range();
+        let (start, len) = reader.metadata().row_group(group).column(column).byte_range();
         let mut bytes = std::fs::read(path).unwrap();
         bytes[usize::try_from(start + len / 2).unwrap()] ^= 0x10;
         std::fs::write(path, bytes).unwrap();
@@ -380,6 +477,47 @@ mod tests {
         // Each file is one row group: none is read; the WAL rows are untouched.
         assert_eq!((damaged.rows, damaged.files_with_checksums), (0, 1), "{damaged:?}");
         assert_eq!(damaged.buffered_rows, clean.buffered_rows);
+    }
+
+    /// The row groups of one file are checked on several threads: any thread count gives the
+    /// same report, a damaged row group in the middle is named alone, and the order is checked
+    /// across the groups' boundaries.
+    #[test]
+    fn the_row_groups_of_one_file_are_checked_in_parallel() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+        let store = Store::open(dir.path(), config).unwrap();
+        let mut b = WriteBatch::default();
+        let per_series = 2 * crate::datafile::ROW_GROUP_ROWS as i64 / 5 + 1_000;
+        for s in 0..6 {
+            let key = SeriesKey::new("m", [("host", format!("h{s}"))]);
+            for k in 0..per_series {
+                // 1 ms apart: one partition, one file.
+                b.push(key.clone(), T0 + k * 1_000_000, (k % 1000) as f64 * 0.25);
+            }
+        }
+        store.write(&b).unwrap();
+        store.flush().unwrap();
+        let files = store.manifest().unwrap().files.clone();
+        assert_eq!(files.len(), 1);
+        let path = dir.path().join(&files[0].path);
+        drop(store);
+        let reports: Vec<CheckReport> = [1, 2, 5]
+            .iter()
+            .map(|&threads| Store::open_read_only(dir.path()).unwrap().check(threads, &|_, _| {}).unwrap())
+            .collect();
+        assert!(reports[0].row_groups >= 3, "{:?}", reports[0]);
+        assert_eq!(reports[0].rows, 6 * per_series as u64);
+        assert_eq!(reports[0].problems, vec![]);
+        assert!(reports.iter().all(|r| *r == reports[0]), "{reports:#?}");
+        flip_in_group(&path, 1, 2);
+        let reports: Vec<CheckReport> = [1, 2, 5]
+            .iter()
+            .map(|&threads| Store::open_read_only(dir.path()).unwrap().check(threads, &|_, _| {}).unwrap())
+            .collect();
+        assert_eq!(reports[0].problems.len(), 1, "{:#?}", reports[0]);
+        assert!(reports[0].problems[0].problem.starts_with("row group 1 column value_int: checksum mismatch"));
+        assert!(reports.iter().all(|r| *r == reports[0]), "{reports:#?}");
     }
 
     /// The documents are parsed as their readers parse them: an invalid one is a problem
@@ -502,14 +640,22 @@ mod tests {
 
     #[test]
     fn rows_out_of_order_or_repeated_are_found_across_row_groups() {
+        // Each row group is checked alone (on its own thread), then appended in file order.
+        let group = |series: &[u32], time: &[i64]| {
+            let mut order = Order::default();
+            (order.extend(series, time), order)
+        };
         let mut order = Order::default();
-        assert_eq!(order.extend(&[0, 0, 1], &[5, 6, 1]), None);
-        assert_eq!(order.extend(&[1, 2], &[2, 0]), None, "continues across row groups");
-        assert_eq!(order.extend(&[2], &[0]).as_deref(), Some("series 2 has time 0 twice"));
-        assert_eq!(
-            order.extend(&[1], &[9]).as_deref(),
-            Some("rows out of order: series 1 time 9 after series 2 time 0")
-        );
-        assert_eq!((order.series, order.time), (Some((0, 2)), Some((0, 9))));
+        let (problem, g) = group(&[0, 0, 1], &[5, 6, 1]);
+        assert_eq!((problem, order.append(g)), (None, None));
+        let (problem, g) = group(&[1, 2], &[2, 0]);
+        assert_eq!((problem, order.append(g)), (None, None), "continues across row groups");
+        let (problem, g) = group(&[2], &[0]);
+        assert_eq!((problem, order.append(g).as_deref()), (None, Some("series 2 has time 0 twice")));
+        assert_eq!(order.append(Order::default()), None, "an empty group");
+        let (problem, g) = group(&[1, 3, 3], &[9, 1, 1]);
+        assert_eq!(problem.as_deref(), Some("series 3 has time 1 twice"), "within a group");
+        assert_eq!(order.append(g).as_deref(), Some("rows out of order: series 1 time 9 after series 2 time 0"));
+        assert_eq!((order.series, order.time), (Some((0, 3)), Some((0, 9))));
     }
 }
