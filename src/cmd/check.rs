@@ -15,7 +15,7 @@ use crate::output::outln;
 pub struct Args {
     #[command(flatten)]
     store: super::StoreArgs,
-    /// Threads reading data files (default: one per core).
+    /// Threads reading row groups, of one file or several (default: one per core).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
     /// Print the report as one JSON object instead of text.
