@@ -96,7 +96,7 @@ impl Store {
             for (file, (mut report, groups)) in window.iter().zip(opened) {
                 if let Some(groups) = groups {
                     let n = groups.selected().len();
-                    finish_file(file, &mut report, checked.by_ref().take(n), series);
+                    finish_file(file, &mut report, checked.by_ref().take(n), self.catalog_of(file, series));
                 }
                 done += file.entry.stats.bytes;
                 progress(done, total);
@@ -123,6 +123,15 @@ impl Store {
                 out.problems.push(CheckProblem { path: self.document_path(name)?, problem });
             }
         }
+        for f in self.union.iter().flat_map(|u| &u.left_out) {
+            out.problems.push(CheckProblem {
+                path: f.path.clone(),
+                problem: format!(
+                    "series id {} is not in node {}'s catalog ({} series): the file is left out of the dataset",
+                    f.max_series, f.node, f.series
+                ),
+            });
+        }
         for r in reports {
             if r.gone && replaced(&files, &r) {
                 out.files_replaced += 1;
@@ -137,6 +146,25 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+impl Store {
+    /// The catalog `file`'s series ids refer to: its node's in a dataset union (ids
+    /// `0 .. series`, before the node's offset), else the store's (`series` series).
+    fn catalog_of(&self, file: &LiveFile, series: usize) -> Catalog {
+        let node =
+            self.union.as_ref().and_then(|u| u.nodes.iter().find(|n| file.path.starts_with(self.dir.join(&n.name))));
+        match node {
+            Some(node) => Catalog { name: format!("node {}'s catalog", node.name), series: u64::from(node.series) },
+            None => Catalog { name: "the catalog".into(), series: series as u64 },
+        }
+    }
+}
+
+/// The catalog a file's series ids must be in: a name for messages and its series count.
+struct Catalog {
+    name: String,
+    series: u64,
 }
 
 /// `f(0) .. f(n - 1)` computed on up to `threads` threads, in index order.
@@ -266,10 +294,9 @@ fn check_group(groups: &RowGroups, group: usize) -> GroupCheck {
 }
 
 /// Adds the checks of `file`'s row groups (in order) to its report and compares the whole with
-/// its manifest entry; `series` ids are known.
-fn finish_file(file: &LiveFile, report: &mut FileReport, groups: impl Iterator<Item = GroupCheck>, series: usize) {
+/// its manifest entry and `catalog`.
+fn finish_file(file: &LiveFile, report: &mut FileReport, groups: impl Iterator<Item = GroupCheck>, catalog: Catalog) {
     let stats = &file.entry.stats;
-    let offset = u64::from(file.series_offset);
     let mut order = Order::default();
     let mut unreadable = false;
     for checked in groups {
@@ -307,10 +334,8 @@ fn finish_file(file: &LiveFile, report: &mut FileReport, groups: impl Iterator<I
                 .problems
                 .push(format!("times {t_min}..={t_max}, the manifest says {}..={}", stats.min_time, stats.max_time));
         }
-        if u64::from(s_max) + offset >= series as u64 {
-            report
-                .problems
-                .push(format!("series id {} is not in the catalog ({series} series)", u64::from(s_max) + offset));
+        if u64::from(s_max) >= catalog.series {
+            report.problems.push(format!("series id {s_max} is not in {} ({} series)", catalog.name, catalog.series));
         }
     }
 }

@@ -84,6 +84,18 @@ pub(super) struct Union {
     pub(super) nodes: Vec<DatasetNode>,
     /// Per document name, the directory its current version is read from.
     pub(super) documents: BTreeMap<String, PathBuf>,
+    /// Data files left out because their series are not in their node's catalog (without a
+    /// pinned layout, which leaves out newer files by design).
+    pub(super) left_out: Vec<LeftOut>,
+}
+
+/// A data file a union left out: its series ids reach past its node's catalog.
+#[derive(Debug)]
+pub(super) struct LeftOut {
+    pub(super) path: PathBuf,
+    pub(super) node: String,
+    pub(super) max_series: u32,
+    pub(super) series: u32,
 }
 
 impl Store {
@@ -154,6 +166,7 @@ impl Store {
         let mut active = WriteBuffer::default();
         let mut models = BTreeMap::new();
         let mut infos = Vec::with_capacity(names.len());
+        let mut left_out = Vec::new();
         let (mut partition_ns, mut next_file_id, mut version, mut fit) = (None, 1, 0, None);
         let mut documents = BTreeMap::new();
         for doc in DOCUMENTS {
@@ -187,10 +200,23 @@ impl Store {
                 None => known as u32,
             };
             let offset = node.with_catalog(|c| catalog.append_catalog_prefix(c, count as usize))??;
-            let node_files: Vec<Arc<LiveFile>> = (node.state.read().map_err(lock_poisoned)?.files.iter())
-                .filter(|f| f.entry.stats.max_series < count || f.entry.stats.rows == 0)
-                .cloned()
-                .collect();
+            let (node_files, beyond): (Vec<Arc<LiveFile>>, Vec<Arc<LiveFile>>) =
+                (node.state.read().map_err(lock_poisoned)?.files.iter().cloned())
+                    .partition(|f| f.entry.stats.max_series < count || f.entry.stats.rows == 0);
+            // Files of series after a pinned layout's count are newer than the layout; without a
+            // layout, a file of series the node's catalog lacks is damage (`check` names it).
+            if limit.is_none() {
+                for f in beyond {
+                    tracing::warn!(path = %f.path.display(), node = %name, max_series = f.entry.stats.max_series,
+                        series = count, "data file of series the node's catalog lacks is left out of the dataset");
+                    left_out.push(LeftOut {
+                        path: f.path.clone(),
+                        node: name.clone(),
+                        max_series: f.entry.stats.max_series,
+                        series: count,
+                    });
+                }
+            }
             for f in node_files.iter() {
                 let mut entry = f.entry.clone();
                 entry.path = format!("{name}/{}", entry.path);
@@ -244,7 +270,7 @@ impl Store {
         files.sort_by_key(|f| f.entry.id);
         let parts = ((catalog, Default::default()), manifest, files, active, registry);
         let mut store = Store::assemble_read_only(root, ro_storage, clock, config, parts);
-        store.union = Some(Union { nodes: infos, documents });
+        store.union = Some(Union { nodes: infos, documents, left_out });
         Ok(store)
     }
 
@@ -310,6 +336,34 @@ mod tests {
     fn open(root: &Path, nodes: &[&str]) -> Store {
         let names: Vec<String> = nodes.iter().map(|s| s.to_string()).collect();
         Store::open_dataset_read_only(root, &names, config(), Arc::new(OsStorage), Arc::new(SystemClock)).unwrap()
+    }
+
+    /// A node whose catalog lacks series its files use: the union leaves those files out (as it
+    /// leaves out files newer than a pinned layout), and `check` on the union names them.
+    #[test]
+    fn check_compares_series_ids_with_the_files_node() {
+        let root = tempfile::tempdir().unwrap();
+        node(&root.path().join("node-0"), &["a", "b"], ("gpu", "0"), true);
+        node(&root.path().join("node-1"), &["c", "d", "e"], ("gpu", "1"), true);
+        let clean = open(root.path(), &["node-0", "node-1"]).check(2, &|_, _| {}).unwrap();
+        assert_eq!((clean.files, clean.series, clean.problems.len()), (2, 10, 0), "{clean:?}");
+        // node-0's catalog replaced by one of its first two series (its files use four).
+        let n0 = root.path().join("node-0");
+        let (catalog, _) = SeriesCatalog::load_dir(&OsStorage, &n0).unwrap();
+        crate::series::CatalogFiles::default().save(&OsStorage, &n0, 0, &catalog.keys()[..2]).unwrap();
+        let report = open(root.path(), &["node-0", "node-1"]).check(2, &|_, _| {}).unwrap();
+        assert_eq!(report.series, 8);
+        let problems: Vec<&str> = report.problems.iter().map(|p| p.problem.as_str()).collect();
+        assert_eq!(
+            problems,
+            ["series id 3 is not in node node-0's catalog (2 series): the file is left out of the dataset"],
+            "{report:?}"
+        );
+        assert!(report.problems[0].path.starts_with(&n0));
+        // The node alone: its file is in the store and names the same problem.
+        let alone = Store::open_read_only(&n0).unwrap().check(1, &|_, _| {}).unwrap();
+        let problems: Vec<&str> = alone.problems.iter().map(|p| p.problem.as_str()).collect();
+        assert_eq!(problems, ["series id 3 is not in the catalog (2 series)"], "{alone:?}");
     }
 
     /// Ids are remapped node by node (name order, each node's order kept), labels are the union
