@@ -5,7 +5,7 @@
 //! saved (atomically, as an increment or a new snapshot: [`CatalogFiles`]) before every
 //! manifest update, so a reopened store knows every series that any durable sample refers to.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::{HOST_LABEL, SeriesId, SeriesKey};
 use crate::storage::{Storage, write_atomic};
+
+/// The catalog's hash maps: foldhash (seeded per process) instead of SipHash. Every write
+/// looks its series up here, and loading a million-series catalog does several lookups per
+/// series.
+type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
 
 /// In-memory series catalog with postings for metric names and label pairs.
 #[derive(Debug, Default, Clone)]
@@ -100,9 +105,10 @@ impl SeriesCatalog {
     fn push(&mut self, key: Arc<SeriesKey>) -> Result<SeriesId> {
         let id = SeriesId::try_from(self.keys.len())
             .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
+        // Ids only grow: appending to a posting list is a push, not a search.
         match self.metric_postings.get_mut(&key.metric) {
             Some(p) => {
-                p.insert(id);
+                append(p, id);
             }
             None => {
                 self.metric_postings.insert(key.metric.clone(), RoaringBitmap::from_iter([id]));
@@ -118,7 +124,7 @@ impl SeriesCatalog {
             };
             match values.get_mut(v) {
                 Some(p) => {
-                    p.insert(id);
+                    append(p, id);
                 }
                 None => {
                     values.insert(v.clone(), RoaringBitmap::from_iter([id]));
@@ -158,14 +164,14 @@ impl SeriesCatalog {
         for k in other.label_order.iter().filter(|k| used.contains(k.as_str())) {
             if !self.label_postings.contains_key(k) {
                 self.label_order.push(k.clone());
-                self.label_postings.insert(k.clone(), HashMap::new());
+                self.label_postings.insert(k.clone(), HashMap::default());
             }
         }
         for (i, key) in keys.iter().enumerate() {
             let id = offset + i as SeriesId;
-            self.metric_postings.entry(key.metric.clone()).or_default().insert(id);
+            append(self.metric_postings.entry(key.metric.clone()).or_default(), id);
             for (k, v) in &key.labels {
-                self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default().insert(id);
+                append(self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default(), id);
             }
             self.ids.entry(key.clone()).or_insert(id);
             self.keys.push(key.clone());
@@ -337,6 +343,14 @@ impl SeriesCatalog {
             }
         }
         Ok(())
+    }
+}
+
+/// Adds `id` to a posting list: a push when it is past the list's end (ids are assigned in
+/// increasing order), an insert otherwise.
+fn append(postings: &mut RoaringBitmap, id: SeriesId) {
+    if postings.try_push(id).is_err() {
+        postings.insert(id);
     }
 }
 
