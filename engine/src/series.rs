@@ -272,10 +272,54 @@ impl SeriesCatalog {
             Self::new()
         };
         files.base_len = catalog.len();
+        catalog.read_increments(storage, listed, &mut files)?;
+        Ok((catalog, files))
+    }
+
+    /// [`SeriesCatalog::load_dir`] again, for a read-only snapshot that retries: `previous` is
+    /// what an earlier load of the same store returned (or less: its first series). Ids are
+    /// never reused, so those are still the store's first series; when the snapshot file is the
+    /// one read then (its size is unchanged: every new snapshot holds more series), only the
+    /// increments after them are read, not the snapshot again (tens of MB for a million
+    /// series). Otherwise this is a full [`SeriesCatalog::load_dir`].
+    pub fn load_dir_after(
+        storage: &dyn Storage,
+        dir: &Path,
+        previous: (SeriesCatalog, CatalogFiles),
+    ) -> Result<(Self, CatalogFiles)> {
+        let (mut catalog, previous) = previous;
+        let inc_dir = dir.join(CATALOG_DIR);
+        let mut files = CatalogFiles {
+            base_len: previous.base_len,
+            base_bytes: previous.base_bytes,
+            base_current: previous.base_current,
+            ..CatalogFiles::default()
+        };
+        let listed = list_increments(storage, &inc_dir, &mut files.stale)?;
+        let base = dir.join(CATALOG_FILE);
+        let unchanged = match storage.len(&base) {
+            Ok(len) => previous.base_bytes > 0 && len == previous.base_bytes as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => previous.base_bytes == 0,
+            Err(e) => return Err(Error::io(&base, e)),
+        };
+        if !unchanged || catalog.len() < files.base_len {
+            return Self::load_dir(storage, dir);
+        }
+        catalog.read_increments(storage, listed, &mut files)?;
+        Ok((catalog, files))
+    }
+
+    /// Adds the series of the `listed` increments after those known, in order; an increment
+    /// the catalog covers is skipped (`files.stale` if the snapshot covers it).
+    fn read_increments(&mut self, storage: &dyn Storage, listed: Vec<Listed>, files: &mut CatalogFiles) -> Result<()> {
+        let catalog = self;
         for inc in listed {
             if inc.end <= catalog.len() {
-                // Covered by the snapshot: left behind by a writer that stopped before deleting it.
-                files.stale.push(inc.path);
+                // Covered by the snapshot: left behind by a writer that stopped before deleting
+                // it (or, for `load_dir_after`, read before).
+                if inc.end <= files.base_len {
+                    files.stale.push(inc.path);
+                }
                 continue;
             }
             let corrupt = |reason: String| Error::CatalogCorrupt { path: inc.path.clone(), reason };
@@ -323,7 +367,31 @@ impl SeriesCatalog {
             files.increments.push(Increment { bytes: bytes.len(), path: inc.path });
         }
         files.saved = catalog.len();
-        Ok((catalog, files))
+        Ok(())
+    }
+
+    /// Removes the series from id `n` on, as if they had never been added (what a read-only
+    /// snapshot that retries does to the series its WAL replay defined).
+    pub fn truncate(&mut self, n: usize) {
+        while self.keys.len() > n {
+            let Some(key) = self.keys.pop() else { break };
+            let id = self.keys.len() as SeriesId;
+            // `ids` holds a key's first id (a dataset union may hold a key twice).
+            if self.ids.get(&key) == Some(&id) {
+                self.ids.remove(&key);
+            }
+            remove_posting(&mut self.metric_postings, &key.metric, id);
+            for (k, v) in &key.labels {
+                if let Some(values) = self.label_postings.get_mut(k) {
+                    remove_posting(values, v, id);
+                    // A key no earlier series has was first seen in this one: the last in order.
+                    if values.is_empty() {
+                        self.label_postings.remove(k);
+                        self.label_order.retain(|o| o != k);
+                    }
+                }
+            }
+        }
     }
 
     /// Adds loaded keys under the next ids, validating each and refusing duplicates.
@@ -343,6 +411,16 @@ impl SeriesCatalog {
             }
         }
         Ok(())
+    }
+}
+
+/// Removes `id` from the posting list of `name`, and the list once it is empty.
+fn remove_posting(postings: &mut HashMap<String, RoaringBitmap>, name: &str, id: SeriesId) {
+    if let Some(p) = postings.get_mut(name) {
+        p.remove(id);
+        if p.is_empty() {
+            postings.remove(name);
+        }
     }
 }
 
@@ -864,6 +942,87 @@ mod tests {
         std::fs::write(d.join(CATALOG_FILE), unsealed).unwrap();
         let e = load(d).unwrap_err();
         assert!(e.to_string().contains("must be sealed"), "{e}");
+    }
+
+    /// `truncate(n)` leaves the catalog the first `n` series would have built: keys, ids,
+    /// postings and label keys (a key first seen after `n` is gone).
+    #[test]
+    fn truncate_undoes_the_newest_series() {
+        let keys: Vec<SeriesKey> = (0..10)
+            .map(|i| match i {
+                7 => SeriesKey::new("late", [("host", "h7"), ("nic", "mlx5_0")]),
+                _ => key(if i % 2 == 0 { "m" } else { "n" }, &format!("h{}", i % 4), &i.to_string()),
+            })
+            .collect();
+        let build = |n: usize| {
+            let mut c = SeriesCatalog::new();
+            for k in &keys[..n] {
+                c.get_or_insert(k).unwrap();
+            }
+            c
+        };
+        for n in [0, 3, 6, 7, 8, 10] {
+            let mut c = build(10);
+            c.truncate(n);
+            let want = build(n);
+            assert_eq!(c.keys(), want.keys(), "n = {n}");
+            assert_eq!(c.label_keys(), want.label_keys(), "n = {n}");
+            assert_eq!(c.ids.len(), n);
+            for k in &keys {
+                assert_eq!(c.get(k), want.get(k), "n = {n}, {k}");
+            }
+            let filters = [
+                SeriesFilter { metrics: Some(vec!["m".into(), "late".into()]), labels: vec![] },
+                SeriesFilter { metrics: None, labels: vec![("host".into(), vec![Some("h3".into())])] },
+                SeriesFilter { metrics: None, labels: vec![("nic".into(), vec![Some("mlx5_0".into()), None])] },
+            ];
+            for f in &filters {
+                assert_eq!(c.select(f), want.select(f), "n = {n}, {f:?}");
+            }
+            assert_eq!(c.label_values("gpu"), want.label_values("gpu"));
+            // And it grows again as the shorter catalog would.
+            c.get_or_insert(&keys[9]).unwrap();
+            let id = if n == 10 { 9 } else { n as SeriesId };
+            assert_eq!(c.get(&keys[9]), Some(id), "n = {n}");
+        }
+    }
+
+    /// A retrying reader's second load: with the snapshot unchanged only the increments after
+    /// what it had are read, and the result is what a full load gives; after a new snapshot it
+    /// is a full load.
+    #[test]
+    fn a_second_load_reads_only_what_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        for i in 0..100 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut files, d);
+        c.get_or_insert(&key("m", "h100", "0")).unwrap();
+        save(&c, &mut files, d);
+        let first = load(d).unwrap();
+        assert_eq!(first.0.len(), 101);
+        for i in 101..104 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+            save(&c, &mut files, d);
+        }
+        let faulty = crate::storage::FaultyStorage::new(Arc::new(crate::storage::OsStorage), u64::MAX);
+        faulty.record_reads();
+        let (again, _) = SeriesCatalog::load_dir_after(&faulty, d, first).unwrap();
+        assert_eq!(again.keys(), c.keys());
+        let read: Vec<String> =
+            faulty.reads().iter().map(|r| r.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(read.len(), 3, "{read:?}");
+        assert!(!read.iter().any(|r| r == CATALOG_FILE), "{read:?}");
+        // A new snapshot (more series, so a larger file): a full load.
+        let previous = load(d).unwrap();
+        for i in 104..300 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Snapshot);
+        let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, previous).unwrap();
+        assert_eq!(again.keys(), c.keys());
     }
 
     /// A version-1 snapshot (written before increments) loads; the first save rewrites it as

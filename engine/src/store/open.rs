@@ -198,8 +198,12 @@ impl Store {
         ro: &dyn Fn() -> Arc<ReadOnlyStorage>,
     ) -> Result<Self> {
         const ATTEMPTS: u32 = 50;
+        // The catalog an attempt loaded, for the next: it only grows, so a retry reads what
+        // is new instead of the whole catalog (about a second for a million series, during
+        // which a busy writer commits again).
+        let mut catalog = None;
         for attempt in 0..ATTEMPTS {
-            if let Some(store) = Self::try_snapshot(dir, config, storage, &ro(), clock)? {
+            if let Some(store) = Self::try_snapshot(dir, config, storage, &ro(), clock, &mut catalog)? {
                 return Ok(store);
             }
             std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt.min(20)) * 5 + 1));
@@ -207,13 +211,15 @@ impl Store {
         Err(Error::SnapshotRace { path: dir.to_path_buf(), attempts: ATTEMPTS })
     }
 
-    /// One attempt at a read-only snapshot; `Ok(None)` when it raced the writer.
+    /// One attempt at a read-only snapshot; `Ok(None)` when it raced the writer, with the
+    /// catalog of the store's files left in `cached` for the next attempt.
     fn try_snapshot(
         dir: &Path,
         config: &StoreConfig,
         inner: &Arc<dyn Storage>,
         ro: &Arc<ReadOnlyStorage>,
         clock: &Arc<dyn WallClock>,
+        cached: &mut Option<(SeriesCatalog, CatalogFiles)>,
     ) -> Result<Option<Self>> {
         let raced = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
         let manifest_path = dir.join("manifest.json");
@@ -229,10 +235,21 @@ impl Store {
         // The catalog is saved before every manifest that needs it, so this one (read after
         // the manifest) knows every series of the manifest's files. An increment deleted by a
         // new snapshot meanwhile is `NotFound`: retake.
-        let (mut catalog, catalog_files) = match SeriesCatalog::load_dir(inner.as_ref(), dir) {
+        let loaded = match cached.take() {
+            Some(previous) => SeriesCatalog::load_dir_after(inner.as_ref(), dir, previous),
+            None => SeriesCatalog::load_dir(inner.as_ref(), dir),
+        };
+        let (mut catalog, catalog_files) = match loaded {
             Ok(loaded) => loaded,
             Err(e) if raced(&e) => return Ok(None),
             Err(e) => return Err(e),
+        };
+        // What a retry keeps: the catalog without the series the WAL replay below defines.
+        let from_files = catalog.len();
+        let mut retry = |mut catalog: SeriesCatalog, files: CatalogFiles| -> Result<Option<Self>> {
+            catalog.truncate(from_files);
+            *cached = Some((catalog, files));
+            Ok(None)
         };
         for entry in &manifest.files {
             let path = dir.join(&entry.path);
@@ -243,7 +260,7 @@ impl Store {
                 // a durable manifest lists): open without it, and a read of it fails naming it.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
-                        return Ok(None);
+                        return retry(catalog, catalog_files);
                     }
                     tracing::warn!(path = %path.display(), "data file listed in the manifest is missing");
                 }
@@ -261,14 +278,14 @@ impl Store {
             // where a later segment follows because a flush rotated meanwhile: retake.
             Err(e) if raced(&e) || matches!(e, Error::WalCorrupt { .. } | Error::WalRecordInvalid { .. }) => {
                 if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
-                    return Ok(None);
+                    return retry(catalog, catalog_files);
                 }
                 return Err(e);
             }
             Err(e) => return Err(e),
         }
         if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
-            return Ok(None);
+            return retry(catalog, catalog_files);
         }
         let files = live_files(dir, &manifest, &storage);
         let clocks = ClockRegistry::open(storage.clone(), &dir.join("clock"), config.clock_fit.clone())?;
