@@ -11,7 +11,7 @@
 
 /// The sealing field, as it ends a sealed file: `,"crc32":"` + 8 hex digits + `"}`.
 const PREFIX: &[u8] = b",\"crc32\":\"";
-const SEALED_TAIL: usize = PREFIX.len() + 8 + 2;
+pub(crate) const SEALED_TAIL: usize = PREFIX.len() + 8 + 2;
 
 /// `json` (one JSON object, ending in `}`, optionally followed by whitespace) with its CRC-32
 /// inserted as a last top-level field.

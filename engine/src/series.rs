@@ -263,6 +263,9 @@ impl SeriesCatalog {
             }
             files.base_bytes = bytes.len();
             files.base_current = snapshot.version == CATALOG_VERSION;
+            files.base_seal = sealed.then(|| {
+                bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).unwrap_or_default().to_vec()
+            });
             let mut catalog = Self::new();
             catalog.keys.reserve(snapshot.series.len());
             catalog.ids.reserve(snapshot.series.len());
@@ -279,9 +282,9 @@ impl SeriesCatalog {
     /// [`SeriesCatalog::load_dir`] again, for a read-only snapshot that retries: `previous` is
     /// what an earlier load of the same store returned (or less: its first series). Ids are
     /// never reused, so those are still the store's first series; when the snapshot file is the
-    /// one read then (its size is unchanged: every new snapshot holds more series), only the
-    /// increments after them are read, not the snapshot again (tens of MB for a million
-    /// series). Otherwise this is a full [`SeriesCatalog::load_dir`].
+    /// one read then (its size and checksum are unchanged: every new snapshot holds more
+    /// series), only the increments after them are read, not the snapshot again (tens of MB
+    /// for a million series). Otherwise this is a full [`SeriesCatalog::load_dir`].
     pub fn load_dir_after(
         storage: &dyn Storage,
         dir: &Path,
@@ -293,16 +296,27 @@ impl SeriesCatalog {
             base_len: previous.base_len,
             base_bytes: previous.base_bytes,
             base_current: previous.base_current,
+            base_seal: previous.base_seal.clone(),
+            increments: previous.increments,
             ..CatalogFiles::default()
         };
         let listed = list_increments(storage, &inc_dir, &mut files.stale)?;
         let base = dir.join(CATALOG_FILE);
-        let unchanged = match storage.len(&base) {
-            Ok(len) => previous.base_bytes > 0 && len == previous.base_bytes as u64,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => previous.base_bytes == 0,
-            Err(e) => return Err(Error::io(&base, e)),
+        // The same snapshot: the same size and the same sealing checksum (a store replaced
+        // meanwhile may have a snapshot of the same size; an unsealed one is always reloaded).
+        let unchanged = match (storage.len(&base), &previous.base_seal) {
+            (Ok(len), Some(seal)) if len == previous.base_bytes as u64 && len >= seal.len() as u64 => {
+                let tail = storage.read_range(&base, len - seal.len() as u64..len).map_err(|e| Error::io(&base, e))?;
+                tail.as_ref() == seal.as_slice()
+            }
+            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => previous.base_bytes == 0,
+            (Err(e), _) => return Err(Error::io(&base, e)),
+            _ => false,
         };
         if !unchanged || catalog.len() < files.base_len {
+            // Free the old catalog before building the new one (hundreds of MB at a million
+            // series).
+            drop(catalog);
             return Self::load_dir(storage, dir);
         }
         catalog.read_increments(storage, listed, &mut files)?;
@@ -464,6 +478,9 @@ pub struct CatalogFiles {
     base_bytes: usize,
     /// Whether the snapshot is of the current version (increments may follow it).
     base_current: bool,
+    /// The snapshot's last bytes, with its checksum (a sealed snapshot): how a retrying reader
+    /// tells that it is the one it read (see [`SeriesCatalog::load_dir_after`]).
+    base_seal: Option<Vec<u8>>,
     /// The live increments, in id order.
     increments: Vec<Increment>,
     /// Increments the snapshot covers and temporary files of interrupted saves (see
@@ -567,6 +584,7 @@ impl CatalogFiles {
             self.base_len = end;
             self.base_bytes = bytes.len();
             self.base_current = true;
+            self.base_seal = bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).map(<[u8]>::to_vec);
             // Every increment is in the snapshot now; one left behind is skipped by loads and
             // removed by the next writer's open.
             for inc in std::mem::take(&mut self.increments) {
@@ -1011,10 +1029,29 @@ mod tests {
         faulty.record_reads();
         let (again, _) = SeriesCatalog::load_dir_after(&faulty, d, first).unwrap();
         assert_eq!(again.keys(), c.keys());
-        let read: Vec<String> =
-            faulty.reads().iter().map(|r| r.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(read.len(), 3, "{read:?}");
-        assert!(!read.iter().any(|r| r == CATALOG_FILE), "{read:?}");
+        let reads = faulty.reads();
+        let name = |r: &crate::storage::ReadRecord| r.path.file_name().unwrap().to_string_lossy().into_owned();
+        let increments = reads.iter().filter(|r| name(r) != CATALOG_FILE).count();
+        assert_eq!(increments, 3, "{reads:?}");
+        // Of the snapshot only its checksum, to tell that it is the one read before.
+        let snapshot: Vec<u64> =
+            reads.iter().filter(|r| name(r) == CATALOG_FILE).map(|r| r.range.end - r.range.start).collect();
+        assert_eq!(snapshot, [crate::seal::SEALED_TAIL as u64], "{reads:?}");
+        // Another snapshot of the same size (a store replaced meanwhile): its checksum differs,
+        // so it is read in full.
+        let stash = std::fs::read(d.join(CATALOG_FILE)).unwrap();
+        let (cached, cached_files) = load(d).unwrap();
+        let mut other = SeriesCatalog::new();
+        for k in c.keys().iter().take(100) {
+            let renamed =
+                SeriesKey::new(k.metric.replace('m', "x"), k.labels.iter().map(|(a, b)| (a.clone(), b.clone())));
+            other.get_or_insert(&renamed).unwrap();
+        }
+        CatalogFiles::default().save(&crate::storage::OsStorage, d, 0, other.keys()).unwrap();
+        assert_eq!(std::fs::metadata(d.join(CATALOG_FILE)).unwrap().len(), stash.len() as u64, "same size");
+        let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, (cached, cached_files)).unwrap();
+        assert_eq!(again.keys()[..100], other.keys()[..], "the other store's series");
+        std::fs::write(d.join(CATALOG_FILE), &stash).unwrap();
         // A new snapshot (more series, so a larger file): a full load.
         let previous = load(d).unwrap();
         for i in 104..300 {

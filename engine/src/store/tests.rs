@@ -476,6 +476,112 @@ fn retention_drops_whole_expired_partitions_only() {
     assert_eq!(parquet, 2, "the expired file is deleted from disk");
 }
 
+/// A storage that runs a hook once, before the `at`th whole read of `manifest.json`, and counts
+/// the reads of `series.json`: a writer acting in the middle of a reader's snapshot.
+struct ManifestHook {
+    reads: std::sync::atomic::AtomicUsize,
+    at: usize,
+    hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    catalog_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for ManifestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ManifestHook")
+    }
+}
+
+impl Storage for ManifestHook {
+    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
+        OsStorage.create_dir_all(path)
+    }
+    fn create(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+        OsStorage.create(path)
+    }
+    fn open_append(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
+        OsStorage.open_append(path)
+    }
+    fn read(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
+        if path.ends_with("series.json") {
+            self.catalog_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        if path.ends_with("manifest.json")
+            && self.reads.fetch_add(1, Ordering::SeqCst) + 1 == self.at
+            && let Some(hook) = self.hook.lock().unwrap().take()
+        {
+            hook();
+        }
+        OsStorage.read_copy(path)
+    }
+    fn read_range(&self, path: &std::path::Path, range: std::ops::Range<u64>) -> std::io::Result<bytes::Bytes> {
+        OsStorage.read_range(path, range)
+    }
+    fn len(&self, path: &std::path::Path) -> std::io::Result<u64> {
+        OsStorage.len(path)
+    }
+    fn truncate(&self, path: &std::path::Path, len: u64) -> std::io::Result<()> {
+        OsStorage.truncate(path, len)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        OsStorage.rename(from, to)
+    }
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        OsStorage.remove_file(path)
+    }
+    fn list_dir(&self, path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        OsStorage.list_dir(path)
+    }
+    fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
+        OsStorage.sync_dir(path)
+    }
+    fn exists(&self, path: &std::path::Path) -> bool {
+        OsStorage.exists(path)
+    }
+}
+
+/// A reader whose snapshot races a flush: the writer flushes (saving a catalog increment with
+/// the series the reader had from the WAL) and defines another series between the reader's two
+/// reads of the manifest. The retry keeps the catalog (without the WAL's series), reads only
+/// the new increment and replays the new WAL: it sees exactly what the writer acknowledged,
+/// every sample under its series, and read `series.json` once.
+#[test]
+fn a_snapshot_retry_keeps_its_catalog_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Arc::new(Store::open(dir.path(), cfg()).unwrap());
+    let first: Vec<_> = (0..30).map(|s| (s, T0 + i64::from(s), f64::from(s))).collect();
+    writer.write(&batch(&first)).unwrap();
+    writer.flush().unwrap();
+    // In the WAL only when the reader starts.
+    let wal_only = [(30, T0 + 100, 1.5), (31, T0 + 101, 2.5)];
+    writer.write(&batch(&wal_only)).unwrap();
+    let later = [(32, T0 + 200, 3.5)];
+    let mut model = BTreeMap::new();
+    for s in [&first[..], &wal_only, &later] {
+        model_of(s, &mut model);
+    }
+    let hook = {
+        let writer = writer.clone();
+        Box::new(move || {
+            writer.flush().unwrap();
+            writer.write(&batch(&later)).unwrap();
+        }) as Box<dyn FnOnce() + Send>
+    };
+    let storage = Arc::new(ManifestHook {
+        reads: Default::default(),
+        at: 2,
+        hook: std::sync::Mutex::new(Some(hook)),
+        catalog_reads: Default::default(),
+    });
+    let reader =
+        Store::open_read_only_with(dir.path(), cfg(), storage.clone(), Arc::new(crate::wallclock::SystemClock))
+            .unwrap();
+    assert!(storage.hook.lock().unwrap().is_none(), "the writer ran inside the snapshot");
+    assert!(storage.reads.load(Ordering::SeqCst) >= 4, "a second attempt");
+    assert_eq!(dump(&reader), model);
+    assert_eq!(storage.catalog_reads.load(Ordering::SeqCst), 1, "series.json read once");
+    assert_eq!(reader.with_catalog(|c| c.len()).unwrap(), 33);
+}
+
 #[test]
 fn writers_outrunning_a_slow_flush_wait_instead_of_growing_the_buffer() {
     let dir = tempfile::tempdir().unwrap();
