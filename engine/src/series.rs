@@ -327,6 +327,10 @@ impl SeriesCatalog {
     /// the catalog covers is skipped (`files.stale` if the snapshot covers it).
     fn read_increments(&mut self, storage: &dyn Storage, listed: Vec<Listed>, files: &mut CatalogFiles) -> Result<()> {
         let catalog = self;
+        // The increments to read, fetched at once: on object storage each is a request.
+        let wanted: Vec<std::path::PathBuf> =
+            listed.iter().filter(|l| l.end > catalog.len()).map(|l| l.path.clone()).collect();
+        let mut fetched = fetch_all(storage, &wanted);
         for inc in listed {
             if inc.end <= catalog.len() {
                 // Covered by the snapshot: left behind by a writer that stopped before deleting
@@ -344,7 +348,11 @@ impl SeriesCatalog {
                     inc.first
                 )));
             }
-            let bytes = storage.read(&inc.path).map_err(|e| Error::io(&inc.path, e))?;
+            let bytes = match fetched.remove(inc.path.as_path()) {
+                Some(read) => read,
+                None => storage.read(&inc.path),
+            };
+            let bytes = bytes.map_err(|e| Error::io(&inc.path, e))?;
             if !crate::seal::check(&bytes).map_err(&corrupt)? {
                 return Err(corrupt("an increment must be sealed (end in its checksum)".into()));
             }
@@ -426,6 +434,30 @@ impl SeriesCatalog {
         }
         Ok(())
     }
+}
+
+/// Reads `paths` on up to 8 threads (on object storage each read is a request; a catalog has
+/// at most 63 increments), each path with its result.
+fn fetch_all(
+    storage: &dyn Storage,
+    paths: &[std::path::PathBuf],
+) -> StdHashMap<std::path::PathBuf, std::io::Result<bytes::Bytes>> {
+    if paths.len() <= 1 {
+        return paths.iter().map(|p| (p.clone(), storage.read(p))).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out = std::sync::Mutex::new(StdHashMap::with_capacity(paths.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..paths.len().min(8) {
+            scope.spawn(|| {
+                while let Some(path) = paths.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    let read = storage.read(path);
+                    out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(path.clone(), read);
+                }
+            });
+        }
+    });
+    out.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Removes `id` from the posting list of `name`, and the list once it is empty.
