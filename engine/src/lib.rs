@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod merge;
 pub mod metrics;
 pub mod model;
+pub(crate) mod parallel;
 pub mod seal;
 pub mod series;
 pub mod storage;

@@ -6,6 +6,8 @@
 //! crash tests simulate power loss at any byte offset.
 
 mod fault;
+#[cfg(test)]
+pub(crate) mod hooked;
 mod os;
 mod readonly;
 

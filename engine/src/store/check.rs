@@ -11,8 +11,7 @@
 //! are collected, not raised: one report names every bad file, row group and document.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use super::{LiveFile, Store, lock_poisoned};
 use crate::datafile::{RowFilter, RowGroups};
@@ -81,13 +80,13 @@ impl Store {
         let mut done = 0;
         let mut reports = Vec::with_capacity(files.len());
         for window in files.chunks(4 * threads) {
-            let opened = parallel(window.len(), threads, |i| open_file(&window[i]));
+            let opened = crate::parallel::map(window.len(), threads, |i| open_file(&window[i]));
             let units: Vec<(usize, usize)> = opened
                 .iter()
                 .enumerate()
                 .flat_map(|(f, (_, groups))| groups.iter().flat_map(move |g| g.selected().iter().map(move |&i| (f, i))))
                 .collect();
-            let checked = parallel(units.len(), threads, |u| {
+            let checked = crate::parallel::map(units.len(), threads, |u| {
                 let (f, group) = units[u];
                 opened[f].1.as_ref().map(|groups| check_group(groups, group))
             });
@@ -165,29 +164,6 @@ impl Store {
 struct Catalog {
     name: String,
     series: u64,
-}
-
-/// `f(0) .. f(n - 1)` computed on up to `threads` threads, in index order.
-fn parallel<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    if threads <= 1 || n <= 1 {
-        return (0..n).map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let out: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(n) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(slot) = out.get(i) else { break };
-                    let value = f(i);
-                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
-                }
-            });
-        }
-    });
-    // Every slot is filled: a panic in `f` would have propagated out of the scope.
-    out.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner)).collect()
 }
 
 /// What is wrong with the text of document `name`, parsed as its readers parse it (each alone:

@@ -12,7 +12,6 @@ use crate::error::{Error, Result};
 use crate::manifest::{FileEntry, Manifest};
 use crate::merge::{merge_streams, sort_dedup, sort_dedup_chunks_into};
 use crate::model::Rows;
-use crate::series::CatalogSave;
 use crate::wal::Wal;
 
 /// What a compaction pass did.
@@ -244,14 +243,7 @@ impl Store {
             // or now and then a new snapshot). The keys are copied out so that writes adding
             // series do not wait for the file.
             let mut files = self.catalog_files.lock().map_err(lock_poisoned)?;
-            let pending = {
-                let catalog = self.catalog.read().map_err(lock_poisoned)?;
-                match files.plan(catalog.len()) {
-                    CatalogSave::Nothing => None,
-                    CatalogSave::Increment(from) => Some((from, catalog.keys()[from..].to_vec())),
-                    CatalogSave::Snapshot => Some((0, catalog.keys().to_vec())),
-                }
-            };
+            let pending = files.pending(&*self.catalog.read().map_err(lock_poisoned)?);
             if let Some((from, keys)) = pending {
                 files.save(self.storage.as_ref(), &self.dir, from, &keys)?;
             }

@@ -476,69 +476,6 @@ fn retention_drops_whole_expired_partitions_only() {
     assert_eq!(parquet, 2, "the expired file is deleted from disk");
 }
 
-/// A storage that runs a hook once, before the `at`th whole read of `manifest.json`, and counts
-/// the reads of `series.json`: a writer acting in the middle of a reader's snapshot.
-struct ManifestHook {
-    reads: std::sync::atomic::AtomicUsize,
-    at: usize,
-    hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    catalog_reads: std::sync::atomic::AtomicUsize,
-}
-
-impl std::fmt::Debug for ManifestHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ManifestHook")
-    }
-}
-
-impl Storage for ManifestHook {
-    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
-        OsStorage.create_dir_all(path)
-    }
-    fn create(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
-        OsStorage.create(path)
-    }
-    fn open_append(&self, path: &std::path::Path) -> std::io::Result<Box<dyn crate::storage::StorageFile>> {
-        OsStorage.open_append(path)
-    }
-    fn read(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
-        if path.ends_with("series.json") {
-            self.catalog_reads.fetch_add(1, Ordering::SeqCst);
-        }
-        if path.ends_with("manifest.json")
-            && self.reads.fetch_add(1, Ordering::SeqCst) + 1 == self.at
-            && let Some(hook) = self.hook.lock().unwrap().take()
-        {
-            hook();
-        }
-        OsStorage.read_copy(path)
-    }
-    fn read_range(&self, path: &std::path::Path, range: std::ops::Range<u64>) -> std::io::Result<bytes::Bytes> {
-        OsStorage.read_range(path, range)
-    }
-    fn len(&self, path: &std::path::Path) -> std::io::Result<u64> {
-        OsStorage.len(path)
-    }
-    fn truncate(&self, path: &std::path::Path, len: u64) -> std::io::Result<()> {
-        OsStorage.truncate(path, len)
-    }
-    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-        OsStorage.rename(from, to)
-    }
-    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
-        OsStorage.remove_file(path)
-    }
-    fn list_dir(&self, path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-        OsStorage.list_dir(path)
-    }
-    fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
-        OsStorage.sync_dir(path)
-    }
-    fn exists(&self, path: &std::path::Path) -> bool {
-        OsStorage.exists(path)
-    }
-}
-
 /// A reader whose snapshot races a flush: the writer flushes (saving a catalog increment with
 /// the series the reader had from the WAL) and defines another series between the reader's two
 /// reads of the manifest. The retry keeps the catalog (without the WAL's series), reads only
@@ -559,26 +496,40 @@ fn a_snapshot_retry_keeps_its_catalog_and_loses_nothing() {
     for s in [&first[..], &wal_only, &later] {
         model_of(s, &mut model);
     }
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let hook = {
-        let writer = writer.clone();
-        Box::new(move || {
+        let (writer, ran) = (writer.clone(), ran.clone());
+        crate::storage::hooked::once(move || {
             writer.flush().unwrap();
             writer.write(&batch(&later)).unwrap();
-        }) as Box<dyn FnOnce() + Send>
+            ran.store(true, Ordering::SeqCst);
+        })
     };
-    let storage = Arc::new(ManifestHook {
-        reads: Default::default(),
-        at: 2,
-        hook: std::sync::Mutex::new(Some(hook)),
-        catalog_reads: Default::default(),
-    });
+    // The writer acts just before the reader's second read of the manifest (the check that
+    // its snapshot is still current); reads of `series.json` are counted.
+    let manifest_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let catalog_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let storage = {
+        let (manifest_reads, catalog_reads) = (manifest_reads.clone(), catalog_reads.clone());
+        crate::storage::hooked::Hooked::new(move |event, path| {
+            if event != crate::storage::hooked::Event::BeforeRead {
+                return;
+            }
+            if path.ends_with("series.json") {
+                catalog_reads.fetch_add(1, Ordering::SeqCst);
+            }
+            if path.ends_with("manifest.json") && manifest_reads.fetch_add(1, Ordering::SeqCst) + 1 == 2 {
+                hook();
+            }
+        })
+    };
     let reader =
-        Store::open_read_only_with(dir.path(), cfg(), storage.clone(), Arc::new(crate::wallclock::SystemClock))
+        Store::open_read_only_with(dir.path(), cfg(), Arc::new(storage), Arc::new(crate::wallclock::SystemClock))
             .unwrap();
-    assert!(storage.hook.lock().unwrap().is_none(), "the writer ran inside the snapshot");
-    assert!(storage.reads.load(Ordering::SeqCst) >= 4, "a second attempt");
-    assert_eq!(dump(&reader), model);
-    assert_eq!(storage.catalog_reads.load(Ordering::SeqCst), 1, "series.json read once");
+    assert!(ran.load(Ordering::SeqCst), "the writer ran inside the snapshot");
+    assert!(manifest_reads.load(Ordering::SeqCst) >= 4, "a second attempt");
+    assert_eq!(dump(&reader), model, "the writer's flush and its later write are both seen");
+    assert_eq!(catalog_reads.load(Ordering::SeqCst), 1, "series.json read once");
     assert_eq!(reader.with_catalog(|c| c.len()).unwrap(), 33);
 }
 

@@ -1,0 +1,759 @@
+//! The catalog's files: the snapshot `series.json` and the increments after it in `series/`
+//! ([`CatalogFiles`]), loaded by [`SeriesCatalog::load_dir`] and, for a read-only snapshot
+//! that retries, [`SeriesCatalog::load_dir_after`].
+
+use std::collections::HashMap as StdHashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::SeriesCatalog;
+use crate::error::{Error, Result};
+use crate::model::SeriesKey;
+use crate::storage::{Storage, write_atomic};
+
+/// A catalog file: the snapshot (no `first`) or an increment (its first series id).
+#[derive(Deserialize)]
+struct Snapshot {
+    version: u32,
+    #[serde(default)]
+    first: Option<usize>,
+    series: Vec<SeriesKey>,
+}
+
+/// What [`CatalogFiles::save`] writes: [`Snapshot`]'s layout, borrowing the keys.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first: Option<usize>,
+    series: Vec<&'a SeriesKey>,
+}
+
+impl SeriesCatalog {
+    /// Loads the catalog of the store in `dir`: the snapshot `series.json` and the increments
+    /// after it in `series/` (see [`CatalogFiles`]). No files is an empty catalog.
+    ///
+    /// The increments are listed before the snapshot is read. A writer deletes an increment
+    /// only after a snapshot that holds its series is durable, so every increment missing from
+    /// the listing is covered by the snapshot read after it; one deleted between the listing and
+    /// its read is an `Io` error of kind `NotFound` (a read-only snapshot retakes on it).
+    pub fn load_dir(storage: &dyn Storage, dir: &Path) -> Result<(Self, CatalogFiles)> {
+        let inc_dir = dir.join(CATALOG_DIR);
+        let mut files = CatalogFiles::default();
+        let listed = list_increments(storage, &inc_dir, &mut files.stale)?;
+        let base = dir.join(CATALOG_FILE);
+        let mut catalog = if storage.exists(&base) {
+            let bytes = storage.read(&base).map_err(|e| Error::io(&base, e))?;
+            let corrupt = |reason: String| Error::CatalogCorrupt { path: base.clone(), reason };
+            let sealed = crate::seal::check(&bytes).map_err(&corrupt)?;
+            let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            if snapshot.version != 1 && snapshot.version != CATALOG_VERSION {
+                return Err(corrupt(format!("unknown version {}", snapshot.version)));
+            }
+            // Version 2 was always written sealed: without its seal, the seal itself was hit.
+            if snapshot.version == CATALOG_VERSION && !sealed {
+                return Err(corrupt("a version 2 snapshot must be sealed (end in its checksum)".into()));
+            }
+            if snapshot.first.is_some() {
+                return Err(corrupt("a snapshot must not have `first` (that is an increment's field)".into()));
+            }
+            files.base_bytes = bytes.len();
+            files.base_current = snapshot.version == CATALOG_VERSION;
+            files.base_seal = sealed.then(|| {
+                bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).unwrap_or_default().to_vec()
+            });
+            let mut catalog = Self::new();
+            catalog.keys.reserve(snapshot.series.len());
+            catalog.ids.reserve(snapshot.series.len());
+            catalog.extend_checked(snapshot.series, &corrupt)?;
+            catalog
+        } else {
+            Self::new()
+        };
+        files.base_len = catalog.len();
+        catalog.read_increments(storage, listed, &mut files)?;
+        Ok((catalog, files))
+    }
+
+    /// [`SeriesCatalog::load_dir`] again, for a read-only snapshot that retries: `previous` is
+    /// what an earlier load of the same store returned (or less: its first series). Ids are
+    /// never reused, so those are still the store's first series; when the snapshot file is the
+    /// one read then (its size and checksum are unchanged: every new snapshot holds more
+    /// series), only the increments after them are read, not the snapshot again (tens of MB
+    /// for a million series). Otherwise this is a full [`SeriesCatalog::load_dir`].
+    pub fn load_dir_after(
+        storage: &dyn Storage,
+        dir: &Path,
+        previous: (SeriesCatalog, CatalogFiles),
+    ) -> Result<(Self, CatalogFiles)> {
+        let (mut catalog, previous) = previous;
+        let inc_dir = dir.join(CATALOG_DIR);
+        let mut files = CatalogFiles {
+            base_len: previous.base_len,
+            base_bytes: previous.base_bytes,
+            base_current: previous.base_current,
+            base_seal: previous.base_seal.clone(),
+            increments: previous.increments,
+            ..CatalogFiles::default()
+        };
+        let listed = list_increments(storage, &inc_dir, &mut files.stale)?;
+        let base = dir.join(CATALOG_FILE);
+        // The same snapshot: the same size and the same sealing checksum (a store replaced
+        // meanwhile may have a snapshot of the same size; an unsealed one is always reloaded).
+        let unchanged = match (storage.len(&base), &previous.base_seal) {
+            (Ok(len), Some(seal)) if len == previous.base_bytes as u64 && len >= seal.len() as u64 => {
+                let tail = storage.read_range(&base, len - seal.len() as u64..len).map_err(|e| Error::io(&base, e))?;
+                tail.as_ref() == seal.as_slice()
+            }
+            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => previous.base_bytes == 0,
+            (Err(e), _) => return Err(Error::io(&base, e)),
+            _ => false,
+        };
+        if !unchanged || catalog.len() < files.base_len {
+            // Free the old catalog before building the new one (hundreds of MB at a million
+            // series).
+            drop(catalog);
+            return Self::load_dir(storage, dir);
+        }
+        catalog.read_increments(storage, listed, &mut files)?;
+        Ok((catalog, files))
+    }
+
+    /// Adds the series of the `listed` increments after those known, in order; an increment
+    /// the catalog covers is skipped (`files.stale` if the snapshot covers it).
+    fn read_increments(&mut self, storage: &dyn Storage, listed: Vec<Listed>, files: &mut CatalogFiles) -> Result<()> {
+        let catalog = self;
+        // The increments to read, fetched at once: on object storage each is a request.
+        let wanted: Vec<std::path::PathBuf> =
+            listed.iter().filter(|l| l.end > catalog.len()).map(|l| l.path.clone()).collect();
+        let mut fetched = fetch_all(storage, wanted);
+        for inc in listed {
+            if inc.end <= catalog.len() {
+                // Covered by the snapshot: left behind by a writer that stopped before deleting
+                // it (or, for `load_dir_after`, read before).
+                if inc.end <= files.base_len {
+                    files.stale.push(inc.path);
+                }
+                continue;
+            }
+            let corrupt = |reason: String| Error::CatalogCorrupt { path: inc.path.clone(), reason };
+            if inc.first > catalog.len() {
+                return Err(corrupt(format!(
+                    "the catalog has {} series, but this increment starts at series {}: the increment before it is missing",
+                    catalog.len(),
+                    inc.first
+                )));
+            }
+            let bytes = match fetched.remove(inc.path.as_path()) {
+                Some(read) => read,
+                None => storage.read(&inc.path),
+            };
+            let bytes = bytes.map_err(|e| Error::io(&inc.path, e))?;
+            if !crate::seal::check(&bytes).map_err(&corrupt)? {
+                return Err(corrupt("an increment must be sealed (end in its checksum)".into()));
+            }
+            let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            if snapshot.version != CATALOG_VERSION {
+                return Err(corrupt(format!("unknown version {}", snapshot.version)));
+            }
+            if snapshot.first != Some(inc.first) {
+                return Err(corrupt(format!(
+                    "version {} and first series {:?} do not match the file name (version {CATALOG_VERSION}, first {})",
+                    snapshot.version, snapshot.first, inc.first
+                )));
+            }
+            if snapshot.series.len() != inc.end - inc.first {
+                return Err(corrupt(format!(
+                    "{} series in the file, {} in its name",
+                    snapshot.series.len(),
+                    inc.end - inc.first
+                )));
+            }
+            // Only the series after those known (an increment that overlaps the snapshot), and
+            // those it shares with the snapshot must be the same series.
+            let known = catalog.len() - inc.first;
+            let shared = catalog.keys.get(inc.first..).unwrap_or_default();
+            if let Some(i) = (0..known).find(|&i| snapshot.series.get(i) != shared.get(i).map(|k| k.as_ref())) {
+                return Err(corrupt(format!(
+                    "series {} is {} here but {} in the catalog before it",
+                    inc.first + i,
+                    snapshot.series.get(i).map_or_else(String::new, ToString::to_string),
+                    shared.get(i).map_or_else(String::new, ToString::to_string)
+                )));
+            }
+            catalog.extend_checked(snapshot.series.into_iter().skip(known), &corrupt)?;
+            files.increments.push(Increment { bytes: bytes.len(), path: inc.path });
+        }
+        files.saved = catalog.len();
+        Ok(())
+    }
+
+    /// Adds loaded keys under the next ids, validating each and refusing duplicates.
+    fn extend_checked(
+        &mut self,
+        keys: impl IntoIterator<Item = SeriesKey>,
+        corrupt: &dyn Fn(String) -> Error,
+    ) -> Result<()> {
+        for key in keys {
+            key.validate().map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
+            let key = Arc::new(key);
+            self.push(key.clone()).map_err(|e| corrupt(e.to_string()))?;
+            // A duplicate replaced its first id in `ids` (one hash of the key, not two); the
+            // half-built catalog is dropped.
+            if self.ids.len() != self.keys.len() {
+                return Err(corrupt(format!("duplicate series {key}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `paths` on up to 8 threads (on object storage each read is a request; a catalog has
+/// at most 63 increments), each path with its result.
+fn fetch_all(
+    storage: &dyn Storage,
+    paths: Vec<std::path::PathBuf>,
+) -> StdHashMap<std::path::PathBuf, std::io::Result<bytes::Bytes>> {
+    let read = crate::parallel::map(paths.len(), 8, |i| storage.read(&paths[i]));
+    paths.into_iter().zip(read).collect()
+}
+
+/// The catalog's snapshot file in a store directory.
+pub const CATALOG_FILE: &str = "series.json";
+/// The directory of the catalog's increments in a store directory.
+pub const CATALOG_DIR: &str = "series";
+/// The catalog format written: version 2 may continue in increments; version 1 (read too) is a
+/// snapshot alone. Binaries from before increments refuse version 2 instead of missing series.
+const CATALOG_VERSION: u32 = 2;
+/// A save writes a new snapshot (and deletes the increments) instead of one more increment
+/// once there are this many increments.
+const MAX_INCREMENTS: usize = 64;
+
+/// The files a store's catalog is kept in, and what the next save writes.
+///
+/// `series.json` is a sealed snapshot of the series `0..n`; `series/<first>-<end>.json` (ids,
+/// zero-padded) are sealed increments with the series `first..end`, written after it in id
+/// order. A save writes only the series added since the last one, as one increment, so a
+/// store with a million series does not rewrite its whole catalog (tens of MB) on every flush
+/// that brings a new series. A save writes a new snapshot instead, and then deletes the
+/// increments, when the increments would reach half the snapshot's size (a burst of new
+/// series: the bytes written stay proportional to the growth) or 64 files (`MAX_INCREMENTS`;
+/// a trickle of new series rewrites the snapshot once in 64 saves), so an open reads at most
+/// 64 increments.
+#[derive(Debug, Default)]
+pub struct CatalogFiles {
+    /// Series in the files; the next save writes the series from here on.
+    saved: usize,
+    /// Series in the snapshot.
+    base_len: usize,
+    /// Size of the snapshot file.
+    base_bytes: usize,
+    /// Whether the snapshot is of the current version (increments may follow it).
+    base_current: bool,
+    /// The snapshot's last bytes, with its checksum (a sealed snapshot): how a retrying reader
+    /// tells that it is the one it read (see [`SeriesCatalog::load_dir_after`]).
+    base_seal: Option<Vec<u8>>,
+    /// The live increments, in id order.
+    increments: Vec<Increment>,
+    /// Increments the snapshot covers and temporary files of interrupted saves (see
+    /// [`CatalogFiles::remove_stale`]).
+    stale: Vec<std::path::PathBuf>,
+    /// Whether `series/` is known to exist durably.
+    dir_ready: bool,
+}
+
+#[derive(Debug)]
+struct Increment {
+    bytes: usize,
+    path: std::path::PathBuf,
+}
+
+/// An increment file as listed: its series range from its name.
+struct Listed {
+    first: usize,
+    end: usize,
+    path: std::path::PathBuf,
+}
+
+/// The increments in `inc_dir`, by first series. A writer's temporary files (an interrupted
+/// save) go to `leftovers`; other names are skipped.
+fn list_increments(
+    storage: &dyn Storage,
+    inc_dir: &Path,
+    leftovers: &mut Vec<std::path::PathBuf>,
+) -> Result<Vec<Listed>> {
+    let mut out = Vec::new();
+    for path in storage.list_dir(inc_dir).map_err(|e| Error::io(inc_dir, e))? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let range = name.strip_suffix(".json").and_then(|r| r.split_once('-'));
+        let parse = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<usize>().ok()).flatten();
+        if let Some((first, end)) = range.and_then(|(a, b)| Some((parse(a)?, parse(b)?)))
+            && first < end
+        {
+            out.push(Listed { first, end, path });
+        } else if name.ends_with(".tmp") {
+            leftovers.push(path);
+        }
+    }
+    out.sort_by_key(|l| (l.first, l.end));
+    Ok(out)
+}
+
+/// What [`CatalogFiles::plan`] says the next save writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogSave {
+    /// Nothing: the files hold every series.
+    Nothing,
+    /// An increment of the series from this id on.
+    Increment(usize),
+    /// A new snapshot of every series.
+    Snapshot,
+}
+
+impl CatalogFiles {
+    /// Series the files hold.
+    pub fn saved(&self) -> usize {
+        self.saved
+    }
+
+    /// Increment files live (after the snapshot).
+    pub fn increments(&self) -> usize {
+        self.increments.len()
+    }
+
+    /// What saving a catalog of `len` series writes.
+    pub fn plan(&self, len: usize) -> CatalogSave {
+        if len <= self.saved {
+            return CatalogSave::Nothing;
+        }
+        if !self.base_current || self.base_len == 0 || self.increments.len() + 1 >= MAX_INCREMENTS {
+            return CatalogSave::Snapshot;
+        }
+        // The new increment's size, estimated from the snapshot's bytes per series.
+        let estimate = (len - self.saved).saturating_mul(self.base_bytes / self.base_len.max(1));
+        let increments: usize = self.increments.iter().map(|i| i.bytes).sum();
+        if (increments + estimate).saturating_mul(2) >= self.base_bytes {
+            CatalogSave::Snapshot
+        } else {
+            CatalogSave::Increment(self.saved)
+        }
+    }
+
+    /// What the next save writes for `catalog`, copied out (so that the caller need not hold a
+    /// lock on the catalog while it is written): the first series id and the keys from there,
+    /// 0 and every key for a snapshot, or `None` when the files hold every series.
+    pub fn pending(&self, catalog: &SeriesCatalog) -> Option<(usize, Vec<Arc<SeriesKey>>)> {
+        let from = match self.plan(catalog.len()) {
+            CatalogSave::Nothing => return None,
+            CatalogSave::Increment(from) => from,
+            CatalogSave::Snapshot => 0,
+        };
+        Some((from, catalog.keys().get(from..).unwrap_or_default().to_vec()))
+    }
+
+    /// Saves `keys` (the catalog's series `from..`, where `from` is what [`CatalogFiles::plan`]
+    /// returned: the increment's first series, or 0 for a snapshot) durably: after it returns,
+    /// a load finds every series up to `from + keys.len()`.
+    pub fn save(&mut self, storage: &dyn Storage, dir: &Path, from: usize, keys: &[Arc<SeriesKey>]) -> Result<()> {
+        let end = from + keys.len();
+        if end <= self.saved {
+            return Ok(());
+        }
+        let series: Vec<&SeriesKey> = keys.iter().map(|k| k.as_ref()).collect();
+        if from == 0 {
+            let path = dir.join(CATALOG_FILE);
+            let bytes = seal_json(&path, &SnapshotRef { version: CATALOG_VERSION, first: None, series })?;
+            write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
+            self.saved = end;
+            self.base_len = end;
+            self.base_bytes = bytes.len();
+            self.base_current = true;
+            self.base_seal = bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).map(<[u8]>::to_vec);
+            // Every increment is in the snapshot now; one left behind is skipped by loads and
+            // removed by the next writer's open.
+            for inc in std::mem::take(&mut self.increments) {
+                if let Err(e) = storage.remove_file(&inc.path) {
+                    tracing::warn!(path = %inc.path.display(), error = %e, "could not remove a catalog increment");
+                    self.stale.push(inc.path);
+                }
+            }
+            return Ok(());
+        }
+        if from != self.saved {
+            return Err(Error::Internal {
+                reason: format!("catalog increment from series {from}, but {} are saved", self.saved),
+            });
+        }
+        let inc_dir = dir.join(CATALOG_DIR);
+        if !self.dir_ready {
+            // A new directory is durable once its parent is synced (always, once per process:
+            // a process that created it may have died before its sync).
+            storage.create_dir_all(&inc_dir).map_err(|e| Error::io(&inc_dir, e))?;
+            storage.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+            self.dir_ready = true;
+        }
+        let path = inc_dir.join(format!("{from:012}-{end:012}.json"));
+        let bytes = seal_json(&path, &SnapshotRef { version: CATALOG_VERSION, first: Some(from), series })?;
+        write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
+        self.saved = end;
+        self.increments.push(Increment { bytes: bytes.len(), path });
+        Ok(())
+    }
+
+    /// Deletes the increments a snapshot covers (left by a writer that stopped between writing
+    /// the snapshot and deleting them) and temporary files of interrupted saves. For a writer's
+    /// open only: a reader that listed them
+    /// before the snapshot replaced the old one may still read them.
+    ///
+    /// A file that cannot be removed is left with a warning: loads skip it, and it must not
+    /// keep the writer from opening the store.
+    pub fn remove_stale(&mut self, storage: &dyn Storage) {
+        for path in std::mem::take(&mut self.stale) {
+            match storage.remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "could not remove a stale catalog file"),
+            }
+        }
+    }
+}
+
+/// `value` as sealed JSON.
+fn seal_json(path: &Path, value: &impl Serialize) -> Result<Vec<u8>> {
+    let bytes = serde_json::to_vec(value)
+        .map_err(|e| Error::CatalogCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
+    Ok(crate::seal::seal(bytes))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::series::SeriesFilter;
+
+    fn key(metric: &str, host: &str, gpu: &str) -> SeriesKey {
+        SeriesKey::new(metric, [("host", host), ("gpu", gpu)])
+    }
+
+    /// Saves what `files.pending` says (as `Store::commit` does); returns the plan.
+    fn save(c: &SeriesCatalog, files: &mut CatalogFiles, dir: &Path) -> CatalogSave {
+        let plan = files.plan(c.len());
+        if let Some((from, keys)) = files.pending(c) {
+            files.save(&crate::storage::OsStorage, dir, from, &keys).unwrap();
+        }
+        plan
+    }
+
+    fn load(dir: &Path) -> Result<(SeriesCatalog, CatalogFiles)> {
+        SeriesCatalog::load_dir(&crate::storage::OsStorage, dir)
+    }
+
+    fn increment_files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(CATALOG_DIR))
+            .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// A growing catalog is saved as increments of the new series, a new snapshot now and
+    /// then (when the increments reach half the snapshot, or `MAX_INCREMENTS` files), and
+    /// every load in between sees every saved series under its id.
+    #[test]
+    fn a_growing_catalog_is_saved_in_increments_and_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, mut files) = load(dir.path()).unwrap();
+        assert!(c.is_empty());
+        let mut plans = Vec::new();
+        let mut n = 0;
+        // 100 series, then one at a time (a trickle), then a burst of 1000.
+        for batch in std::iter::once(100).chain(std::iter::repeat_n(1, 80)).chain([1000]) {
+            for _ in 0..batch {
+                c.get_or_insert(&key("m", &format!("h{n}"), "0")).unwrap();
+                n += 1;
+            }
+            plans.push(save(&c, &mut files, dir.path()));
+            assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Nothing, "nothing new, nothing written");
+            let (d, loaded) = load(dir.path()).unwrap();
+            assert_eq!(d.keys(), c.keys(), "after {} saves", plans.len());
+            assert_eq!(loaded.saved(), c.len());
+            assert_eq!(loaded.increments(), files.increments());
+            assert_eq!(increment_files(dir.path()).len(), files.increments());
+            assert!(files.increments() < MAX_INCREMENTS);
+        }
+        assert_eq!(plans[0], CatalogSave::Snapshot, "the first save of a store is a snapshot");
+        assert_eq!(plans[1], CatalogSave::Increment(100));
+        assert_eq!(plans[2], CatalogSave::Increment(101));
+        let snapshots = plans.iter().filter(|p| **p == CatalogSave::Snapshot).count();
+        let increments = plans.iter().filter(|p| matches!(p, CatalogSave::Increment(_))).count();
+        // One series of ~50 bytes against a 5 kB snapshot: dozens of increments per snapshot.
+        assert!(increments >= 60 && (2..=4).contains(&snapshots), "{snapshots} snapshots, {increments} increments");
+        assert_eq!(*plans.last().unwrap(), CatalogSave::Snapshot, "a burst larger than half the snapshot");
+        let (d, _) = load(dir.path()).unwrap();
+        assert_eq!(d.get(&key("m", "h1100", "0")), Some(1100));
+        let f = SeriesFilter { metrics: None, labels: vec![("host".into(), vec![Some("h150".into())])] };
+        assert_eq!(d.select(&f).iter().collect::<Vec<_>>(), vec![150], "postings rebuilt on load");
+    }
+
+    /// Increments the snapshot covers (a writer stopped before deleting them) are skipped and
+    /// removed by `remove_stale`; one that overlaps it contributes its new series only; a
+    /// missing increment, a changed byte, an unsealed or misnamed increment are corruption.
+    #[test]
+    fn increments_left_behind_overlapping_missing_or_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        for i in 0..200 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut files, d);
+        for i in 200..205 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+            save(&c, &mut files, d);
+        }
+        assert_eq!(increment_files(d).len(), 5);
+        let inc = |name: &str| d.join(CATALOG_DIR).join(name);
+        // A snapshot of the first 202 series, as if a writer wrote it and stopped: the first
+        // two increments are stale, the others still needed.
+        let mut partial = CatalogFiles::default();
+        partial.save(&crate::storage::OsStorage, d, 0, &c.keys()[..202]).unwrap();
+        let (again, mut loaded) = load(d).unwrap();
+        assert_eq!(again.keys(), c.keys());
+        assert_eq!(loaded.increments(), 3);
+        loaded.remove_stale(&crate::storage::OsStorage);
+        assert_eq!(
+            increment_files(d),
+            ["000000000202-000000000203.json", "000000000203-000000000204.json", "000000000204-000000000205.json"]
+        );
+        // An increment overlapping the snapshot: 201..204 over a snapshot of 202.
+        let mut merged = CatalogFiles { saved: 201, base_len: 200, base_current: true, ..Default::default() };
+        merged.save(&crate::storage::OsStorage, d, 201, &c.keys()[201..204]).unwrap();
+        let (again, _) = load(d).unwrap();
+        assert_eq!(again.keys(), c.keys(), "the overlap is read once");
+        std::fs::remove_file(inc("000000000201-000000000204.json")).unwrap();
+
+        let text = std::fs::read_to_string(inc("000000000203-000000000204.json")).unwrap();
+        std::fs::write(inc("000000000203-000000000204.json"), text.replacen("h203", "h2O3", 1)).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }) && e.to_string().contains("checksum mismatch"), "{e}");
+        std::fs::write(inc("000000000203-000000000204.json"), text.replacen(r#","crc32":"#, r#","x":"#, 1)).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains("must be sealed"), "{e}");
+        std::fs::rename(inc("000000000202-000000000203.json"), inc("000000000202-000000000204.json")).unwrap();
+        std::fs::write(inc("000000000203-000000000204.json"), &text).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains("1 series in the file, 2 in its name"), "{e}");
+        std::fs::remove_file(inc("000000000202-000000000204.json")).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains("the increment before it is missing"), "{e}");
+        // A temporary file of an interrupted write is not an increment; a writer's open removes it.
+        std::fs::write(inc("000000000202-000000000203.tmp"), b"{").unwrap();
+        assert!(load(d).unwrap_err().to_string().contains("missing"));
+        for name in increment_files(d) {
+            std::fs::remove_file(inc(&name)).unwrap();
+        }
+        std::fs::write(inc("000000000202-000000000203.tmp"), b"{").unwrap();
+        let (again, mut loaded) = load(d).unwrap();
+        assert_eq!(again.len(), 202);
+        loaded.remove_stale(&crate::storage::OsStorage);
+        assert!(increment_files(d).is_empty());
+    }
+
+    /// A reader beside a writer that writes a new snapshot and deletes the increments: between
+    /// the reader's listing and its read of the snapshot, the reader gets every series (the
+    /// listed increments are in the new snapshot); after its read of the old snapshot, reading
+    /// an increment is `NotFound` (a read-only open starts over on it), never a catalog
+    /// missing series.
+    #[test]
+    fn a_reader_beside_a_writer_replacing_the_increments() {
+        for after_list in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path().to_path_buf();
+            let (mut c, mut files) = load(&d).unwrap();
+            for i in 0..100 {
+                c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+            }
+            save(&c, &mut files, &d);
+            for i in 100..103 {
+                c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+                assert!(matches!(save(&c, &mut files, &d), CatalogSave::Increment(_)));
+            }
+            // The writer: one more series, saved as a new snapshot, the increments deleted.
+            c.get_or_insert(&key("m", "h103", "0")).unwrap();
+            let writer = {
+                let (c, d) = (c.clone(), d.clone());
+                crate::storage::hooked::once(move || {
+                    let (_, mut files) = load(&d).unwrap();
+                    files.save(&crate::storage::OsStorage, &d, 0, c.keys()).unwrap();
+                    assert!(increment_files(&d).is_empty());
+                })
+            };
+            // The writer acts right after the reader listed `series/`, or right after it read
+            // the snapshot.
+            use crate::storage::hooked::{Event, Hooked};
+            let storage = Hooked::new(move |event, path| match event {
+                Event::AfterList if after_list && path.ends_with(CATALOG_DIR) => writer(),
+                Event::AfterRead if !after_list && path.ends_with(CATALOG_FILE) => writer(),
+                _ => {}
+            });
+            match SeriesCatalog::load_dir(&storage, &d) {
+                Ok((read, _)) => {
+                    assert!(after_list, "the old snapshot and deleted increments cannot load");
+                    assert_eq!(read.keys(), c.keys(), "the new snapshot, the listed increments skipped");
+                }
+                Err(e) => {
+                    assert!(!after_list, "{e}");
+                    assert_eq!(e.kind(), crate::error::ErrorKind::NotFound, "{e}");
+                }
+            }
+        }
+    }
+
+    /// An increment that overlaps the snapshot with different series, and a version 2 snapshot
+    /// without its seal, are corruption.
+    #[test]
+    fn a_divergent_overlap_or_an_unsealed_snapshot_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        for i in 0..50 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut files, d);
+        // Series 48..51 where the snapshot has 48 and 49 as other series.
+        let other: Vec<Arc<SeriesKey>> = ["x48", "x49", "h50"].iter().map(|h| Arc::new(key("m", h, "0"))).collect();
+        let mut overlapping = CatalogFiles { saved: 48, base_len: 48, base_current: true, ..Default::default() };
+        overlapping.save(&crate::storage::OsStorage, d, 48, &other).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains(r#"series 48 is m{gpu="0",host="x48"} here"#), "{e}");
+        std::fs::remove_file(d.join(CATALOG_DIR).join("000000000048-000000000051.json")).unwrap();
+        let text = std::fs::read_to_string(d.join(CATALOG_FILE)).unwrap();
+        let unsealed = format!("{}}}", &text[..text.rfind(r#","crc32":"#).unwrap()]);
+        std::fs::write(d.join(CATALOG_FILE), unsealed).unwrap();
+        let e = load(d).unwrap_err();
+        assert!(e.to_string().contains("must be sealed"), "{e}");
+    }
+
+    /// A retrying reader's second load: with the snapshot unchanged only the increments after
+    /// what it had are read, and the result is what a full load gives; after a new snapshot it
+    /// is a full load.
+    #[test]
+    fn a_second_load_reads_only_what_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        for i in 0..100 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut files, d);
+        c.get_or_insert(&key("m", "h100", "0")).unwrap();
+        save(&c, &mut files, d);
+        let first = load(d).unwrap();
+        assert_eq!(first.0.len(), 101);
+        for i in 101..104 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+            save(&c, &mut files, d);
+        }
+        let faulty = crate::storage::FaultyStorage::new(Arc::new(crate::storage::OsStorage), u64::MAX);
+        faulty.record_reads();
+        let (again, _) = SeriesCatalog::load_dir_after(&faulty, d, first).unwrap();
+        assert_eq!(again.keys(), c.keys());
+        let reads = faulty.reads();
+        let name = |r: &crate::storage::ReadRecord| r.path.file_name().unwrap().to_string_lossy().into_owned();
+        let increments = reads.iter().filter(|r| name(r) != CATALOG_FILE).count();
+        assert_eq!(increments, 3, "{reads:?}");
+        // Of the snapshot only its checksum, to tell that it is the one read before.
+        let snapshot: Vec<u64> =
+            reads.iter().filter(|r| name(r) == CATALOG_FILE).map(|r| r.range.end - r.range.start).collect();
+        assert_eq!(snapshot, [crate::seal::SEALED_TAIL as u64], "{reads:?}");
+        // Another snapshot of the same size (a store replaced meanwhile): its checksum differs,
+        // so it is read in full.
+        let stash = std::fs::read(d.join(CATALOG_FILE)).unwrap();
+        let (cached, cached_files) = load(d).unwrap();
+        let mut other = SeriesCatalog::new();
+        for k in c.keys().iter().take(100) {
+            let renamed =
+                SeriesKey::new(k.metric.replace('m', "x"), k.labels.iter().map(|(a, b)| (a.clone(), b.clone())));
+            other.get_or_insert(&renamed).unwrap();
+        }
+        CatalogFiles::default().save(&crate::storage::OsStorage, d, 0, other.keys()).unwrap();
+        assert_eq!(std::fs::metadata(d.join(CATALOG_FILE)).unwrap().len(), stash.len() as u64, "same size");
+        let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, (cached, cached_files)).unwrap();
+        assert_eq!(again.keys()[..100], other.keys()[..], "the other store's series");
+        std::fs::write(d.join(CATALOG_FILE), &stash).unwrap();
+        // A new snapshot (more series, so a larger file): a full load.
+        let previous = load(d).unwrap();
+        for i in 104..300 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Snapshot);
+        let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, previous).unwrap();
+        assert_eq!(again.keys(), c.keys());
+    }
+
+    /// A version-1 snapshot (written before increments) loads; the first save rewrites it as
+    /// version 2, which binaries that do not know increments refuse.
+    #[test]
+    fn a_version_1_snapshot_is_rewritten_before_any_increment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CATALOG_FILE);
+        std::fs::write(&path, br#"{"version":1,"series":[{"metric":"m","labels":{"host":"a"}}]}"#).unwrap();
+        let (mut c, mut files) = load(dir.path()).unwrap();
+        assert_eq!(c.len(), 1);
+        c.get_or_insert(&key("m", "b", "0")).unwrap();
+        assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Snapshot);
+        assert!(std::fs::read_to_string(&path).unwrap().starts_with(r#"{"version":2,"#));
+        c.get_or_insert(&key("m", "c", "0")).unwrap();
+        assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Increment(2));
+        assert_eq!(load(dir.path()).unwrap().0.keys(), c.keys());
+    }
+
+    #[test]
+    fn save_load_round_trip_and_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.json");
+        let mut c = SeriesCatalog::new();
+        for i in 0..100 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        save(&c, &mut CatalogFiles::default(), dir.path());
+        let d = load(dir.path()).unwrap().0;
+        assert_eq!(d.keys().len(), 100);
+        assert_eq!(d.get(&key("m", "h42", "0")), Some(42));
+        assert_eq!(d.label_keys(), vec!["host", "gpu"]);
+        let f = SeriesFilter { metrics: None, labels: vec![("host".into(), vec![Some("h7".into())])] };
+        assert_eq!(d.select(&f).iter().collect::<Vec<_>>(), vec![7], "postings rebuilt on load");
+        let dup =
+            r#"{"version":1,"series":[{"metric":"m","labels":{"host":"a"}},{"metric":"m","labels":{"host":"a"}}]}"#;
+        std::fs::write(&path, dup).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("duplicate series"), "{e}");
+        std::fs::write(&path, br#"{"version":1,"series":[{"metric":"m","labels":{"gpu":"0"}}]}"#).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }), "a series without host: {e}");
+        std::fs::write(&path, b"{not json").unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }), "{e}");
+    }
+
+    /// The saved catalog is sealed (`crate::seal`): a label value changed on disk, which
+    /// still parses as another valid series, is `CatalogCorrupt`, not a renamed series.
+    #[test]
+    fn a_changed_label_on_disk_is_corruption_not_a_renamed_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.json");
+        let mut c = SeriesCatalog::new();
+        for i in 0..20 {
+            c.get_or_insert(&key("m", &format!("node-{i:02}"), "0")).unwrap();
+        }
+        save(&c, &mut CatalogFiles::default(), dir.path());
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replacen("node-13", "node-1;", 1)).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(matches!(e, Error::CatalogCorrupt { .. }) && e.to_string().contains("checksum mismatch"), "{e}");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(load(dir.path()).unwrap().0.len(), 20);
+    }
+}
