@@ -34,6 +34,8 @@ import threading
 import time
 import urllib.request
 
+import serve_otlp
+
 T0 = 1_767_225_600_000_000_000  # 2026-01-01
 
 
@@ -63,20 +65,7 @@ def run(binary, store, batches, flush_rows, tmp, readers=False, samples=None):
     for stale in ["LOCK"]:
         if os.path.exists(os.path.join(copy, stale)):
             os.remove(os.path.join(copy, stale))
-    srv = subprocess.Popen(
-        [binary, "serve", "--data-dir", copy, "--listen", "127.0.0.1:0", "--insecure", "--http-listen",
-         "127.0.0.1:0", "--flush-rows", str(flush_rows), "--telemetry-interval-secs", "3600",
-         "--maintenance-interval-secs", "3600"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    url = None
-    for _ in range(8):
-        line = srv.stdout.readline()
-        if line.strip().startswith("otlp/http on "):
-            url = line.strip().removeprefix("otlp/http on ")
-            break
-    if url is None:
-        srv.kill()
-        sys.exit(f"{binary}: no otlp/http address")
+    srv, url = serve_otlp.start(binary, copy, flush_rows)
     bodies = [body(i, samples) for i in range(batches)]
     stop = threading.Event()
     seen = {"runs": 0, "retryable": 0, "failed": [], "counts": []}

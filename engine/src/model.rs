@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -47,6 +48,12 @@ fn check_name(what: &str, name: &str, max: usize) -> Option<String> {
     if name.len() > max {
         return Some(format!("{what} {} is {} bytes long (at most {max})", shown(), name.len()));
     }
+    // Printable ASCII without the five is the common case, checked a byte at a time (every
+    // name of every series of a loaded catalog goes through here).
+    let plain = |b: &u8| matches!(b, b'!'..=b'~') && !matches!(b, b'{' | b'}' | b'=' | b',' | b'"');
+    if name.as_bytes().iter().all(plain) {
+        return None;
+    }
     if let Some(c) = name.chars().find(|c| c.is_control() || c.is_whitespace() || "{}=,\"".contains(*c)) {
         return Some(format!(
             "{what} {} contains {c:?} (control characters, whitespace and {{ }} = , \" are not allowed)",
@@ -62,11 +69,150 @@ pub const MIN_TIME_NS: i64 = 0;
 /// Upper bound of accepted timestamps (see [`MIN_TIME_NS`]).
 pub const MAX_TIME_NS: i64 = i64::MAX - 86_400_000_000_000;
 
+/// A metric name, label key or label value: immutable text behind a reference count, so that
+/// the many series sharing a name share one allocation.
+///
+/// A catalog of a million series (2,000 hosts × 64 metrics × 8 GPUs) holds 64 distinct metric
+/// names, two label keys and about 2,000 distinct label values; with a `String` each the
+/// catalog allocated five strings per series, with `Name` the catalog keeps one copy of each
+/// ([`crate::series::SeriesCatalog`] interns them). Compares, hashes and orders as the text
+/// (so a `HashMap<Name, _>` is looked up with a `&str`), and serialises as a string.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Name(Arc<str>);
+
+impl Name {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether two names share one allocation (the same interned name).
+    pub fn ptr_eq(a: &Name, b: &Name) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Self {
+        Name(Arc::from(s))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Self {
+        Name(Arc::from(s))
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Self {
+        Name(Arc::from(s.as_str()))
+    }
+}
+
+impl From<&Name> for Name {
+    fn from(s: &Name) -> Self {
+        s.clone()
+    }
+}
+
+impl From<std::borrow::Cow<'_, str>> for Name {
+    fn from(s: std::borrow::Cow<'_, str>) -> Self {
+        Name(Arc::from(s.as_ref()))
+    }
+}
+
+impl From<Name> for String {
+    fn from(s: Name) -> Self {
+        s.0.as_ref().to_owned()
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, other: &String) -> bool {
+        &*self.0 == other.as_str()
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, other: &Name) -> bool {
+        self == &*other.0
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, other: &Name) -> bool {
+        *self == &*other.0
+    }
+}
+
+impl PartialEq<Name> for String {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_str() == &*other.0
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        Text::deserialize(deserializer).map(|Text(s)| Name::from(s))
+    }
+}
+
 /// A metric name plus labels. Labels are kept sorted by key; `host` is required.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SeriesKey {
     /// Metric name, e.g. `DCGM_FI_DEV_GPU_UTIL`.
-    pub metric: String,
+    pub metric: Name,
     /// Label key → value. Empty values are not stored (absent = empty).
     pub labels: Labels,
 }
@@ -79,7 +225,7 @@ pub struct SeriesKey {
 /// equality and ordering are those of the `BTreeMap` it replaces, and it serialises as the
 /// same map.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Labels(Vec<(String, String)>);
+pub struct Labels(Vec<(Name, Name)>);
 
 impl Labels {
     /// No labels.
@@ -92,7 +238,7 @@ impl Labels {
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&String> {
+    pub fn get(&self, key: &str) -> Option<&Name> {
         self.position(key).ok().map(|i| &self.0[i].1)
     }
 
@@ -102,7 +248,7 @@ impl Labels {
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) -> Option<String> {
+    pub fn insert(&mut self, key: impl Into<Name>, value: impl Into<Name>) -> Option<Name> {
         let key = key.into();
         match self.position(&key) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value.into())),
@@ -114,7 +260,7 @@ impl Labels {
     }
 
     /// Removes `key`; returns its value.
-    pub fn remove(&mut self, key: &str) -> Option<String> {
+    pub fn remove(&mut self, key: &str) -> Option<Name> {
         self.position(key).ok().map(|i| self.0.remove(i).1)
     }
 
@@ -134,7 +280,7 @@ impl Labels {
     }
 
     /// Keys in order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &Name> + ExactSizeIterator {
         self.0.iter().map(|(k, _)| k)
     }
 
@@ -142,31 +288,36 @@ impl Labels {
     pub fn shrink_to_fit(&mut self) {
         self.0.shrink_to_fit();
     }
-}
 
-/// Iterator over [`Labels`] as `(&key, &value)`.
-pub type LabelIter<'a> =
-    std::iter::Map<std::slice::Iter<'a, (String, String)>, fn(&(String, String)) -> (&String, &String)>;
-
-impl<'a> IntoIterator for &'a Labels {
-    type Item = (&'a String, &'a String);
-    type IntoIter = LabelIter<'a>;
-
-    fn into_iter(self) -> LabelIter<'a> {
-        fn pair((k, v): &(String, String)) -> (&String, &String) {
-            (k, v)
-        }
-        self.0.iter().map(pair as fn(&(String, String)) -> (&String, &String))
+    /// The pairs, to replace names in place (the catalog's interning: same text, shared
+    /// allocation; changing the text would break the order).
+    pub(crate) fn pairs_mut(&mut self) -> &mut [(Name, Name)] {
+        &mut self.0
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
+/// Iterator over [`Labels`] as `(&key, &value)`.
+pub type LabelIter<'a> = std::iter::Map<std::slice::Iter<'a, (Name, Name)>, fn(&(Name, Name)) -> (&Name, &Name)>;
+
+impl<'a> IntoIterator for &'a Labels {
+    type Item = (&'a Name, &'a Name);
+    type IntoIter = LabelIter<'a>;
+
+    fn into_iter(self) -> LabelIter<'a> {
+        fn pair((k, v): &(Name, Name)) -> (&Name, &Name) {
+            (k, v)
+        }
+        self.0.iter().map(pair as fn(&(Name, Name)) -> (&Name, &Name))
+    }
+}
+
+impl<K: Into<Name>, V: Into<Name>> FromIterator<(K, V)> for Labels {
     /// Collects pairs; for a key given more than once the last value wins (as in a map).
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        let mut pairs: Vec<(String, String)> = iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut pairs: Vec<(Name, Name)> = iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         // Stable sort keeps equal keys in input order; keep the last of each run.
         pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+        let mut out: Vec<(Name, Name)> = Vec::with_capacity(pairs.len());
         for pair in pairs {
             match out.last_mut() {
                 Some(last) if last.0 == pair.0 => *last = pair,
@@ -179,15 +330,15 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
 
 impl From<BTreeMap<String, String>> for Labels {
     fn from(map: BTreeMap<String, String>) -> Self {
-        Labels(map.into_iter().collect())
+        Labels(map.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
     }
 }
 
 impl std::ops::Index<&str> for Labels {
-    type Output = String;
+    type Output = Name;
 
     /// The value of `key`; panics if it is absent (use [`Labels::get`] unless it cannot be).
-    fn index(&self, key: &str) -> &String {
+    fn index(&self, key: &str) -> &Name {
         match self.get(key) {
             Some(v) => v,
             None => panic!("no label {key:?}"),
@@ -207,28 +358,86 @@ impl Serialize for Labels {
 
 impl<'de> Deserialize<'de> for Labels {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        BTreeMap::<String, String>::deserialize(deserializer).map(Labels::from)
+        deserializer.deserialize_map(LabelsVisitor(None))
+    }
+}
+
+/// Reads a map of labels into [`Labels`] (sorted, the last value of a repeated key winning),
+/// taking each name through `intern` when given: how the catalog loader shares names across a
+/// million series without allocating each.
+pub(crate) struct LabelsVisitor<'i>(pub(crate) Option<&'i mut dyn FnMut(&str) -> Name>);
+
+impl<'de> serde::de::Visitor<'de> for LabelsVisitor<'_> {
+    type Value = Labels;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of label names to values")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<Labels, A::Error> {
+        let mut pairs: Vec<(Name, Name)> = Vec::with_capacity(map.size_hint().unwrap_or(4).min(MAX_LABELS));
+        let mut sorted = true;
+        while let Some(Text(k)) = map.next_key::<Text<'de>>()? {
+            let Text(v) = map.next_value::<Text<'de>>()?;
+            let (k, v) = match self.0.as_mut() {
+                Some(intern) => (intern(&k), intern(&v)),
+                None => (Name::from(k), Name::from(v)),
+            };
+            sorted &= pairs.last().is_none_or(|(last, _)| *last < k);
+            pairs.push((k, v));
+        }
+        if sorted { Ok(Labels(pairs)) } else { Ok(pairs.into_iter().collect()) }
+    }
+}
+
+/// A string as deserialised: borrowed from the input when it can be (no escapes), so that
+/// reading a name that is already known costs no allocation.
+pub(crate) struct Text<'a>(pub(crate) std::borrow::Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Borrowed(s)))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(s.to_owned())))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, s: String) -> std::result::Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(s)))
+            }
+        }
+        deserializer.deserialize_str(V)
     }
 }
 
 impl SeriesKey {
     /// Builds a key from a metric and label pairs, dropping empty label values.
-    pub fn new<K, V>(metric: impl Into<String>, labels: impl IntoIterator<Item = (K, V)>) -> Self
+    pub fn new<K, V>(metric: impl Into<Name>, labels: impl IntoIterator<Item = (K, V)>) -> Self
     where
-        K: Into<String>,
-        V: Into<String>,
+        K: Into<Name>,
+        V: Into<Name>,
     {
         let labels = labels
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v): &(String, String)| !v.is_empty())
+            .filter(|(_, v): &(Name, Name)| !v.is_empty())
             .collect();
         SeriesKey { metric: metric.into(), labels }
     }
 
     /// The `host` label.
     pub fn host(&self) -> Option<&str> {
-        self.labels.get(HOST_LABEL).map(String::as_str)
+        self.labels.get(HOST_LABEL).map(Name::as_str)
     }
 
     /// Checks the key: a valid metric name, a `host` label, at most [`MAX_LABELS`] labels,
@@ -240,7 +449,7 @@ impl SeriesKey {
             return Err(Error::InvalidSeries { reason });
         }
         if self.host().is_none() {
-            return Err(Error::MissingHost { metric: self.metric.clone() });
+            return Err(Error::MissingHost { metric: self.metric.to_string() });
         }
         if self.labels.len() > MAX_LABELS {
             return Err(Error::InvalidSeries {
@@ -366,10 +575,11 @@ mod tests {
                                    other in proptest::collection::vec(("[a-d]{1,2}", "[x-z]{0,2}"), 0..12)) {
             let map: BTreeMap<String, String> = pairs.iter().cloned().collect();
             let labels: Labels = pairs.iter().cloned().collect();
-            prop_assert_eq!(labels.iter().collect::<Vec<_>>(), map.iter().collect::<Vec<_>>());
+            let strs = |l: &Labels| l.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+            prop_assert_eq!(strs(&labels), map.clone().into_iter().collect::<Vec<_>>());
             prop_assert_eq!(labels.len(), map.len());
             for (k, _) in &pairs {
-                prop_assert_eq!(labels.get(k), map.get(k));
+                prop_assert_eq!(labels.get(k).map(Name::as_str), map.get(k).map(String::as_str));
             }
             prop_assert_eq!(labels.get("q"), None);
             let json = serde_json::to_string(&labels).unwrap();
@@ -383,13 +593,23 @@ mod tests {
             let mut inserted = Labels::new();
             let mut m2 = BTreeMap::new();
             for (k, v) in &pairs {
-                prop_assert_eq!(inserted.insert(k.clone(), v.clone()), m2.insert(k.clone(), v.clone()));
+                prop_assert_eq!(inserted.insert(k.clone(), v.clone()).map(String::from), m2.insert(k.clone(), v.clone()));
             }
             prop_assert_eq!(&inserted, &labels);
             if let Some((k, _)) = pairs.first() {
-                prop_assert_eq!(inserted.remove(k), m2.remove(k));
+                prop_assert_eq!(inserted.remove(k).map(String::from), m2.remove(k));
                 prop_assert!(!inserted.contains_key(k));
             }
+        }
+    }
+
+    proptest! {
+        /// The byte-wise fast path of `check_name` accepts exactly what the character rule does.
+        #[test]
+        fn check_name_fast_path_agrees_with_the_rule(name in "[ -~\u{0}-\u{1f}\u{7f}\u{a0}\u{85}\u{2028}é日]{0,12}") {
+            let rule = !name.is_empty()
+                && !name.chars().any(|c| c.is_control() || c.is_whitespace() || "{}=,\"".contains(c));
+            prop_assert_eq!(check_name("label key", &name, 64).is_none(), rule, "{:?}", name);
         }
     }
 
@@ -436,7 +656,7 @@ mod tests {
         // 200,000 pairs in descending key order: quadratic insertion would take minutes.
         let labels: Labels = (0..200_000).rev().map(|i| (format!("k{i:06}"), "v")).collect();
         assert_eq!(labels.len(), 200_000);
-        assert_eq!(labels.keys().next().map(String::as_str), Some("k000000"));
+        assert_eq!(labels.keys().next().map(Name::as_str), Some("k000000"));
     }
 }
 

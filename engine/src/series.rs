@@ -6,14 +6,19 @@
 //! manifest update, so a reopened store knows every series that any durable sample refers to.
 
 mod files;
+mod parse;
 
 use std::collections::HashMap as StdHashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
-use crate::model::{HOST_LABEL, SeriesId, SeriesKey};
+use crate::model::{HOST_LABEL, Name, SeriesId, SeriesKey};
 
 pub use files::{CATALOG_DIR, CATALOG_FILE, CatalogFiles, CatalogSave};
 
@@ -23,14 +28,21 @@ pub use files::{CATALOG_DIR, CATALOG_FILE, CatalogFiles, CatalogSave};
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
 
 /// In-memory series catalog with postings for metric names and label pairs.
+///
+/// Each distinct metric name, label key and label value is held once: a key added to the
+/// catalog is stored with the [`Name`]s of the postings' keys (interned), so a million series
+/// on 2,000 hosts hold 2,000 host names, not a million.
 #[derive(Debug, Default, Clone)]
 pub struct SeriesCatalog {
     keys: Vec<Arc<SeriesKey>>,
-    ids: HashMap<Arc<SeriesKey>, SeriesId>,
-    metric_postings: HashMap<String, RoaringBitmap>,
-    label_postings: HashMap<String, HashMap<String, RoaringBitmap>>,
+    /// Each key's first id, found by the key's hash; the key itself is `keys[id]`, so the
+    /// table holds 4 bytes a series (a map from `Arc<SeriesKey>` held 16).
+    ids: HashTable<SeriesId>,
+    hasher: foldhash::fast::RandomState,
+    metric_postings: HashMap<Name, RoaringBitmap>,
+    label_postings: HashMap<Name, HashMap<Name, RoaringBitmap>>,
     /// Label keys in first-seen order (stable, so that table schemas only ever grow at the end).
-    label_order: Vec<String>,
+    label_order: Vec<Name>,
 }
 
 /// A filter on series: each present condition must hold (conjunction).
@@ -60,7 +72,8 @@ impl SeriesCatalog {
 
     /// The id of a key, if known.
     pub fn get(&self, key: &SeriesKey) -> Option<SeriesId> {
-        self.ids.get(key).copied()
+        let keys = &self.keys;
+        self.ids.find(self.hasher.hash_one(key), |&id| keys.get(id as usize).is_some_and(|k| **k == *key)).copied()
     }
 
     /// The key of an id.
@@ -76,47 +89,91 @@ impl SeriesCatalog {
     /// Returns the id of `key`, inserting it (after validation) if new. The flag says whether
     /// it was inserted.
     pub fn get_or_insert(&mut self, key: &SeriesKey) -> Result<(SeriesId, bool)> {
-        if let Some(id) = self.ids.get(key) {
-            return Ok((*id, false));
+        if let Some(id) = self.get(key) {
+            return Ok((id, false));
         }
         key.validate()?;
-        let id = self.push(Arc::new(key.clone()))?;
+        let mut key = key.clone();
+        self.intern(&mut key);
+        let (id, _) = self.push(key)?;
         Ok((id, true))
     }
 
-    /// Adds a validated key that is not in the catalog yet under the next id.
-    fn push(&mut self, key: Arc<SeriesKey>) -> Result<SeriesId> {
+    /// Replaces the names of `key` by the catalog's own where it has them (the same text):
+    /// a key kept by the catalog then holds no copy of a name that it already had.
+    fn intern(&self, key: &mut SeriesKey) {
+        let share = |name: &mut Name, known: Option<&Name>| {
+            if let Some(known) = known
+                && !Name::ptr_eq(name, known)
+            {
+                *name = known.clone();
+            }
+        };
+        let metric = self.metric_postings.get_key_value(key.metric.as_str()).map(|(k, _)| k);
+        share(&mut key.metric, metric);
+        for (k, v) in key.labels.pairs_mut() {
+            if let Some((known, values)) = self.label_postings.get_key_value(k.as_str()) {
+                share(k, Some(known));
+                share(v, values.get_key_value(v.as_str()).map(|(v, _)| v));
+            }
+        }
+    }
+
+    /// Adds a validated key under the next id, and says whether it is new: a key already in
+    /// the catalog (a host written by two nodes of a dataset union) gets the new id too, but
+    /// [`SeriesCatalog::get`] goes on returning the first. The postings keep the names of the
+    /// first key that brings each, so a key should hold the catalog's own names
+    /// ([`SeriesCatalog::intern`]), as those parsed from one file do.
+    fn push(&mut self, key: SeriesKey) -> Result<(SeriesId, bool)> {
         let id = SeriesId::try_from(self.keys.len())
             .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
+        let new = self.insert_id(&key, id);
         // Ids only grow: appending to a posting list is a push, not a search.
-        match self.metric_postings.get_mut(&key.metric) {
-            Some(p) => {
-                append(p, id);
-            }
+        match self.metric_postings.get_mut(key.metric.as_str()) {
+            Some(p) => append(p, id),
             None => {
                 self.metric_postings.insert(key.metric.clone(), RoaringBitmap::from_iter([id]));
             }
         }
         for (k, v) in &key.labels {
-            let values = match self.label_postings.get_mut(k) {
+            let values = match self.label_postings.get_mut(k.as_str()) {
                 Some(values) => values,
                 None => {
                     self.label_order.push(k.clone());
                     self.label_postings.entry(k.clone()).or_default()
                 }
             };
-            match values.get_mut(v) {
-                Some(p) => {
-                    append(p, id);
-                }
+            match values.get_mut(v.as_str()) {
+                Some(p) => append(p, id),
                 None => {
                     values.insert(v.clone(), RoaringBitmap::from_iter([id]));
                 }
             }
         }
-        self.ids.insert(key.clone(), id);
-        self.keys.push(key);
-        Ok(id)
+        self.keys.push(Arc::new(key));
+        Ok((id, new))
+    }
+
+    /// Records `id` as the id of `key` unless the key has one (`false`). `id` must be
+    /// `keys.len()`, the key pushed after.
+    fn insert_id(&mut self, key: &SeriesKey, id: SeriesId) -> bool {
+        let (keys, hasher) = (&self.keys, &self.hasher);
+        let same = |&i: &SeriesId| keys.get(i as usize).is_some_and(|k| **k == *key);
+        let rehash = |&i: &SeriesId| keys.get(i as usize).map_or(0, |k| hasher.hash_one(k));
+        match self.ids.entry(hasher.hash_one(key), same, rehash) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(e) => {
+                e.insert(id);
+                true
+            }
+        }
+    }
+
+    /// Room for `n` more series.
+    fn reserve(&mut self, n: usize) {
+        let (keys, hasher) = (&self.keys, &self.hasher);
+        self.ids.reserve(n, |&i| keys.get(i as usize).map_or(0, |k| hasher.hash_one(k)));
+        self.keys.reserve(n);
     }
 
     /// Appends every series of `other`, in `other`'s id order, under the ids `len()` onward,
@@ -156,7 +213,7 @@ impl SeriesCatalog {
             for (k, v) in &key.labels {
                 append(self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default(), id);
             }
-            self.ids.entry(key.clone()).or_insert(id);
+            self.insert_id(key, id);
             self.keys.push(key.clone());
         }
         Ok(offset)
@@ -166,13 +223,14 @@ impl SeriesCatalog {
     /// append, so column positions derived from this list stay stable).
     pub fn label_keys(&self) -> Vec<String> {
         let mut keys = vec![HOST_LABEL.to_string()];
-        keys.extend(self.label_order.iter().filter(|k| *k != HOST_LABEL).cloned());
+        keys.extend(self.label_order.iter().filter(|k| *k != HOST_LABEL).map(Name::to_string));
         keys
     }
 
     /// Distinct values of a label.
     pub fn label_values(&self, key: &str) -> Vec<String> {
-        let mut v: Vec<String> = self.label_postings.get(key).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<String> =
+            self.label_postings.get(key).map(|m| m.keys().map(Name::to_string).collect()).unwrap_or_default();
         v.sort();
         v
     }
@@ -184,19 +242,19 @@ impl SeriesCatalog {
         if let Some(metrics) = &filter.metrics {
             let mut m = RoaringBitmap::new();
             for name in metrics {
-                if let Some(p) = self.metric_postings.get(name) {
+                if let Some(p) = self.metric_postings.get(name.as_str()) {
                     m |= p;
                 }
             }
             out &= m;
         }
         for (key, values) in &filter.labels {
-            let postings = self.label_postings.get(key);
+            let postings = self.label_postings.get(key.as_str());
             let mut m = RoaringBitmap::new();
             for value in values {
                 match value {
                     Some(v) => {
-                        if let Some(p) = postings.and_then(|p| p.get(v)) {
+                        if let Some(p) = postings.and_then(|p| p.get(v.as_str())) {
                             m |= p;
                         }
                     }
@@ -224,16 +282,16 @@ impl SeriesCatalog {
             let Some(key) = self.keys.pop() else { break };
             let id = self.keys.len() as SeriesId;
             // `ids` holds a key's first id (a dataset union may hold a key twice).
-            if self.ids.get(&key) == Some(&id) {
-                self.ids.remove(&key);
+            if let Ok(e) = self.ids.find_entry(self.hasher.hash_one(&*key), |&i| i == id) {
+                e.remove();
             }
             remove_posting(&mut self.metric_postings, &key.metric, id);
             for (k, v) in &key.labels {
-                if let Some(values) = self.label_postings.get_mut(k) {
+                if let Some(values) = self.label_postings.get_mut(k.as_str()) {
                     remove_posting(values, v, id);
                     // A key no earlier series has was first seen in this one: the last in order.
                     if values.is_empty() {
-                        self.label_postings.remove(k);
+                        self.label_postings.remove(k.as_str());
                         self.label_order.retain(|o| o != k);
                     }
                 }
@@ -243,7 +301,7 @@ impl SeriesCatalog {
 }
 
 /// Removes `id` from the posting list of `name`, and the list once it is empty.
-fn remove_posting(postings: &mut HashMap<String, RoaringBitmap>, name: &str, id: SeriesId) {
+fn remove_posting(postings: &mut HashMap<Name, RoaringBitmap>, name: &str, id: SeriesId) {
     if let Some(p) = postings.get_mut(name) {
         p.remove(id);
         if p.is_empty() {
@@ -309,6 +367,25 @@ mod tests {
         assert_eq!(c.label_keys(), vec!["host", "gpu", "aaa"]);
     }
 
+    /// The catalog keeps one copy of each name: keys added separately (as ingest adds them,
+    /// each with its own strings) share the names of the series before them.
+    #[test]
+    fn keys_share_their_names() {
+        let mut c = SeriesCatalog::new();
+        for gpu in ["0", "1"] {
+            c.get_or_insert(&key("util", "n1", gpu)).unwrap();
+        }
+        c.get_or_insert(&SeriesKey::new("temp", [("host", "n1"), ("gpu", "1")])).unwrap();
+        let [a, b, t] = [0, 1, 2].map(|id| c.key(id).unwrap().clone());
+        assert!(Name::ptr_eq(&a.metric, &b.metric));
+        let names = |k: &SeriesKey| k.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>();
+        let (a, b, t) = (names(&a), names(&b), names(&t));
+        assert!(Name::ptr_eq(&a[0].0, &b[0].0) && Name::ptr_eq(&a[1].0, &t[1].0), "label keys");
+        assert!(Name::ptr_eq(&a[1].1, &t[1].1), "host n1");
+        assert!(Name::ptr_eq(&b[0].1, &t[0].1), "gpu 1");
+        assert!(!Name::ptr_eq(&a[0].1, &b[0].1), "gpu 0 and gpu 1 differ");
+    }
+
     #[test]
     fn rejects_missing_host_and_reserved_labels() {
         let mut c = SeriesCatalog::new();
@@ -342,6 +419,7 @@ mod tests {
             assert_eq!(c.keys(), want.keys(), "n = {n}");
             assert_eq!(c.label_keys(), want.label_keys(), "n = {n}");
             assert_eq!(c.ids.len(), n);
+            assert!((0..n as SeriesId).all(|id| c.get(&keys[id as usize]) == Some(id)));
             for k in &keys {
                 assert_eq!(c.get(k), want.get(k), "n = {n}, {k}");
             }

@@ -414,7 +414,7 @@ impl SeriesStrings {
                 2 => keys.map(|k| self.catalog.entity(k).map(|e| e.name)).collect(),
                 _ => {
                     let label = self.labels.get(i - 3).map_or("", String::as_str);
-                    keys.map(|k| k.labels.get(label).map(String::as_str)).collect()
+                    keys.map(|k| k.labels.get(label).map(|v| v.as_str())).collect()
                 }
             };
             Arc::new(values)

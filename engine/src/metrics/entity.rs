@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::metrics::EntityKind;
-use crate::model::SeriesKey;
+use crate::model::{Name, SeriesKey};
 
 /// A resolved entity: its kind and its name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +82,7 @@ pub fn resolve(
     switch_guids: Option<&HashMap<String, String>>,
 ) -> Option<Entity> {
     let host = key.host()?;
-    let label = |name: &str| key.labels.get(name).map(String::as_str);
+    let label = |name: &str| key.labels.get(name).map(Name::as_str);
     let kind = kind.unwrap_or_else(|| infer_kind(key));
     let named = |kind: EntityKind, name: String| Some(Entity { kind, name });
     let resolved = match kind {

@@ -6,23 +6,15 @@ use std::collections::HashMap as StdHashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::SeriesCatalog;
+use super::parse::{Snapshot, parse};
 use crate::error::{Error, Result};
 use crate::model::SeriesKey;
 use crate::storage::{Storage, write_atomic};
 
-/// A catalog file: the snapshot (no `first`) or an increment (its first series id).
-#[derive(Deserialize)]
-struct Snapshot {
-    version: u32,
-    #[serde(default)]
-    first: Option<usize>,
-    series: Vec<SeriesKey>,
-}
-
-/// What [`CatalogFiles::save`] writes: [`Snapshot`]'s layout, borrowing the keys.
+/// What [`CatalogFiles::save`] writes: a [`Snapshot`]'s layout, borrowing the keys.
 #[derive(Serialize)]
 struct SnapshotRef<'a> {
     version: u32,
@@ -48,7 +40,7 @@ impl SeriesCatalog {
             let bytes = storage.read(&base).map_err(|e| Error::io(&base, e))?;
             let corrupt = |reason: String| Error::CatalogCorrupt { path: base.clone(), reason };
             let sealed = crate::seal::check(&bytes).map_err(&corrupt)?;
-            let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            let snapshot: Snapshot = parse(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if snapshot.version != 1 && snapshot.version != CATALOG_VERSION {
                 return Err(corrupt(format!("unknown version {}", snapshot.version)));
             }
@@ -65,9 +57,9 @@ impl SeriesCatalog {
                 bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).unwrap_or_default().to_vec()
             });
             let mut catalog = Self::new();
-            catalog.keys.reserve(snapshot.series.len());
-            catalog.ids.reserve(snapshot.series.len());
-            catalog.extend_checked(snapshot.series, &corrupt)?;
+            catalog.reserve(snapshot.series.len());
+            // One file's names are shared already (`parse`), and the catalog is empty.
+            catalog.extend_checked(snapshot.series, false, &corrupt)?;
             catalog
         } else {
             Self::new()
@@ -154,7 +146,7 @@ impl SeriesCatalog {
             if !crate::seal::check(&bytes).map_err(&corrupt)? {
                 return Err(corrupt("an increment must be sealed (end in its checksum)".into()));
             }
-            let snapshot: Snapshot = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            let snapshot: Snapshot = parse(&bytes).map_err(|e| corrupt(e.to_string()))?;
             if snapshot.version != CATALOG_VERSION {
                 return Err(corrupt(format!("unknown version {}", snapshot.version)));
             }
@@ -183,26 +175,30 @@ impl SeriesCatalog {
                     shared.get(i).map_or_else(String::new, ToString::to_string)
                 )));
             }
-            catalog.extend_checked(snapshot.series.into_iter().skip(known), &corrupt)?;
+            catalog.extend_checked(snapshot.series.into_iter().skip(known), true, &corrupt)?;
             files.increments.push(Increment { bytes: bytes.len(), path: inc.path });
         }
         files.saved = catalog.len();
         Ok(())
     }
 
-    /// Adds loaded keys under the next ids, validating each and refusing duplicates.
+    /// Adds loaded keys under the next ids, validating each and refusing duplicates; with
+    /// `intern`, their names are first replaced by the catalog's own (keys of another file).
     fn extend_checked(
         &mut self,
         keys: impl IntoIterator<Item = SeriesKey>,
+        intern: bool,
         corrupt: &dyn Fn(String) -> Error,
     ) -> Result<()> {
-        for key in keys {
+        for mut key in keys {
             key.validate().map_err(|e| corrupt(format!("bad series {key}: {e}")))?;
-            let key = Arc::new(key);
-            self.push(key.clone()).map_err(|e| corrupt(e.to_string()))?;
-            // A duplicate replaced its first id in `ids` (one hash of the key, not two); the
-            // half-built catalog is dropped.
-            if self.ids.len() != self.keys.len() {
+            if intern {
+                self.intern(&mut key);
+            }
+            // A duplicate is pushed too (one hash of the key, not two); the half-built catalog
+            // is dropped.
+            if !self.push(key).map_err(|e| corrupt(e.to_string()))?.1 {
+                let key = self.keys.last().map_or_else(String::new, ToString::to_string);
                 return Err(corrupt(format!("duplicate series {key}")));
             }
         }

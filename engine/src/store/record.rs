@@ -190,7 +190,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
         // One sort whatever the order (the encoder writes keys sorted; a damaged record must
         // not cost quadratic time).
         let labels: Labels = pairs.into_iter().collect();
-        defs.push((id, SeriesKey { metric, labels }));
+        defs.push((id, SeriesKey { metric: metric.into(), labels }));
     }
     let n_runs = c.u32()? as usize;
     let mut rows = Rows::default();

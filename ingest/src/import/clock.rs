@@ -234,7 +234,7 @@ pub fn collective_barriers(store: &Store) -> Result<Vec<BarrierEvent>, ImportErr
                 hosts.len() - 1
             }
         };
-        let job = key.labels.get("job").cloned().unwrap_or_default();
+        let job = key.labels.get("job").map(ToString::to_string).unwrap_or_default();
         meta.insert(id, (h as u32, job));
     }
     // Several ranks share a host: keep the earliest end per (host, collective); every rank

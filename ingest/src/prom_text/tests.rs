@@ -35,7 +35,7 @@ fn err(text: &str) -> PromTextError {
 /// The single sample of the series of `metric` whose labels include `labels`.
 fn sample(e: &Exposition, metric: &str, labels: &[(&str, &str)]) -> (SeriesKey, f64, i64) {
     let mut hits = e.batch.series.iter().filter(|(k, _)| {
-        k.metric == metric && labels.iter().all(|(n, v)| k.labels.get(n).map(String::as_str) == Some(*v))
+        k.metric == metric && labels.iter().all(|(n, v)| k.labels.get(n).map(|v| v.as_str()) == Some(*v))
     });
     let (k, s) = hits.next().unwrap_or_else(|| panic!("no {metric}{labels:?}"));
     assert!(hits.next().is_none(), "{metric}{labels:?} is ambiguous");
@@ -183,7 +183,7 @@ fn infiniband_exporter_words_times_four_exactly_once() {
         .series
         .iter()
         .filter(|(k, _)| k.metric == "infiniband_switch_info")
-        .map(|(k, _)| (k.labels["guid"].clone(), k.labels["switch"].clone()))
+        .map(|(k, _)| (k.labels["guid"].to_string(), k.labels["switch"].to_string()))
         .collect();
     let port = [("guid", "0x7cfe9003009ce5b0"), ("port", "17")];
     let (k, _, _) = sample(&a, "infiniband_switch_port_transmit_data_bytes_total", &port);

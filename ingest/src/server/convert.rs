@@ -547,7 +547,7 @@ mod tests {
         assert!(p.barriers);
         let Write::Keyed(batch) = p.take_write(&store).unwrap() else { panic!("new series go by key") };
         let got: Vec<_> =
-            batch.series.iter().map(|(k, s)| (k.metric.clone(), s.timestamps.clone(), s.values.clone())).collect();
+            batch.series.iter().map(|(k, s)| (k.metric.to_string(), s.timestamps.clone(), s.values.clone())).collect();
         let want: Vec<_> = runs
             .iter()
             .map(|(r, ts, vs)| {

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use lockstep_engine::model::RESERVED_LABELS;
+use lockstep_engine::model::{Name, RESERVED_LABELS};
 use lockstep_engine::{Labels, SeriesKey, Store, WriteBatch};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse, metrics_service_server,
@@ -101,15 +101,29 @@ fn metric_name(name: &str) -> String {
 }
 
 /// Sanitises an attribute key to a label key; reserved keys and `host` get an `otel_` prefix.
-fn label_key(key: &str) -> String {
+fn label_key(key: &str) -> Name {
+    let clean = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let prefixed = |s: &str| s == "host" || s == "le" || s == "quantile" || RESERVED_LABELS.contains(&s);
+    // The usual key (`gpu`, `service_name`) is taken as it is: one allocation.
+    if key.chars().all(clean) && !key.starts_with(|c: char| c.is_ascii_digit()) && !prefixed(key) {
+        return Name::from(key);
+    }
     let mut s: String = key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }
-    if s == "host" || s == "le" || s == "quantile" || RESERVED_LABELS.contains(&s.as_str()) {
+    if prefixed(&s) {
         s.insert_str(0, "otel_");
     }
-    s
+    s.into()
+}
+
+/// [`any_to_string`] as a [`Name`], a string value without the intermediate `String`.
+fn any_to_name(v: &AnyValue) -> Name {
+    match &v.value {
+        Some(any_value::Value::StringValue(s)) => Name::from(s.as_str()),
+        _ => any_to_string(v).into(),
+    }
 }
 
 /// Renders an attribute value as a label value.
@@ -151,11 +165,11 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<String> {
 /// whose keys sanitise to the same label (`gpu.id` and `gpu_id`) are an error, not a silent
 /// choice of one value.
 fn labels(base: &Labels, attrs: &[KeyValue]) -> Result<Labels, (&'static str, String)> {
-    let mut point: Vec<(String, &str, String)> = attrs
+    let mut point: Vec<(Name, &str, Name)> = attrs
         .iter()
         .filter_map(|kv| {
             let key = label_key(&kv.key);
-            let value = kv.value.as_ref().map(any_to_string).unwrap_or_default();
+            let value = kv.value.as_ref().map(any_to_name).unwrap_or_default();
             (!key.is_empty() && !value.is_empty()).then_some((key, kv.key.as_str(), value))
         })
         .collect();
@@ -181,8 +195,8 @@ fn with(labels: &Labels, k: &str, v: String) -> Labels {
     l
 }
 
-fn key(metric: String, labels: Labels) -> SeriesKey {
-    SeriesKey { metric, labels }
+fn key(metric: impl Into<Name>, labels: Labels) -> SeriesKey {
+    SeriesKey { metric: metric.into(), labels }
 }
 
 /// `le` label value of a bucket bound (`+Inf` for the last bucket).
@@ -206,7 +220,7 @@ fn histogram(name: &str, l: &Labels, p: &HistogramDataPoint) -> Result<Vec<(Seri
         return Err(format!("histogram {name}: explicit_bounds must be finite and strictly increasing"));
     }
     let mut out = Vec::with_capacity(p.bucket_counts.len() + 4);
-    let bucket = format!("{name}_bucket");
+    let bucket = Name::from(format!("{name}_bucket"));
     let mut cum = 0u64;
     for (i, c) in p.bucket_counts.iter().enumerate() {
         cum = cum.saturating_add(*c);
@@ -281,7 +295,7 @@ pub(crate) fn exp_histogram(
         }
         previous = bound;
     }
-    let bucket = format!("{name}_bucket");
+    let bucket = Name::from(format!("{name}_bucket"));
     let mut out = Vec::with_capacity(pos.len() + neg.len() + 6);
     let mut cum = 0u64;
     // Negative buckets, most negative first: index i holds values in [-base^(i+1), -base^i).
@@ -361,7 +375,7 @@ pub(crate) fn convert(
         }
         for sm in rm.scope_metrics {
             for m in sm.metrics {
-                let name = metric_name(&m.name);
+                let name = Name::from(metric_name(&m.name));
                 if name.is_empty() {
                     out.reject("invalid_series", point_count(&m) as u64, || "metric name is empty".into());
                     continue;

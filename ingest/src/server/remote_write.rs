@@ -307,7 +307,7 @@ fn series_key(raw: Vec<PromLabel>) -> Result<SeriesKey, (&'static str, String)> 
             }
         }
     }
-    Ok(SeriesKey { metric, labels })
+    Ok(SeriesKey { metric: metric.into(), labels })
 }
 
 /// Adds one native histogram sample's series values (see [`native`]) to `series`.

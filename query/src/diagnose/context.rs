@@ -71,7 +71,7 @@ impl SeriesMeta {
 
     /// A label value.
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.key.labels.get(name).map(String::as_str)
+        self.key.labels.get(name).map(lockstep_engine::model::Name::as_str)
     }
 
     /// Whether the series is a counter.

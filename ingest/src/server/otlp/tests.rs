@@ -45,7 +45,7 @@ fn find(c: &Converted, metric: &str, label: Option<(&str, &str)>) -> Vec<(i64, f
         .series
         .iter()
         .filter(|(k, _)| {
-            k.metric == metric && label.is_none_or(|(lk, lv)| k.labels.get(lk).map(String::as_str) == Some(lv))
+            k.metric == metric && label.is_none_or(|(lk, lv)| k.labels.get(lk).map(|v| v.as_str()) == Some(lv))
         })
         .flat_map(|(_, s)| s.timestamps.iter().copied().zip(s.values.iter().copied()))
         .collect()
@@ -87,9 +87,9 @@ fn gauges_deltas_histograms() {
     assert_eq!(find(&c, "gpu_util", Some(("gpu", "3"))), vec![(T as i64, 97.0)]);
     let (k, _) = c.batch.series.iter().find(|(k, _)| k.metric == "bytes_sent").unwrap();
     assert_eq!(k.host(), Some("node-1"));
-    assert_eq!(k.labels.get("otel_host").map(String::as_str), Some("x"));
-    assert_eq!(k.labels.get("otel_time").map(String::as_str), Some("y"));
-    assert_eq!(k.labels.get("service").map(String::as_str), Some("trainer"));
+    assert_eq!(k.labels.get("otel_host").map(|v| v.as_str()), Some("x"));
+    assert_eq!(k.labels.get("otel_time").map(|v| v.as_str()), Some("y"));
+    assert_eq!(k.labels.get("service").map(|v| v.as_str()), Some("trainer"));
     assert_eq!(find(&c, "lat_bucket", Some(("le", "0.5"))), vec![(T as i64, 1.0)]);
     assert_eq!(find(&c, "lat_bucket", Some(("le", "2"))), vec![(T as i64, 3.0)]);
     assert_eq!(find(&c, "lat_bucket", Some(("le", "+Inf"))), vec![(T as i64, 6.0)]);
@@ -160,7 +160,7 @@ fn exponential_histogram_bounds() {
         .series
         .iter()
         .filter(|(k, _)| k.metric == "x_bucket")
-        .map(|(k, s)| (k.labels["le"].clone(), s.values[0]))
+        .map(|(k, s)| (k.labels["le"].to_string(), s.values[0]))
         .collect();
     assert_eq!(
         buckets,

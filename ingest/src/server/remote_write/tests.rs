@@ -252,8 +252,8 @@ fn hostile_bodies_never_panic() {
     )
     .unwrap();
     assert_eq!(c.batch.series.len(), 2);
-    assert_eq!(c.batch.series[0].0.labels.get("host").map(String::as_str), Some("::1"));
-    assert_eq!(c.batch.series[1].0.labels.get("prom_value").map(String::as_str), Some("v"));
+    assert_eq!(c.batch.series[0].0.labels.get("host").map(|v| v.as_str()), Some("::1"));
+    assert_eq!(c.batch.series[1].0.labels.get("prom_value").map(|v| v.as_str()), Some("v"));
     assert_eq!((c.rejected, c.dropped), (1, 1), "{:?}", c.by_reason);
 }
 
