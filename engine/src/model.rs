@@ -294,6 +294,12 @@ impl Labels {
     pub(crate) fn pairs_mut(&mut self) -> &mut [(Name, Name)] {
         &mut self.0
     }
+
+    /// Pairs allocated for (tests: a loaded catalog keeps no spare room).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
 }
 
 /// Iterator over [`Labels`] as `(&key, &value)`.
@@ -324,6 +330,8 @@ impl<K: Into<Name>, V: Into<Name>> FromIterator<(K, V)> for Labels {
                 _ => out.push(pair),
             }
         }
+        // A repeated key left room for a pair that is not there.
+        out.shrink_to_fit();
         Labels(out)
     }
 }
@@ -358,14 +366,19 @@ impl Serialize for Labels {
 
 impl<'de> Deserialize<'de> for Labels {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        deserializer.deserialize_map(LabelsVisitor(None))
+        deserializer.deserialize_map(LabelsVisitor { intern: None, scratch: &mut Vec::new() })
     }
 }
 
 /// Reads a map of labels into [`Labels`] (sorted, the last value of a repeated key winning),
 /// taking each name through `intern` when given: how the catalog loader shares names across a
-/// million series without allocating each.
-pub(crate) struct LabelsVisitor<'i>(pub(crate) Option<&'i mut dyn FnMut(&str) -> Name>);
+/// million series without allocating each. The pairs are gathered in `scratch` (kept between
+/// keys by the loader) and then copied into a vector of exactly their number: a map's size is
+/// not known before it is read, and labels are kept for the life of the catalog.
+pub(crate) struct LabelsVisitor<'i> {
+    pub(crate) intern: Option<&'i mut dyn FnMut(&str) -> Name>,
+    pub(crate) scratch: &'i mut Vec<(Name, Name)>,
+}
 
 impl<'de> serde::de::Visitor<'de> for LabelsVisitor<'_> {
     type Value = Labels;
@@ -375,18 +388,25 @@ impl<'de> serde::de::Visitor<'de> for LabelsVisitor<'_> {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<Labels, A::Error> {
-        let mut pairs: Vec<(Name, Name)> = Vec::with_capacity(map.size_hint().unwrap_or(4).min(MAX_LABELS));
+        let pairs = &mut *self.scratch;
+        pairs.clear();
         let mut sorted = true;
         while let Some(Text(k)) = map.next_key::<Text<'de>>()? {
             let Text(v) = map.next_value::<Text<'de>>()?;
-            let (k, v) = match self.0.as_mut() {
+            let (k, v) = match self.intern.as_mut() {
                 Some(intern) => (intern(&k), intern(&v)),
                 None => (Name::from(k), Name::from(v)),
             };
             sorted &= pairs.last().is_none_or(|(last, _)| *last < k);
             pairs.push((k, v));
         }
-        if sorted { Ok(Labels(pairs)) } else { Ok(pairs.into_iter().collect()) }
+        if !sorted {
+            return Ok(pairs.drain(..).collect());
+        }
+        // One allocation of exactly the pairs; `scratch` keeps its room for the next key.
+        let mut exact = Vec::with_capacity(pairs.len());
+        exact.append(pairs);
+        Ok(Labels(exact))
     }
 }
 

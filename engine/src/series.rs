@@ -29,9 +29,9 @@ type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
 
 /// In-memory series catalog with postings for metric names and label pairs.
 ///
-/// Each distinct metric name, label key and label value is held once: a key added to the
-/// catalog is stored with the [`Name`]s of the postings' keys (interned), so a million series
-/// on 2,000 hosts hold 2,000 host names, not a million.
+/// Each distinct metric name, label key and value of a label key is held once: a key added to
+/// the catalog is stored with the [`Name`]s of the postings' keys (interned), so a million
+/// series on 2,000 hosts hold 2,000 host names, not a million.
 #[derive(Debug, Default, Clone)]
 pub struct SeriesCatalog {
     keys: Vec<Arc<SeriesKey>>,

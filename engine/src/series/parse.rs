@@ -18,8 +18,11 @@ pub(super) struct Snapshot {
     pub(super) series: Vec<SeriesKey>,
 }
 
-/// Parses a catalog file. Unknown fields are ignored (as `serde(derive)` would); a missing
-/// `version` or `series` is an error.
+/// Parses a catalog file as `serde(derive)` would: unknown fields are ignored (the seal's
+/// `crc32`), a missing or repeated `version` or `series` (`metric`, `labels` in a series) is an
+/// error, `first` may be absent or null; in `labels` the last value of a repeated key wins.
+/// Unlike the derived parse, a struct written as a JSON array (`[2, null, [...]]`) is refused:
+/// no writer of catalog files writes that.
 pub(super) fn parse(bytes: &[u8]) -> serde_json::Result<Snapshot> {
     let mut interner = Interner::default();
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -28,19 +31,30 @@ pub(super) fn parse(bytes: &[u8]) -> serde_json::Result<Snapshot> {
     Ok(snapshot)
 }
 
-/// Each distinct name once.
+/// Each distinct name once, and the labels of the series being read.
 #[derive(Default)]
-struct Interner(HashSet<Name, foldhash::fast::RandomState>);
+struct Interner {
+    names: HashSet<Name, foldhash::fast::RandomState>,
+    scratch: Vec<(Name, Name)>,
+}
 
 impl Interner {
     fn intern(&mut self, s: &str) -> Name {
-        if let Some(name) = self.0.get(s) {
-            return name.clone();
-        }
-        let name = Name::from(s);
-        self.0.insert(name.clone());
-        name
+        intern(&mut self.names, s)
     }
+}
+
+fn intern(names: &mut HashSet<Name, foldhash::fast::RandomState>, s: &str) -> Name {
+    if let Some(name) = names.get(s) {
+        return name.clone();
+    }
+    let name = Name::from(s);
+    names.insert(name.clone());
+    name
+}
+
+fn duplicate<E: serde::de::Error>(field: &'static str) -> E {
+    E::duplicate_field(field)
 }
 
 struct SnapshotSeed<'i>(&'i mut Interner);
@@ -54,10 +68,17 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Snapshot, A::Error> {
         let (mut version, mut first, mut series) = (None, None, None);
+        let mut seen_first = false;
         while let Some(Text(field)) = map.next_key::<Text<'de>>()? {
             match field.as_ref() {
+                "version" if version.is_some() => return Err(duplicate("version")),
+                "first" if seen_first => return Err(duplicate("first")),
+                "series" if series.is_some() => return Err(duplicate("series")),
                 "version" => version = Some(map.next_value::<u32>()?),
-                "first" => first = map.next_value::<Option<usize>>()?,
+                "first" => {
+                    seen_first = true;
+                    first = map.next_value::<Option<usize>>()?;
+                }
                 "series" => series = Some(map.next_value_seed(SeriesSeed(&mut *self.0))?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -122,6 +143,8 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         let (mut metric, mut labels) = (None, None);
         while let Some(Text(field)) = map.next_key::<Text<'de>>()? {
             match field.as_ref() {
+                "metric" if metric.is_some() => return Err(duplicate("metric")),
+                "labels" if labels.is_some() => return Err(duplicate("labels")),
                 "metric" => metric = Some(self.0.intern(&map.next_value::<Text<'de>>()?.0)),
                 "labels" => labels = Some(map.next_value_seed(LabelsSeed(&mut *self.0))?),
                 _ => {
@@ -143,9 +166,9 @@ impl<'de> DeserializeSeed<'de> for LabelsSeed<'_> {
     type Value = crate::model::Labels;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        let interner = self.0;
-        let mut intern = |s: &str| interner.intern(s);
-        deserializer.deserialize_map(LabelsVisitor(Some(&mut intern)))
+        let Interner { names, scratch } = self.0;
+        let mut intern = |s: &str| intern(names, s);
+        deserializer.deserialize_map(LabelsVisitor { intern: Some(&mut intern), scratch })
     }
 }
 
@@ -168,10 +191,20 @@ mod tests {
             serde_json::from_value(serde_json::from_str::<serde_json::Value>(text).unwrap()["series"].clone()).unwrap();
         assert_eq!(s.series, derived);
         assert_eq!(s.series[1].labels.get("gpu").unwrap(), "2");
+        assert!(s.series.iter().all(|k| k.labels.capacity() == k.labels.len()), "labels are kept without spare room");
         assert_eq!(s.series[2].metric, "café");
         assert!(Name::ptr_eq(&s.series[0].metric, &s.series[1].metric));
         let hosts: Vec<&Name> = s.series[..2].iter().map(|k| k.labels.get("host").unwrap()).collect();
         assert!(Name::ptr_eq(hosts[0], hosts[1]), "an escaped and a plain n1 are one name");
+        // What the derived parse refuses, this refuses.
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Derived {
+            version: u32,
+            #[serde(default)]
+            first: Option<usize>,
+            series: Vec<SeriesKey>,
+        }
         for bad in [
             r#"{"series":[]}"#,
             r#"{"version":2}"#,
@@ -180,7 +213,13 @@ mod tests {
             r#"{"version":2,"series":[{"metric":"m","labels":{"a":1}}]}"#,
             r#"{"version":2,"series":[]} x"#,
             r#"{"version":2,"series":[{"metric":"m","labels":{"a":"b"}"#,
+            r#"{"version":2,"version":2,"series":[]}"#,
+            r#"{"version":2,"first":1,"first":null,"series":[]}"#,
+            r#"{"version":2,"series":[],"series":[]}"#,
+            r#"{"version":2,"series":[{"metric":"m","metric":"n","labels":{}}]}"#,
+            r#"{"version":2,"series":[{"metric":"m","labels":{},"labels":{}}]}"#,
         ] {
+            assert!(serde_json::from_str::<Derived>(bad).is_err(), "derived accepts {bad}");
             assert!(parse(bad.as_bytes()).is_err(), "{bad}");
         }
     }
