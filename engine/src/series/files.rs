@@ -427,6 +427,7 @@ fn seal_json(path: &Path, value: &impl Serialize) -> Result<Vec<u8>> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::model::{Name, SeriesId};
     use crate::series::SeriesFilter;
 
     fn key(metric: &str, host: &str, gpu: &str) -> SeriesKey {
@@ -452,6 +453,38 @@ mod tests {
             .unwrap_or_default();
         names.sort();
         names
+    }
+
+    /// Names that JSON must escape (quotes, backslashes, newlines, tabs, non-ASCII) come back
+    /// exactly from a snapshot and an increment, and a loaded catalog shares each name across
+    /// both files: the increment's series take the snapshot's names.
+    #[test]
+    fn escaped_names_round_trip_and_are_shared_across_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut c, mut files) = load(dir.path()).unwrap();
+        let odd = ["a \"quoted\" value", "back\\slash", "two\nlines\tand tab", "café 日本", "\u{1F600}"];
+        // Enough series before that the five new ones are an increment, not a new snapshot.
+        for i in 0..100 {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+        for (i, v) in odd.iter().enumerate() {
+            c.get_or_insert(&SeriesKey::new("ünits", [("host", "nöde-1"), ("note", *v), ("i", &*i.to_string())]))
+                .unwrap();
+        }
+        assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Snapshot);
+        for v in odd {
+            c.get_or_insert(&SeriesKey::new("ünits", [("host", "nöde-2"), ("note", v)])).unwrap();
+        }
+        assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Increment(105));
+        let (d, _) = load(dir.path()).unwrap();
+        assert_eq!(d.keys(), c.keys());
+        for (i, v) in odd.iter().enumerate() {
+            let (a, b) = (d.key(100 + i as SeriesId).unwrap(), d.key(105 + i as SeriesId).unwrap());
+            assert_eq!(a.labels.get("note").unwrap(), v);
+            assert!(Name::ptr_eq(&a.metric, &b.metric), "the metric name, across files");
+            assert!(Name::ptr_eq(a.labels.get("note").unwrap(), b.labels.get("note").unwrap()), "{v}, across files");
+        }
+        assert!(Name::ptr_eq(&d.key(100).unwrap().metric, &d.key(104).unwrap().metric), "within the snapshot");
     }
 
     /// A growing catalog is saved as increments of the new series, a new snapshot now and
