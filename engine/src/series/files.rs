@@ -358,9 +358,15 @@ impl CatalogFiles {
             return Ok(());
         }
         let series: Vec<&SeriesKey> = keys.iter().map(|k| k.as_ref()).collect();
+        // The file's size, from the snapshot's bytes per series (a 73 MB snapshot serialised
+        // into a growing buffer ends in a 128 MB one, after copying 64 MB on the way).
+        let per_series = self.base_bytes.checked_div(self.base_len).unwrap_or(96);
+        // At most 256 MiB up front: a snapshot of a few odd series says little about the next.
+        let size_hint = keys.len().saturating_mul(per_series + per_series / 16).saturating_add(256).min(256 << 20);
         if from == 0 {
             let path = dir.join(CATALOG_FILE);
-            let bytes = seal_json(&path, &SnapshotRef { version: CATALOG_VERSION, first: None, series })?;
+            let snapshot = SnapshotRef { version: CATALOG_VERSION, first: None, series };
+            let bytes = seal_json(&path, &snapshot, size_hint)?;
             write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
             self.saved = end;
             self.base_len = end;
@@ -391,7 +397,8 @@ impl CatalogFiles {
             self.dir_ready = true;
         }
         let path = inc_dir.join(format!("{from:012}-{end:012}.json"));
-        let bytes = seal_json(&path, &SnapshotRef { version: CATALOG_VERSION, first: Some(from), series })?;
+        let increment = SnapshotRef { version: CATALOG_VERSION, first: Some(from), series };
+        let bytes = seal_json(&path, &increment, size_hint)?;
         write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
         self.saved = end;
         self.increments.push(Increment { bytes: bytes.len(), path });
@@ -416,9 +423,10 @@ impl CatalogFiles {
     }
 }
 
-/// `value` as sealed JSON.
-fn seal_json(path: &Path, value: &impl Serialize) -> Result<Vec<u8>> {
-    let bytes = serde_json::to_vec(value)
+/// `value` as sealed JSON, serialised into a buffer of `size_hint` bytes to start with.
+fn seal_json(path: &Path, value: &impl Serialize, size_hint: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(size_hint);
+    serde_json::to_writer(&mut bytes, value)
         .map_err(|e| Error::CatalogCorrupt { path: path.to_path_buf(), reason: e.to_string() })?;
     Ok(crate::seal::seal(bytes))
 }
