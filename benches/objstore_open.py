@@ -12,6 +12,10 @@ each BINARY in turn, `--reps` times, runs `lockstep sql --data-dir FRESH --data-
 s3://lockstep/p "SELECT count(*) AS n FROM samples"` through the relay (a fresh local directory
 each time, so nothing is cached); `p2` with the first binary is the reference without
 increments. Prints the wall time of each run and checks the count.
+
+With `--dataset N` it times a dataset instead: N node prefixes `ds/node-00 ...` (each a
+2,000-series import of its own host), read as one store by `lockstep sql --data-url
+s3://lockstep/ds` (a reader of the whole dataset opens every node).
 """
 
 import argparse
@@ -67,6 +71,7 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=20)
     ap.add_argument("--increments", type=int, default=60)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--dataset", type=int, default=0, metavar="N")
     a = ap.parse_args()
     moto_port, relay_port = free_port(), free_port()
     moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
@@ -97,14 +102,22 @@ def main():
                 subprocess.run([a.binaries[0], "import", "--data-dir", f"{tmp}/w-{prefix}", "--data-url",
                                 f"s3://lockstep/{prefix}", "--host", "h0", file], env=env, check=True,
                                stdout=subprocess.DEVNULL)
-            imp("p", f"{tmp}/base.prom")
-            for i, line in enumerate(more):
-                write(f"{tmp}/g.prom", [line])
-                imp("p", f"{tmp}/g.prom")
-            imp("p2", f"{tmp}/all.prom")
+            if a.dataset:
+                for i in range(a.dataset):
+                    subprocess.run([a.binaries[0], "import", "--data-dir", f"{tmp}/w-{i}", "--data-url",
+                                    f"s3://lockstep/ds/node-{i:02}", "--host", f"h{i}", f"{tmp}/base.prom"],
+                                   env=env, check=True, stdout=subprocess.DEVNULL)
+                want = 2000 * a.dataset
+                runs = [(b, "ds") for b in a.binaries]
+            else:
+                imp("p", f"{tmp}/base.prom")
+                for i, line in enumerate(more):
+                    write(f"{tmp}/g.prom", [line])
+                    imp("p", f"{tmp}/g.prom")
+                imp("p2", f"{tmp}/all.prom")
+                want = 2000 + a.increments
+                runs = [(b, "p") for b in a.binaries] + [(a.binaries[0], "p2")]
             slow = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{relay_port}")
-            want = 2000 + a.increments
-            runs = [(b, "p") for b in a.binaries] + [(a.binaries[0], "p2")]
             for rep in range(a.reps):
                 for binary, prefix in runs:
                     reader = tempfile.mkdtemp(dir=tmp)
