@@ -451,6 +451,13 @@ mod tests {
         plan
     }
 
+    /// Adds the series `m{host="h<i>", gpu="0"}` for each `i` of `hosts`.
+    fn grow(c: &mut SeriesCatalog, hosts: std::ops::Range<usize>) {
+        for i in hosts {
+            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
+        }
+    }
+
     fn load(dir: &Path) -> Result<(SeriesCatalog, CatalogFiles)> {
         SeriesCatalog::load_dir(&crate::storage::OsStorage, dir)
     }
@@ -472,9 +479,7 @@ mod tests {
         let (mut c, mut files) = load(dir.path()).unwrap();
         let odd = ["a \"quoted\" value", "back\\slash", "two\nlines\tand tab", "café 日本", "\u{1F600}"];
         // Enough series before that the five new ones are an increment, not a new snapshot.
-        for i in 0..100 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 0..100);
         for (i, v) in odd.iter().enumerate() {
             c.get_or_insert(&SeriesKey::new("ünits", [("host", "nöde-1"), ("note", *v), ("i", &*i.to_string())]))
                 .unwrap();
@@ -542,9 +547,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let (mut c, mut files) = load(d).unwrap();
-        for i in 0..200 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 0..200);
         save(&c, &mut files, d);
         for i in 200..205 {
             c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
@@ -609,9 +612,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let d = dir.path().to_path_buf();
             let (mut c, mut files) = load(&d).unwrap();
-            for i in 0..100 {
-                c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-            }
+            grow(&mut c, 0..100);
             save(&c, &mut files, &d);
             for i in 100..103 {
                 c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
@@ -655,9 +656,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let (mut c, mut files) = load(d).unwrap();
-        for i in 0..50 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 0..50);
         save(&c, &mut files, d);
         // Series 48..51 where the snapshot has 48 and 49 as other series.
         let other: Vec<Arc<SeriesKey>> = ["x48", "x49", "h50"].iter().map(|h| Arc::new(key("m", h, "0"))).collect();
@@ -681,9 +680,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let (mut c, mut files) = load(d).unwrap();
-        for i in 0..100 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 0..100);
         save(&c, &mut files, d);
         c.get_or_insert(&key("m", "h100", "0")).unwrap();
         save(&c, &mut files, d);
@@ -722,9 +719,7 @@ mod tests {
         std::fs::write(d.join(CATALOG_FILE), &stash).unwrap();
         // A new snapshot (more series, so a larger file): a full load.
         let previous = load(d).unwrap();
-        for i in 104..300 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 104..300);
         assert_eq!(save(&c, &mut files, d), CatalogSave::Snapshot);
         let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, previous).unwrap();
         assert_eq!(again.keys(), c.keys());
@@ -752,9 +747,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("series.json");
         let mut c = SeriesCatalog::new();
-        for i in 0..100 {
-            c.get_or_insert(&key("m", &format!("h{i}"), "0")).unwrap();
-        }
+        grow(&mut c, 0..100);
         save(&c, &mut CatalogFiles::default(), dir.path());
         let d = load(dir.path()).unwrap().0;
         assert_eq!(d.keys().len(), 100);

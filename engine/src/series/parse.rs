@@ -38,12 +38,6 @@ struct Interner {
     scratch: Vec<(Name, Name)>,
 }
 
-impl Interner {
-    fn intern(&mut self, s: &str) -> Name {
-        intern(&mut self.names, s)
-    }
-}
-
 fn intern(names: &mut HashSet<Name, foldhash::fast::RandomState>, s: &str) -> Name {
     if let Some(name) = names.get(s) {
         return name.clone();
@@ -145,7 +139,7 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
             match field.as_ref() {
                 "metric" if metric.is_some() => return Err(duplicate("metric")),
                 "labels" if labels.is_some() => return Err(duplicate("labels")),
-                "metric" => metric = Some(self.0.intern(&map.next_value::<Text<'de>>()?.0)),
+                "metric" => metric = Some(intern(&mut self.0.names, &map.next_value::<Text<'de>>()?.0)),
                 "labels" => labels = Some(map.next_value_seed(LabelsSeed(&mut *self.0))?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;

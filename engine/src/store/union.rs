@@ -183,11 +183,10 @@ impl Store {
             let dir = root.join(&nodes[i].0);
             let node = Store::snapshot_retrying(&dir, &config, &storage, &clock, &|| ro.clone())?;
             let docs: Vec<&str> = DOCUMENTS.iter().copied().filter(|doc| storage.exists(&dir.join(doc))).collect();
-            Ok::<_, Error>((node, docs))
+            Ok::<_, Error>((dir, node, docs))
         });
         for ((name, limit), snapshot) in nodes.iter().zip(snapshots) {
-            let dir = root.join(name);
-            let (node, node_docs) = snapshot?;
+            let (dir, node, node_docs) = snapshot?;
             let manifest = node.manifest()?;
             match partition_ns {
                 None => partition_ns = Some(manifest.partition_ns),
