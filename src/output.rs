@@ -20,7 +20,7 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
         Format::Csv => {
             let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(out);
             for b in batches {
-                w.write(b)?;
+                w.write(&csv_ready(b)?)?;
             }
         }
         Format::Json => {
@@ -32,6 +32,43 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
         }
     }
     Ok(())
+}
+
+/// `batch` with every nested column (struct, list, map: what `onset`, `change_points`,
+/// `lag_corr` and `gap_fill` return) as its JSON text, which CSV can hold; other columns as
+/// they are. A null stays an empty field.
+fn csv_ready(batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
+    use std::sync::Arc;
+    if !batch.schema().fields().iter().any(|f| f.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns: Vec<arrow::array::ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        if !field.data_type().is_nested() {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+            continue;
+        }
+        // One JSON object per row, `{"value": ...}` (nulls omitted), of this column alone.
+        let single = arrow::datatypes::Field::new("value", field.data_type().clone(), true);
+        let one = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(vec![single])), vec![column.clone()])?;
+        let mut lines = Vec::new();
+        let mut w = arrow::json::LineDelimitedWriter::new(&mut lines);
+        w.write(&one)?;
+        w.finish()?;
+        let mut texts = arrow::array::StringBuilder::new();
+        for line in std::str::from_utf8(&lines)?.lines() {
+            let row: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line)?;
+            match row.get("value") {
+                Some(value) => texts.append_value(value.to_string()),
+                None => texts.append_null(),
+            }
+        }
+        fields.push(arrow::datatypes::Field::new(field.name(), arrow::datatypes::DataType::Utf8, true));
+        columns.push(Arc::new(texts.finish()));
+    }
+    Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
 }
 
 /// Writes a result batch by batch: csv and json rows go out as each batch arrives; the table
@@ -64,7 +101,7 @@ impl<'a> Printer<'a> {
     pub fn write(&mut self, batch: RecordBatch) -> anyhow::Result<()> {
         match self {
             Printer::Table { batches, .. } => batches.push(batch),
-            Printer::Csv(w) => w.write(&batch)?,
+            Printer::Csv(w) => w.write(&csv_ready(&batch)?)?,
             Printer::Json(w) => w.write(&batch)?,
         }
         Ok(())

@@ -142,7 +142,8 @@ mod tests {
         assert_eq!(same.scan_all(ScanRequest::default()).unwrap().len(), 5);
         assert_eq!(one.scan_all(ScanRequest::default()).unwrap().len(), 5);
         // The closed writers released their leases: a new writer on node-0 takes it at once,
-        // and a third one (another data directory) is refused while it is held.
+        // and a third one (another data directory) is refused while it is held — on `file://`
+        // by the writer lock of the node's directory, which it takes before the lease.
         let dir = tmp.path().join("local-new");
         std::fs::create_dir_all(&dir).unwrap();
         let s = ObjectStorage::open(&format!("{root_url}/node-0"), &dir, 0).unwrap();
@@ -153,7 +154,7 @@ mod tests {
             .unwrap()
             .acquire_lease(std::time::Duration::from_secs(30))
             .unwrap_err();
-        assert!(err.to_string().contains("is written by another node"), "{err}");
+        assert!(err.to_string().contains("node-0 is locked by another writer"), "{err}");
         // A missing root is no store.
         let none = open_dataset_read_only(Some(&format!("{root_url}-none")), &reader, 0).unwrap_err();
         assert!(matches!(none, Error::NoStore { .. }), "{none}");

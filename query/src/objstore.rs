@@ -101,6 +101,8 @@ struct Inner {
     cache: ReadCache,
     /// The writer lease, once a writer took it (`acquire_lease`): every put and delete checks it.
     lease: OnceLock<lease::WriterLease>,
+    /// For `file://`: the writer lock of the URL's directory, once a writer took the lease.
+    dir_lock: OnceLock<lockstep_engine::store::lock::WriterLock>,
 }
 
 impl ObjectStorage {
@@ -161,6 +163,7 @@ impl ObjectStorage {
                 cache_ns: cache_namespace(url),
                 cache: ReadCache::new(root.join("cache"), cache_bytes),
                 lease: OnceLock::new(),
+                dir_lock: OnceLock::new(),
             }),
         }
     }
@@ -169,7 +172,22 @@ impl ObjectStorage {
     /// (see [`lease`]): fails at once if another node's lease is live. From then on every put
     /// and delete checks the lease, which a thread renews every `ttl / 3` and the storage's
     /// drop releases. The caller holds the writer lock of `root` (`WriterLock::acquire`).
+    ///
+    /// On `file://` the URL's directory is laid out as a store directory, which a writer can
+    /// also open directly (`lockstep serve --data-dir` on it): the writer lock of that
+    /// directory is taken first, held as long as the storage, so that the two writers refuse
+    /// each other whichever came first.
     pub fn acquire_lease(&self, ttl: Duration) -> io::Result<()> {
+        if let Some(dir) = &self.inner.fsync_root {
+            let canonical = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            if canonical(dir) != canonical(&self.inner.root) {
+                let lock = lockstep_engine::store::lock::WriterLock::acquire(dir)
+                    .map_err(|e| io::Error::new(io::ErrorKind::WouldBlock, format!("{}: {e}", self.inner.url)))?;
+                self.inner.dir_lock.set(lock).map_err(|_| {
+                    io::Error::other(format!("{}: the directory's writer lock is held already", self.inner.url))
+                })?;
+            }
+        }
         let node = lease::node_id(&self.inner.root)?;
         let key = self.inner.key(lease::LEASE_OBJECT);
         let held =

@@ -100,7 +100,8 @@ impl SimConfig {
         Self { scenario, ..Self::default() }
     }
 
-    fn validate(&self) -> Result<(), SimError> {
+    /// Checks the configuration's ranges (what [`simulate`] checks before writing anything).
+    pub fn validate(&self) -> Result<(), SimError> {
         let bad =
             |field: &'static str, reason: &str| Err(SimError::InvalidConfig { field, reason: reason.to_string() });
         if !(4..=2048).contains(&self.nodes) {

@@ -51,6 +51,17 @@ fn prepare_dir(dir: &std::path::Path) -> anyhow::Result<()> {
                 "{} is not empty and was not created by `lockstep demo`; refusing to replace it (choose another --dir)",
                 dir.display()
             );
+            // A writer (`lockstep serve --data-dir DIR/db`) may be using the earlier demo's
+            // store: its lock is taken (and held while the directory is cleared) or the demo
+            // stops, naming the holder.
+            let db = dir.join("db");
+            let _held = if db.join(lockstep_engine::store::lock::LOCK_FILE).exists() {
+                Some(lockstep_engine::store::lock::WriterLock::acquire(&db).with_context(|| {
+                    format!("{} is the store of an earlier demo that a process has open; stop it first", db.display())
+                })?)
+            } else {
+                None
+            };
             std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
     }

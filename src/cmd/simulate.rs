@@ -31,7 +31,9 @@ pub struct Args {
 /// Builds the simulator config from the arguments.
 pub fn config(args: &Args) -> anyhow::Result<SimConfig> {
     let scenario: Scenario = args.scenario.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(SimConfig { nodes: args.nodes, seed: args.seed, minutes: args.minutes, ..SimConfig::new(scenario) })
+    let config = SimConfig { nodes: args.nodes, seed: args.seed, minutes: args.minutes, ..SimConfig::new(scenario) };
+    config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(config)
 }
 
 /// Runs the simulator and prints a summary.

@@ -277,18 +277,23 @@ fn series_key(raw: Vec<PromLabel>) -> Result<SeriesKey, (&'static str, String)> 
             String::from_utf8(b.into()).map_err(|e| ("invalid_series", format!("a label is not UTF-8: {e}")))
         };
         let (name, value) = (utf8(l.name)?, utf8(l.value)?);
-        match name.as_str() {
-            "__name__" => metric = Some(value),
+        // A name given twice (`a="1", a="2"`), or a reserved name whose `prom_` form is also
+        // given (`time="x", prom_time="y"`), would keep one value and drop the other.
+        let collision = |stored: &str| ("label_collision", format!("label {stored:?} is given twice ({name:?})"));
+        let replaced = match name.as_str() {
+            "__name__" => metric.replace(value).map(|_| "__name__".to_string()),
             "instance" => {
                 instance = Some(value.clone());
-                labels.insert(name, value);
+                labels.insert(name.clone(), value).map(|_| name.clone())
             }
             n if RESERVED_LABELS.contains(&n) => {
-                labels.insert(format!("prom_{name}"), value);
+                let stored = format!("prom_{name}");
+                labels.insert(stored.clone(), value).map(|_| stored)
             }
-            _ => {
-                labels.insert(name, value);
-            }
+            _ => labels.insert(name.clone(), value).map(|_| name.clone()),
+        };
+        if let Some(stored) = replaced {
+            return Err(collision(&stored));
         }
     }
     let Some(metric) = metric else {
@@ -439,12 +444,14 @@ pub(crate) fn decode(compressed: &[u8], max: usize, version: Version) -> Result<
         .decompress_vec(compressed)
         .map_err(|e| Status::invalid_argument(format!("body is not snappy (block format): {e}")))?;
     let raw = Bytes::from(raw);
+    let body_len = raw.len();
     match version {
         Version::V1 => prost::Message::decode(raw)
             .map_err(|e| Status::invalid_argument(format!("malformed prometheus.WriteRequest: {e}"))),
         Version::V2 => native::from_v2(
             prost::Message::decode(raw)
                 .map_err(|e| Status::invalid_argument(format!("malformed io.prometheus.write.v2.Request: {e}")))?,
+            body_len,
         ),
     }
 }

@@ -254,9 +254,10 @@ fn apply(e: &Expr, label_columns: &[String], p: &mut Pushdown) -> bool {
     }
 }
 
-/// Whether `e` reads only columns constant within a series, at least one, and is
-/// deterministic and self-contained (no subquery, placeholder or outer reference): then its
-/// value per series is its value on every row of that series.
+/// Whether `e` reads only columns constant within a series (or none: a constant such as the
+/// `NULL` that `host IN (NULL)` folds to after it was pushed down) and is deterministic and
+/// self-contained (no subquery, placeholder or outer reference): then its value per series is
+/// its value on every row of that series.
 pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
     let columns = e.column_refs();
     let foreign = e
@@ -273,8 +274,7 @@ pub fn series_level(e: &Expr, label_columns: &[String]) -> bool {
             ))
         })
         .unwrap_or(true);
-    !columns.is_empty()
-        && !foreign
+    !foreign
         && !e.is_volatile()
         && columns.iter().all(|c| SERIES_COLUMNS.contains(&c.name.as_str()) || label_columns.contains(&c.name))
 }

@@ -157,14 +157,16 @@ pub(crate) fn to_exponential(h: &PromHistogram) -> Result<ExponentialHistogramDa
     })
 }
 
-/// `io.prometheus.write.v2.Request`.
+/// `io.prometheus.write.v2.Request`: fields 4 and 5; 1 to 3 are reserved by the spec, so that
+/// a 1.0 `prometheus.WriteRequest` (`timeseries = 1`, `metadata = 3`) decodes as an empty
+/// request (refused by [`from_v2`]).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct V2Request {
     /// Interned strings; `symbols[0]` is the empty string.
-    #[prost(bytes = "bytes", repeated, tag = "1")]
+    #[prost(bytes = "bytes", repeated, tag = "4")]
     pub symbols: Vec<hyper::body::Bytes>,
     /// Series.
-    #[prost(message, repeated, tag = "2")]
+    #[prost(message, repeated, tag = "5")]
     pub timeseries: Vec<V2TimeSeries>,
 }
 
@@ -183,8 +185,18 @@ pub struct V2TimeSeries {
 }
 
 /// Resolves a 2.0 request's symbol references into the 1.0 shape; a reference outside the
-/// symbol table or an odd number of references is an error naming the series.
-pub(crate) fn from_v2(req: V2Request) -> Result<PromWriteRequest, Status> {
+/// symbol table or an odd number of references is an error naming the series. A non-empty
+/// body (`body_len` bytes) without symbols or series is refused: it is not a 2.0 message (a
+/// 1.0 `prometheus.WriteRequest` sent with the 2.0 content type decodes so), and answering
+/// success would drop its samples.
+pub(crate) fn from_v2(req: V2Request, body_len: usize) -> Result<PromWriteRequest, Status> {
+    if body_len > 0 && req.symbols.is_empty() && req.timeseries.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "body of {body_len} bytes has no symbols (field 4) and no timeseries (field 5) of an \
+             io.prometheus.write.v2.Request; a prometheus.WriteRequest (1.0) must be sent with \
+             proto=prometheus.WriteRequest"
+        )));
+    }
     let symbols = req.symbols;
     let mut timeseries = Vec::with_capacity(req.timeseries.len());
     for (n, ts) in req.timeseries.into_iter().enumerate() {

@@ -364,6 +364,79 @@ async fn remote_write_2_and_native_histograms() {
     task.await.unwrap();
 }
 
+/// A 2.0 request encoded at the wire level from the spec (`io.prometheus.write.v2.Request`:
+/// `symbols = 4`, `timeseries = 5`; `TimeSeries`: `labels_refs = 1` packed, `samples = 2`;
+/// `Sample`: `value = 1`, `timestamp = 2`), not through the server's own message types, is
+/// stored; a 1.0 `prometheus.WriteRequest` sent with the 2.0 content type is refused, not
+/// answered 204 with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_write_2_field_numbers_are_the_specs() {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    fn field(tag: u32, body: &[u8], out: &mut Vec<u8>) {
+        encode_key(tag, WireType::LengthDelimited, out);
+        encode_varint(body.len() as u64, out);
+        out.extend_from_slice(body);
+    }
+    let mut body = Vec::new();
+    for symbol in ["", "__name__", "spec_up", "host", "n1"] {
+        field(4, symbol.as_bytes(), &mut body);
+    }
+    let mut refs = Vec::new();
+    for r in [1u64, 2, 3, 4] {
+        encode_varint(r, &mut refs);
+    }
+    for (i, value) in [1.5f64, 2.5].into_iter().enumerate() {
+        let mut sample = Vec::new();
+        encode_key(1, WireType::SixtyFourBit, &mut sample);
+        sample.extend_from_slice(&value.to_le_bytes());
+        encode_key(2, WireType::Varint, &mut sample);
+        encode_varint((T_MS + i as i64) as u64, &mut sample);
+        let mut series = Vec::new();
+        field(1, &refs, &mut series);
+        field(2, &sample, &mut series);
+        field(5, &series, &mut body);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+    let (addr, stop, task) = start(store.clone()).await;
+    let v2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+    let snappy = |raw: &[u8]| snap::raw::Encoder::new().compress_vec(raw).unwrap();
+    let (code, text) = post(&addr, Some(TOKEN), v2, &snappy(&body)).await;
+    assert_eq!(code, 204, "{text}");
+    let stored: Vec<f64> = read(&store, "spec_up").into_iter().map(|(_, _, v)| v).collect();
+    assert_eq!(stored, [1.5, 2.5]);
+
+    let v1 = PromWriteRequest { timeseries: vec![series(&[("__name__", "v1_up"), ("host", "n1")], &[(T_MS, 1.0)])] };
+    let (code, text) = post(&addr, Some(TOKEN), v2, &snappy(&prost::Message::encode_to_vec(&v1))).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("no symbols (field 4) and no timeseries (field 5)"), "{text}");
+    assert!(read(&store, "v1_up").is_empty());
+    drop(stop);
+    task.await.unwrap();
+}
+
+/// A label given twice, or a reserved name together with its `prom_` form, rejects the series
+/// (reason `label_collision`) instead of keeping one of the values; the other series are kept.
+#[test]
+fn colliding_labels_reject_their_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let request = PromWriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "twice"), ("host", "h1"), ("a", "1"), ("a", "2")], &[(T_MS, 1.0)]),
+            series(&[("__name__", "reserved"), ("host", "h1"), ("time", "x"), ("prom_time", "y")], &[(T_MS, 1.0)]),
+            series(&[("__name__", "name"), ("__name__", "other"), ("host", "h1")], &[(T_MS, 1.0)]),
+            series(&[("__name__", "fine"), ("host", "h1"), ("time", "x")], &[(T_MS, 1.0)]),
+        ],
+    };
+    let c = convert(&store, &SeriesCache::default(), request, &Limits::default()).unwrap();
+    assert_eq!(c.batch.series.len(), 1);
+    assert_eq!(c.batch.series[0].0.metric, "fine");
+    assert_eq!(c.batch.series[0].0.labels.get("prom_time").map(|v| v.as_str()), Some("x"));
+    assert_eq!(c.rejected, 3, "{:?}", c.by_reason);
+    assert!(c.by_reason.iter().any(|(reason, _)| *reason == "label_collision"), "{:?}", c.by_reason);
+}
+
 /// A label set the store knows is resolved to its id once, then read from the cache; cached or
 /// not, the samples, rejections and the resulting write are the same.
 #[test]
