@@ -10,6 +10,7 @@ use lockstep_engine::metrics::MetricCatalog;
 
 pub mod approx_quantile;
 pub mod before;
+mod bounded;
 pub mod change_points;
 mod constant_args;
 pub(crate) mod counter;
@@ -37,6 +38,7 @@ pub fn register_all(ctx: &SessionContext) {
 /// follow `catalog` (a store's: [`crate::catalog::store_catalog`]).
 pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalog>) {
     use datafusion::logical_expr::AggregateUDF;
+    bounded::register(ctx);
     register_time_series_functions(ctx);
     register_analysis_functions(ctx);
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_increase(catalog.clone())));

@@ -134,6 +134,12 @@ fn import_scrapes(args: Args) -> anyhow::Result<()> {
         None => "empty".into(),
     };
     outln!("imported {} samples of {} series from {} scrape file(s)", report.samples, report.series, args.paths.len());
+    if report.skipped > 0 {
+        outln!("not stored: {} NaN or ±inf samples (empty summary windows, gauges without a value)", report.skipped);
+        for example in &report.skipped_examples {
+            outln!("  {example}");
+        }
+    }
     outln!("time span: {span}");
     Ok(())
 }

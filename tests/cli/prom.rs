@@ -130,14 +130,21 @@ fn scrape_files_timestamps_hosts_and_all_or_nothing_errors() {
         "# TYPE ib_port_xmit_wait_total counter\n\
          ib_port_xmit_wait_total{port=\"1\"} 10 1767225600000\n\
          ib_port_xmit_wait_total{port=\"1\"} 30 1767225610000\n\
-         up 1\n",
+         up 1\n\
+         # TYPE rpc_seconds summary\n\
+         rpc_seconds{quantile=\"0.5\"} NaN\n\
+         rpc_seconds{quantile=\"0.99\"} NaN\n\
+         rpc_seconds_sum 0\n\
+         rpc_seconds_count 0\n",
     )
     .unwrap();
     // OpenMetrics: seconds with a fraction, `# EOF`; its own host label wins over --host.
     let om = tmp.path().join("b.om");
     std::fs::write(&om, "# TYPE gpu_temp gauge\ngpu_temp{host=\"node-b\",gpu=\"0\"} 61.5 1767225600.25\n# EOF\n")
         .unwrap();
-    ok(&[
+    // A summary before its first observation (NaN quantiles, as the Go client exposes it):
+    // its NaNs are counted and not stored, the rest imports.
+    let out = ok(&[
         "import",
         "--data-dir",
         dbs,
@@ -148,8 +155,15 @@ fn scrape_files_timestamps_hosts_and_all_or_nothing_errors() {
         text.to_str().unwrap(),
         om.to_str().unwrap(),
     ]);
-    let rows =
-        sql_json(&db, "SELECT metric, host, CAST(time AS BIGINT) AS t, value FROM samples ORDER BY metric, time");
+    assert!(
+        out.contains("imported 6 samples of 5 series") && out.contains("not stored: 2 NaN or ±inf samples"),
+        "{out}"
+    );
+    assert!(out.contains(r#"rpc_seconds{host="node-a",quantile="0.5"}"#), "{out}");
+    let rows = sql_json(
+        &db,
+        "SELECT metric, host, CAST(time AS BIGINT) AS t, value FROM samples WHERE metric NOT LIKE 'rpc%' ORDER BY metric, time",
+    );
     let got: Vec<(String, String, i64, f64)> = rows
         .iter()
         .map(|r| {

@@ -26,6 +26,9 @@ struct FaultState {
     crashed: AtomicBool,
     /// A full disk: writes, syncs, creates and renames fail with ENOSPC until cleared.
     full: AtomicBool,
+    /// A full disk that still has inodes: creating an empty file works, writing to it fails
+    /// with ENOSPC (what a filesystem out of blocks does).
+    full_blocks: AtomicBool,
     /// Creating a file with this extension fails with EACCES (a read-only directory).
     deny_create: std::sync::Mutex<Option<&'static str>>,
     /// Reads observed since [`FaultyStorage::record_reads`] (`None`: not recording).
@@ -68,6 +71,7 @@ impl FaultyStorage {
                 remaining: AtomicU64::new(budget),
                 crashed: AtomicBool::new(budget == 0),
                 full: AtomicBool::new(false),
+                full_blocks: AtomicBool::new(false),
                 deny_create: std::sync::Mutex::new(None),
                 reads: std::sync::Mutex::new(None),
             }),
@@ -96,6 +100,12 @@ impl FaultyStorage {
     /// work); clearing it is space coming back.
     pub fn set_full(&self, full: bool) {
         self.state.full.store(full, Ordering::SeqCst);
+    }
+
+    /// Out of blocks but not of inodes while `full`: files are created, every write and sync
+    /// to a file fails with ENOSPC.
+    pub fn set_out_of_blocks(&self, full: bool) {
+        self.state.full_blocks.store(full, Ordering::SeqCst);
     }
 
     /// Makes creating files with extension `ext` fail with "permission denied" (as in a
@@ -132,9 +142,19 @@ struct FaultyFile {
     state: Arc<FaultState>,
 }
 
+impl FaultState {
+    fn check_file_write(&self) -> io::Result<()> {
+        self.check()?;
+        if self.full_blocks.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc_enospc()));
+        }
+        Ok(())
+    }
+}
+
 impl Write for FaultyFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.state.check()?;
+        self.state.check_file_write()?;
         let remaining = self.state.remaining.load(Ordering::SeqCst);
         let n = (buf.len() as u64).min(remaining) as usize;
         if n < buf.len() {
@@ -157,7 +177,7 @@ impl Write for FaultyFile {
 
 impl StorageFile for FaultyFile {
     fn sync(&mut self) -> io::Result<()> {
-        self.state.check()?;
+        self.state.check_file_write()?;
         self.inner.sync()
     }
 }

@@ -157,8 +157,16 @@ impl Store {
         let mut new_files = Vec::new();
         for (partition, part_rows) in split_by_partition_owned(rows, partition_ns) {
             let sorted = sort_dedup(&part_rows);
-            let id = self.alloc_file_ids(1)?;
-            new_files.push(self.write_data_file(partition, id, &sorted, 0, self.config.file_options)?);
+            let written = self
+                .alloc_file_ids(1)
+                .and_then(|id| self.write_data_file(partition, id, &sorted, 0, self.config.file_options));
+            match written {
+                Ok(file) => new_files.push(file),
+                Err(e) => {
+                    self.discard(&new_files);
+                    return Err(e);
+                }
+            }
         }
         self.commit(new_files, &[], Some(sealed))
     }
@@ -186,7 +194,14 @@ impl Store {
                 .unwrap_or_else(|_| Err(Error::Unavailable { reason: "a flush encoder thread panicked".into() }));
             (first, second)
         });
-        Ok(vec![a?, b?])
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok(vec![a, b]),
+            (Ok(written), Err(e)) | (Err(e), Ok(written)) => {
+                self.discard(&[written]);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+        }
     }
 
     /// Writes one data file of rows `range` and returns its manifest entry.
@@ -200,8 +215,27 @@ impl Store {
         options: WriteOptions,
     ) -> Result<FileEntry> {
         let (rel, path) = self.new_data_path(partition, id)?;
-        let stats = datafile::write_file_range(self.storage.as_ref(), &path, rows, range, options)?;
+        // A file that failed half-way (a full disk) is named by no manifest: removed now, not
+        // left to the next writer's orphan clean-up (a server retrying its flush every few
+        // seconds would leave one per attempt).
+        let stats = datafile::write_file_range(self.storage.as_ref(), &path, rows, range, options)
+            .inspect_err(|_| self.discard_path(&path))?;
         Ok(FileEntry::new(id, partition, rel, &stats, level))
+    }
+
+    /// Removes data files written for a change that failed before its commit.
+    fn discard(&self, written: &[FileEntry]) {
+        for f in written {
+            self.discard_path(&self.dir.join(&f.path));
+        }
+    }
+
+    fn discard_path(&self, path: &std::path::Path) {
+        if let Err(e) = self.storage.remove_file(path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a data file of a failed write");
+        }
     }
 
     /// Writes one data file of all `rows` and returns its manifest entry.

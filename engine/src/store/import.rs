@@ -235,11 +235,21 @@ impl BulkImport<'_> {
 }
 
 impl Drop for BulkImport<'_> {
+    /// An import that was not committed (an error, a full disk) removes its staged files, and
+    /// every other file of its own in `staging/` — a spill or merge cut short by the error —
+    /// so that the space comes back now, not when the next writer opens the store.
     fn drop(&mut self) {
         if !self.committed {
             let _ = self.join_spill();
             for (_, path, _) in &self.staged {
                 let _ = self.store.storage.remove_file(path);
+            }
+            let staging = self.store.dir.join("staging");
+            let own = format!("{}-", self.prefix);
+            for path in self.store.storage.list_dir(&staging).unwrap_or_default() {
+                if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&own)) {
+                    let _ = self.store.storage.remove_file(&path);
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Every standard Parquet codec imports: files written by pyarrow (default settings = snappy,
 //! and gzip, LZ4_RAW, brotli, zstd, none), by pandas `to_parquet` (defaults), by DuckDB
 //! `COPY ... (FORMAT parquet)` (default = snappy, and gzip, zstd, lz4, brotli, uncompressed),
-//! and the legacy Hadoop-framed `LZ4` codec (which neither writes) by the parquet crate.
+//! and the legacy Hadoop-framed `LZ4` codec (which neither writes) by the parquet crate; and
+//! time columns as the microsecond timestamps pandas and DuckDB write.
 //!
 //! Needs `python3` with `pyarrow` and `duckdb` (`pip install duckdb pyarrow`, as
 //! `scripts/test.sh` does); the test FAILS with a clear message when they are missing. The
@@ -82,17 +83,25 @@ for codec in ["gzip", "lz4", "brotli", "zstd", "none"]:
     pq.write_table(table, os.path.join(out, f"pyarrow-{codec}.parquet"), compression=codec)
 try:
     import pandas
-    table.to_pandas().to_parquet(os.path.join(out, "pandas-default.parquet"))
+    frame = table.to_pandas()
+    frame.to_parquet(os.path.join(out, "pandas-default.parquet"))
+    # Times as pandas datetimes at microseconds (pandas 3's default unit), naive and in UTC.
+    frame["time"] = pandas.to_datetime(frame["time"], unit="ns").astype("datetime64[us]")
+    frame.to_parquet(os.path.join(out, "pandas-datetime-us.parquet"))
+    frame["time"] = frame["time"].dt.tz_localize("UTC")
+    frame.to_parquet(os.path.join(out, "pandas-datetime-us-utc.parquet"))
 except ImportError:
-    print("pandas not installed: skipping the pandas fixture", file=sys.stderr)
+    print("pandas not installed: skipping the pandas fixtures", file=sys.stderr)
 con = duckdb.connect()
 con.register("t", table)
-def copy(name, options):
+def copy(name, options, select="*"):
     path = os.path.join(out, name)
-    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet{options})")
+    con.execute(f"COPY (SELECT {select} FROM t) TO '{path}' (FORMAT parquet{options})")
 copy("duckdb-default.parquet", "")
 for codec in ["gzip", "zstd", "lz4", "brotli", "uncompressed"]:
     copy(f"duckdb-{codec}.parquet", f", CODEC '{codec}'")
+# DuckDB's TIMESTAMP (microseconds).
+copy("duckdb-timestamp.parquet", "", "* REPLACE (make_timestamp(time // 1000) AS time)")
 "#;
 
 /// The codec of every column chunk of `path` (they must all agree).
@@ -223,6 +232,23 @@ fn every_standard_parquet_codec_imports() {
         }
     }
     assert!(failures.is_empty(), "fixtures that did not import exactly:\n{failures:#?}");
+
+    // A time column of microsecond timestamps (DuckDB's TIMESTAMP; pandas datetimes, naive and
+    // in UTC) imports as the same instants in ns, its sub-microsecond digits gone.
+    let want_us: Vec<_> = {
+        let mut v: Vec<_> = want.iter().map(|(k, t, x)| (k.clone(), t / 1000 * 1000, *x)).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v
+    };
+    let mut timestamped = vec!["duckdb-timestamp"];
+    if dir.join("pandas-datetime-us.parquet").is_file() {
+        timestamped.extend(["pandas-datetime-us", "pandas-datetime-us-utc"]);
+    }
+    for name in timestamped {
+        let file = dir.join(format!("{name}.parquet"));
+        let got = import_rows(&dir.join(format!("db-{name}")), &file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got, want_us, "{name}");
+    }
 }
 
 /// A corrupt Parquet file (a flipped bit anywhere, or a truncation) is imported or refused

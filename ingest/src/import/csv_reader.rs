@@ -9,6 +9,19 @@ fn parse(record: &csv::ByteRecord, i: usize) -> Option<&str> {
     record.get(i).and_then(|b| std::str::from_utf8(b).ok())
 }
 
+/// Field `i` as text: `Ok(None)` when the record has no such field, an error naming the
+/// column and the offending byte when it is not UTF-8 (a Latin-1 label value is refused, not
+/// read as missing: that merged series and hid their rows).
+fn text<'a>(record: &'a csv::ByteRecord, i: usize, name: &str) -> Result<Option<&'a str>, String> {
+    match record.get(i) {
+        None => Ok(None),
+        Some(bytes) => std::str::from_utf8(bytes).map(Some).map_err(|e| {
+            let at = e.valid_up_to();
+            format!("column {name} is not valid UTF-8 (byte 0x{:02x} at offset {at})", bytes[at])
+        }),
+    }
+}
+
 /// Reads `path` into `sink`.
 pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) -> Result<(), ImportError> {
     let bad_file = |reason: String| ImportError::BadFile { file: path.to_path_buf(), reason };
@@ -17,7 +30,18 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
     let mut reader =
         csv::ReaderBuilder::new().has_headers(true).flexible(false).buffer_capacity(1 << 20).from_reader(file);
     let headers = reader.byte_headers().map_err(|e| bad_file(format!("cannot read header: {e}")))?.clone();
-    let names: Vec<String> = headers.iter().map(|h| String::from_utf8_lossy(h).trim().to_string()).collect();
+    let mut names: Vec<String> = Vec::with_capacity(headers.len());
+    for (i, h) in headers.iter().enumerate() {
+        let name = std::str::from_utf8(h)
+            .map_err(|_| {
+                bad_file(format!("header column {} ({:?}) is not valid UTF-8", i + 1, String::from_utf8_lossy(h)))
+            })?
+            .trim();
+        if names.iter().any(|n| n == name) {
+            return Err(bad_file(format!("column {name:?} appears twice in the header")));
+        }
+        names.push(name.to_string());
+    }
     let find = |name: &str| {
         names.iter().position(|n| n == name).ok_or_else(|| bad_file(format!("missing required column {name}")))
     };
@@ -78,8 +102,20 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
             }
         };
         let mut fields: Vec<Option<&str>> = Vec::with_capacity(label_idx.len() + 1);
-        fields.push(parse(&record, metric_i));
-        fields.extend(label_idx.iter().map(|&i| parse(&record, i)));
+        let mut bad = None;
+        for i in std::iter::once(metric_i).chain(label_idx.iter().copied()) {
+            match text(&record, i, &names[i]) {
+                Ok(field) => fields.push(field),
+                Err(reason) => {
+                    bad = Some(reason);
+                    break;
+                }
+            }
+        }
+        if let Some(reason) = bad {
+            sink.bad_row(row, reason)?;
+            continue;
+        }
         sink.push(row, time, value, &fields)?;
     }
     progress(total_bytes.unwrap_or(0), total_bytes);

@@ -31,11 +31,7 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
         matches!(dt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
             || matches!(dt, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8))
     };
-    check_type(
-        time_i,
-        &|dt| matches!(dt, DataType::Int64 | DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, _)),
-        "Int64 ns",
-    )?;
+    check_type(time_i, &|dt| matches!(dt, DataType::Int64 | DataType::Timestamp(_, _)), "Int64 ns or a timestamp")?;
     check_type(value_i, &|dt| dt.is_numeric(), "Float64")?;
     let mut label_idx = vec![host_i];
     label_idx.extend((0..names.len()).filter(|&i| ![time_i, metric_i, value_i, host_i].contains(&i)));
@@ -91,6 +87,25 @@ fn codes(
     Ok(())
 }
 
+/// The time column as ns since the epoch: Int64 as it is; a timestamp of any unit (pandas
+/// writes `timestamp[us]` by default since 3.0, DuckDB's `TIMESTAMP` is microseconds) scaled to
+/// ns, with or without a time zone (the stored instant is UTC either way). A value outside the
+/// ns range (years before 1677 or after 2262) is an error naming it, not a null.
+fn time_ns(column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef, String> {
+    use arrow::compute::{CastOptions, cast_with_options};
+    use arrow::datatypes::TimeUnit;
+    let strict = CastOptions { safe: false, ..Default::default() };
+    let column = match column.data_type() {
+        // Keeping the zone: a cast to a zone-less type would shift to its local time.
+        DataType::Timestamp(unit, zone) if *unit != TimeUnit::Nanosecond => {
+            cast_with_options(column, &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()), &strict)
+                .map_err(|e| format!("time {} does not fit ns since 1970 (years 1677-2262): {e}", column.data_type()))?
+        }
+        _ => column.clone(),
+    };
+    cast(&column, &DataType::Int64).map_err(|e| e.to_string())
+}
+
 /// Pushes one batch; returns the new row count. Errors: Ok(import error) or Err(file reason).
 fn push_batch(
     batch: &RecordBatch,
@@ -101,7 +116,7 @@ fn push_batch(
     label_idx: &[usize],
     sink: &mut RowSink<'_>,
 ) -> Result<u64, Result<ImportError, String>> {
-    let time = cast(batch.column(time_i), &DataType::Int64).map_err(|e| Err(e.to_string()))?;
+    let time = time_ns(batch.column(time_i)).map_err(Err)?;
     let time = time.as_primitive::<Int64Type>();
     let value = cast(batch.column(value_i), &DataType::Float64).map_err(|e| Err(e.to_string()))?;
     let value = value.as_primitive::<Float64Type>();

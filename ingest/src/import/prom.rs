@@ -36,6 +36,7 @@ pub fn import_prom_files(
 ) -> Result<ImportReport, ImportError> {
     let started = Instant::now();
     let mut import = store.bulk_import();
+    let (mut skipped, mut skipped_examples) = (0u64, Vec::new());
     for file in files {
         let bad = |reason: String| ImportError::BadFile { file: file.clone(), reason };
         let text = std::fs::read_to_string(file).map_err(|e| bad(e.to_string()))?;
@@ -54,7 +55,11 @@ pub fn import_prom_files(
             }
             e => bad(e.to_string()),
         })?;
-        import.write(&exposition.batch).map_err(|e| bad(e.to_string()))?;
+        let mut batch = exposition.batch;
+        if !store.config().allow_non_finite {
+            skipped += drop_non_finite(&mut batch, file, &mut skipped_examples);
+        }
+        import.write(&batch).map_err(|e| bad(e.to_string()))?;
     }
     let summary = import.commit()?;
     Ok(ImportReport {
@@ -63,8 +68,34 @@ pub fn import_prom_files(
         series: summary.series,
         time_span: summary.min_time.zip(summary.max_time),
         seconds: started.elapsed().as_secs_f64(),
+        skipped,
+        skipped_examples,
         ..ImportReport::default()
     })
+}
+
+/// Removes NaN and ±inf samples from `batch` (a store that does not keep them would refuse
+/// the whole import): an exposition's NaN is an empty window of a summary's quantile (what the
+/// Go client exposes before the first observation) or a gauge without a value, which remote
+/// write drops too. Returns how many were removed; the first few series go to `examples`.
+fn drop_non_finite(batch: &mut lockstep_engine::WriteBatch, file: &Path, examples: &mut Vec<String>) -> u64 {
+    let mut dropped = 0u64;
+    for (key, samples) in &mut batch.series {
+        let before = samples.values.len();
+        let mut i = 0;
+        samples.timestamps.retain(|_| {
+            i += 1;
+            samples.values[i - 1].is_finite()
+        });
+        samples.values.retain(|v| v.is_finite());
+        let gone = before - samples.values.len();
+        if gone > 0 && examples.len() < 5 {
+            examples.push(format!("{}: {key}: {gone} non-finite value(s) (NaN or ±inf) not stored", file.display()));
+        }
+        dropped += gone as u64;
+    }
+    batch.series.retain(|(_, s)| !s.values.is_empty());
+    dropped
 }
 
 /// OpenMetrics expositions end with `# EOF`.

@@ -104,6 +104,24 @@ fn wrong_files_get_specific_errors() {
     let csv = write(tmp.path(), "d.csv", &format!("time,host,metric,value,series_id\n{T},h,m,1,x\n"));
     let e = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("reserved"), "{e}");
+    // Text that is not UTF-8 (Latin-1) in a label, the host, the metric or a header name is an
+    // error naming the row and column, not a missing label (which merged two series into one).
+    let latin1 = |name: &str, body: String| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, body.bytes().map(|b| if b == 1 { 0xe9 } else { b }).collect::<Vec<u8>>()).unwrap();
+        import_file(&s, &p, &ImportOptions::default(), &mut |_, _| {}).unwrap_err().to_string()
+    };
+    let e = latin1("e.csv", format!("time,host,metric,value,gpu\n{T},n1,m,1,0\n{T},n1,m,2,\u{1}\n"));
+    assert!(e.ends_with("row 2: column gpu is not valid UTF-8 (byte 0xe9 at offset 0)"), "{e}");
+    let e = latin1("f.csv", format!("time,host,metric,value\n{T},n\u{1},m,1\n"));
+    assert!(e.ends_with("row 1: column host is not valid UTF-8 (byte 0xe9 at offset 1)"), "{e}");
+    let e = latin1("g.csv", format!("time,host,metric,value\n{T},n1,temp\u{1},1\n"));
+    assert!(e.ends_with("row 1: column metric is not valid UTF-8 (byte 0xe9 at offset 4)"), "{e}");
+    let e = latin1("h.csv", format!("time,host,metric,value,r\u{1}gion\n{T},n1,m,1,eu\n"));
+    assert!(e.contains("header column 5") && e.contains("is not valid UTF-8"), "{e}");
+    let e = latin1("i.csv", format!("time,host,metric,value,gpu,gpu\n{T},n1,m,1,0,1\n"));
+    assert!(e.ends_with("column \"gpu\" appears twice in the header"), "{e}");
+    assert!(s.scan_all(ScanRequest::default()).unwrap().value.is_empty(), "nothing imported");
 }
 
 #[test]

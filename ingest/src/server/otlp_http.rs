@@ -110,9 +110,59 @@ fn decode(bytes: &[u8], encoding: Encoding) -> Result<ExportMetricsServiceReques
     match encoding {
         Encoding::Protobuf => prost::Message::decode(bytes)
             .map_err(|e| Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (protobuf): {e}"))),
-        Encoding::Json => serde_json::from_slice(bytes)
-            .map_err(|e| Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"))),
+        Encoding::Json => {
+            let request: ExportMetricsServiceRequest = serde_json::from_slice(bytes).map_err(|e| {
+                Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"))
+            })?;
+            check_json_data(&request, bytes)?;
+            Ok(request)
+        }
     }
+}
+
+/// The OTLP JSON decoder reads a metric's data (`gauge`, `sum`, …) as an optional flattened
+/// field, so a data point it cannot decode (`"timeUnixNano": 1.7e18`, `"asDouble": "NaN"`)
+/// leaves the metric without data instead of failing: the whole metric would be dropped and
+/// counted as one rejected point. A metric left without data whose JSON has a data field is
+/// therefore decoded again on its own, and the request refused (400, as the OTLP/HTTP
+/// specification asks of a request that cannot be decoded) with that error and where it is.
+fn check_json_data(request: &ExportMetricsServiceRequest, bytes: &[u8]) -> Result<(), Status> {
+    use opentelemetry_proto::tonic::metrics::v1 as m;
+    let no_data = |r: &ExportMetricsServiceRequest| {
+        r.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| m.data.is_none())
+    };
+    if !no_data(request) {
+        return Ok(());
+    }
+    let malformed =
+        |e: String| Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"));
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    let list = |v: &serde_json::Value, key: &str| v.get(key).and_then(|l| l.as_array()).cloned().unwrap_or_default();
+    for (r, resource) in list(&value, "resourceMetrics").iter().enumerate() {
+        for (s, scope) in list(resource, "scopeMetrics").iter().enumerate() {
+            for (i, metric) in list(scope, "metrics").iter().enumerate() {
+                let name = metric.get("name").and_then(|n| n.as_str()).unwrap_or("");
+                let at = format!("resourceMetrics[{r}].scopeMetrics[{s}].metrics[{i}] ({name:?})");
+                let Some(object) = metric.as_object() else { continue };
+                for (key, data) in object {
+                    let decoded = match key.as_str() {
+                        "gauge" => serde_json::from_value::<m::Gauge>(data.clone()).map(drop),
+                        "sum" => serde_json::from_value::<m::Sum>(data.clone()).map(drop),
+                        "histogram" => serde_json::from_value::<m::Histogram>(data.clone()).map(drop),
+                        "exponentialHistogram" => {
+                            serde_json::from_value::<m::ExponentialHistogram>(data.clone()).map(drop)
+                        }
+                        "summary" => serde_json::from_value::<m::Summary>(data.clone()).map(drop),
+                        _ => Ok(()),
+                    };
+                    if let Err(e) = decoded {
+                        return Err(malformed(format!("{at}.{key}: {e}")));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -104,6 +104,56 @@ async fn query_over_the_limit_fails_with_a_clear_error() {
     assert_eq!(n, 300_000);
 }
 
+/// Functions whose result can be far larger than their input (`array_repeat`, `repeat`,
+/// `lpad`, `array_resize`, `range`, `generate_series`) fail before allocating a result over
+/// the statement's limit — the pool does not see a function's result, and one such call once
+/// had the kernel kill `lockstep serve` — and run as before below it, per row and for columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_that_build_large_results_are_bounded_by_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(lockstep_engine::Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let engine = QueryEngine::with_limits(store, ClockVersion::Newest, limited(64, true)).unwrap();
+    for (sql, function) in [
+        ("SELECT cardinality(array_repeat(1.5, 400000000))", "array_repeat"),
+        ("SELECT cardinality(array_repeat('abcdefgh', 10000000))", "array_repeat"),
+        ("SELECT length(repeat('ab', 1000000000))", "repeat"),
+        ("SELECT length(lpad('x', 2000000000))", "lpad"),
+        ("SELECT length(rpad('x', 2000000000, 'yz'))", "rpad"),
+        ("SELECT cardinality(array_resize([1, 2], 100000000))", "array_resize"),
+        ("SELECT cardinality(range(0, 1000000000000))", "range"),
+        ("SELECT cardinality(generate_series(-5, 100000000, 1))", "generate_series"),
+        ("SELECT cardinality(range(100000000))", "range"),
+        // Per row: 2,000 rows of 10,000 copies each is 160 MB in one batch.
+        (
+            "SELECT sum(cardinality(array_repeat(x, 10000))) FROM (SELECT CAST(value AS DOUBLE) AS x FROM generate_series(1, 2000))",
+            "array_repeat",
+        ),
+    ] {
+        let error = engine.collect(sql).await.unwrap_err();
+        assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("{function}(...) would build a result of")) && text.contains("64 MiB"),
+            "{text}"
+        );
+    }
+    for (sql, want) in [
+        ("SELECT cardinality(array_repeat(1.5, 1000))", 1000),
+        ("SELECT length(repeat('ab', 1000))", 2000),
+        ("SELECT length(lpad('x', 1000))", 1000),
+        ("SELECT cardinality(range(0, 1000000))", 1_000_000),
+        ("SELECT cardinality(generate_series(10, 1, -3))", 4),
+        (
+            "SELECT CAST(sum(cardinality(array_repeat(x, 100))) AS BIGINT) FROM (SELECT CAST(value AS DOUBLE) AS x FROM generate_series(1, 2000))",
+            200_000,
+        ),
+    ] {
+        let batches = engine.collect(sql).await.unwrap();
+        let got = arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+        assert_eq!(got.as_any().downcast_ref::<Int64Array>().unwrap().value(0), want, "{sql}");
+    }
+}
+
 /// A sort of ~48 MB of rows needs more than a 32 MiB limit in memory: without spilling it
 /// fails with the limit error, with spilling it completes, in order, having written spill files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

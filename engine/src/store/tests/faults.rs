@@ -171,6 +171,66 @@ fn failed_flush_loses_nothing() {
     assert_eq!(dump(&store), model);
 }
 
+/// Flushes that fail on a disk out of blocks (the file is created, its writes fail) leave no
+/// data file behind, however often they are retried — once one per attempt was left until a
+/// restart — and the rows stay buffered until a flush succeeds.
+#[test]
+fn failed_flushes_leave_no_partial_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+    let store =
+        Store::open_with(dir.path(), cfg(), Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock)).unwrap();
+    let mut model = BTreeMap::new();
+    // Two partitions, so that one flush writes two files.
+    let rows: Vec<_> = (0..40)
+        .map(|i| (i % 4, T0 + (i as i64 % 2) * crate::store::DEFAULT_PARTITION_NS + i as i64, i as f64))
+        .collect();
+    store.write(&batch(&rows)).unwrap();
+    model_of(&rows, &mut model);
+    let data_files = || -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for part in std::fs::read_dir(dir.path().join("data")).into_iter().flatten().flatten() {
+            found.extend(std::fs::read_dir(part.path()).unwrap().flatten().map(|f| f.path()));
+        }
+        found
+    };
+    faulty.set_out_of_blocks(true);
+    for _ in 0..3 {
+        let e = store.flush().unwrap_err();
+        assert!(e.to_string().contains("No space left") || e.to_string().contains("os error 28"), "{e}");
+    }
+    assert_eq!(data_files(), Vec::<std::path::PathBuf>::new(), "partial files left by failed flushes");
+    assert_eq!(dump(&store), model);
+    faulty.set_out_of_blocks(false);
+    store.flush().unwrap();
+    assert_eq!(data_files().len(), 2);
+    drop(store);
+    assert_eq!(dump(&Store::open(dir.path(), cfg()).unwrap()), model);
+}
+
+/// A bulk import that fails on a disk out of blocks while it merges its spills removes every
+/// file it staged, the half-written merge too: the space comes back at once, not when the next
+/// writer opens the store; nothing of it is visible.
+#[test]
+fn failed_import_leaves_nothing_staged() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = FaultyStorage::new(Arc::new(OsStorage), u64::MAX);
+    let config = StoreConfig { flush_rows: 10, ..cfg() };
+    let store = Store::open_with(dir.path(), config, Arc::new(faulty.clone()), Arc::new(crate::wallclock::SystemClock))
+        .unwrap();
+    let mut import = store.bulk_import();
+    for part in 0..3 {
+        let rows: Vec<_> = (0..10).map(|i| (i % 4, T0 + part * 100 + i as i64, i as f64)).collect();
+        import.write(&batch(&rows)).unwrap();
+    }
+    faulty.set_out_of_blocks(true);
+    assert!(import.commit().is_err());
+    faulty.set_out_of_blocks(false);
+    let staged: Vec<_> = std::fs::read_dir(dir.path().join("staging")).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(staged.is_empty(), "left in staging: {staged:?}");
+    assert!(dump(&store).is_empty());
+}
+
 /// A full disk poisons the WAL (writes refused, retryable); once space returns, a write heals
 /// the store by itself: the buffer is flushed, the WAL replaced, and nothing acknowledged lost.
 #[test]

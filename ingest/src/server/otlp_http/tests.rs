@@ -102,6 +102,22 @@ async fn otlp_http_json_and_protobuf_with_gzip() {
     let status: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(status["code"], 3, "{status}");
     assert!(status["message"].as_str().unwrap().contains("OTLP JSON"), "{status}");
+    // A data point the JSON decoder cannot read (a time as a JSON float) is a 400 naming the
+    // metric and the field, not a metric silently dropped and counted as one rejected point.
+    let before = power(&store).len();
+    let odd = json_export().replace(&format!("\"{}\"", T_NS + 1_000_000_000), "1.7e18");
+    assert_ne!(odd, json_export());
+    let a =
+        post(&addr, "/v1/metrics", &[("Content-Type", "application/json"), ("Authorization", &auth)], odd.as_bytes())
+            .await;
+    assert_eq!(a.code, 400, "{}", String::from_utf8_lossy(&a.body));
+    let status: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("metrics[0] (\"DCGM_FI_DEV_POWER_USAGE\").gauge: ") && message.contains("floating point"),
+        "{status}"
+    );
+    assert_eq!(power(&store).len(), before, "nothing of the refused request is stored");
     let a = post(&addr, "/v1/metrics", &[("Content-Type", "text/plain"), ("Authorization", &auth)], b"x").await;
     assert_eq!(a.code, 415);
     let a = post(

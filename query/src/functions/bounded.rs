@@ -1,0 +1,210 @@
+//! Bounds on the built-in scalar functions whose output can be far larger than their input:
+//! `array_repeat(x, n)`, `repeat(s, n)`, `lpad`/`rpad(s, n[, fill])`, `array_resize(a, n[, x])`
+//! and the array forms of `range`/`generate_series(start, stop[, step])` on integers.
+//!
+//! DataFusion's memory pool sees operators' buffers, not a scalar function's result, so
+//! `SELECT array_repeat(1.5, 400000000)` would allocate 3.2 GB behind the statement's memory
+//! limit — in `lockstep serve` enough for the kernel to kill the ingestion server, which a
+//! read-only SQL user must not be able to do. Each of these functions is wrapped: before the
+//! built-in runs, the size of its result is computed from the arguments (summed over the
+//! batch's rows), and a call whose result alone would exceed the statement's memory limit
+//! fails with an error naming the function and the sizes, instead of allocating.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, FieldRef, Int64Type};
+use datafusion::common::ScalarValue;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::FunctionRegistry;
+use datafusion::execution::memory_pool::MemoryLimit;
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+};
+use datafusion::prelude::SessionContext;
+
+/// How a function's result grows with its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Growth {
+    /// `array_repeat(element, count)`: `count` copies of the element.
+    ArrayRepeat,
+    /// `repeat(text, count)`: `count` copies of the text.
+    Repeat,
+    /// `lpad`/`rpad(text, length, …)` and `array_resize(array, length, …)`: `length` items of
+    /// at least a byte (pad) or eight (resize) each.
+    Length { item_bytes: u64 },
+    /// `range`/`generate_series(start, stop[, step])`: `(stop − start) / step` integers.
+    Range,
+}
+
+const WRAPPED: [(&str, Growth); 7] = [
+    ("array_repeat", Growth::ArrayRepeat),
+    ("repeat", Growth::Repeat),
+    ("lpad", Growth::Length { item_bytes: 1 }),
+    ("rpad", Growth::Length { item_bytes: 1 }),
+    ("array_resize", Growth::Length { item_bytes: 8 }),
+    ("range", Growth::Range),
+    ("generate_series", Growth::Range),
+];
+
+/// Wraps the functions above on `ctx` with the bound of its memory pool (nothing when the
+/// pool is unbounded, or for a function `ctx` does not have).
+pub(crate) fn register(ctx: &SessionContext) {
+    let MemoryLimit::Finite(limit) = ctx.runtime_env().memory_pool.memory_limit() else { return };
+    for (name, growth) in WRAPPED {
+        let Ok(udf) = ctx.udf(name) else { continue };
+        let bounded = Bounded { inner: udf.inner().clone(), growth, max_bytes: limit as u64 };
+        ctx.register_udf(ScalarUDF::new_from_impl(bounded));
+    }
+}
+
+/// A built-in function with a bound on its result's size.
+#[derive(Debug)]
+struct Bounded {
+    inner: Arc<dyn ScalarUDFImpl>,
+    growth: Growth,
+    max_bytes: u64,
+}
+
+impl PartialEq for Bounded {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.name() == other.inner.name() && self.growth == other.growth && self.max_bytes == other.max_bytes
+    }
+}
+
+impl Eq for Bounded {}
+
+impl Hash for Bounded {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.inner.name().hash(state);
+        self.growth.hash(state);
+        self.max_bytes.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for Bounded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let bytes = result_bytes(self.growth, &args.args, args.number_rows)?;
+        if bytes > u128::from(self.max_bytes) {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{}(...) would build a result of {} MiB, more than the statement's memory limit of {} MiB",
+                self.inner.name(),
+                bytes >> 20,
+                self.max_bytes >> 20
+            )));
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
+
+/// Argument `i` as `rows` integers (NULL and negative counts are 0), or `None` when it is
+/// missing or not an integer.
+fn integers(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<i64>>> {
+    let Some(arg) = args.get(i) else { return Ok(None) };
+    if !arg.data_type().is_integer() {
+        return Ok(None);
+    }
+    let array = arg.to_array(rows)?;
+    let array = arrow::compute::cast(&array, &DataType::Int64)?;
+    Ok(Some(array.as_primitive::<Int64Type>().iter().map(|v| v.unwrap_or(0)).collect()))
+}
+
+/// The byte length of each row of argument `i` when it is text (`None` otherwise).
+fn text_lengths(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<u64>>> {
+    let Some(arg) = args.get(i) else { return Ok(None) };
+    let array: ArrayRef = match arg {
+        ColumnarValue::Scalar(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s)) => {
+            return Ok(Some(vec![s.as_ref().map_or(0, |s| s.len() as u64); rows]));
+        }
+        ColumnarValue::Scalar(_) => return Ok(None),
+        ColumnarValue::Array(a) => a.clone(),
+    };
+    let lengths = match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().iter().map(|s| s.map_or(0, str::len)).collect(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|s| s.map_or(0, str::len)).collect(),
+        DataType::Utf8View => array.as_string_view().iter().map(|s| s.map_or(0, str::len)).collect::<Vec<_>>(),
+        _ => return Ok(None),
+    };
+    Ok(Some(lengths.into_iter().map(|l| l as u64).collect()))
+}
+
+/// Bytes per element of `array_repeat`'s first argument (its text when it is text, else the
+/// type's width, at least 8 for nested and other types).
+fn element_bytes(args: &[ColumnarValue], rows: usize) -> DfResult<Vec<u64>> {
+    if let Some(lengths) = text_lengths(args, 0, rows)? {
+        return Ok(lengths.into_iter().map(|l| l + 4).collect());
+    }
+    let width = args.first().and_then(|a| a.data_type().primitive_width()).unwrap_or(8).max(1) as u64;
+    Ok(vec![width; rows])
+}
+
+/// The size of the result of a call over `rows` rows, in bytes (an upper estimate where the
+/// exact size is not known from the arguments; 0 when the arguments are not of a shape whose
+/// size is computed here).
+fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult<u128> {
+    let sum = |sizes: &mut dyn Iterator<Item = u128>| sizes.sum::<u128>();
+    Ok(match growth {
+        Growth::ArrayRepeat => {
+            let Some(counts) = integers(args, 1, rows)? else { return Ok(0) };
+            let each = element_bytes(args, rows)?;
+            sum(&mut counts.iter().zip(&each).map(|(&n, &b)| n.max(0) as u128 * u128::from(b)))
+        }
+        Growth::Repeat => {
+            let (Some(lengths), Some(counts)) = (text_lengths(args, 0, rows)?, integers(args, 1, rows)?) else {
+                return Ok(0);
+            };
+            sum(&mut lengths.iter().zip(&counts).map(|(&l, &n)| u128::from(l) * n.max(0) as u128))
+        }
+        Growth::Length { item_bytes } => {
+            let Some(lengths) = integers(args, 1, rows)? else { return Ok(0) };
+            sum(&mut lengths.iter().map(|&n| n.max(0) as u128 * u128::from(item_bytes)))
+        }
+        Growth::Range => {
+            // One argument is `range(stop)` from 0; a step defaults to 1.
+            let one = args.len() == 1;
+            let (start, stop) = if one {
+                (Some(vec![0; rows]), integers(args, 0, rows)?)
+            } else {
+                (integers(args, 0, rows)?, integers(args, 1, rows)?)
+            };
+            let (Some(start), Some(stop)) = (start, stop) else { return Ok(0) };
+            let step = match args.get(2) {
+                Some(_) => match integers(args, 2, rows)? {
+                    Some(step) => step,
+                    None => return Ok(0),
+                },
+                None => vec![1; rows],
+            };
+            let count = |(&a, &b, &s): (&i64, &i64, &i64)| -> u128 {
+                let span = (i128::from(b) - i128::from(a)).unsigned_abs();
+                match s.unsigned_abs() {
+                    0 => 0,
+                    s => span / u128::from(s) + 1,
+                }
+            };
+            sum(&mut start.iter().zip(&stop).zip(&step).map(|((a, b), s)| count((a, b, s)) * 8))
+        }
+    })
+}
