@@ -118,7 +118,9 @@ pub fn wire_batch(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch,
             _ => arrow::compute::cast(column, field.data_type()),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(schema.clone(), columns)
+    // A batch without columns (`SELECT FROM samples`) keeps its row count.
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options)
 }
 
 /// The cancel flag of one connection: a cancel request bumps `epoch`; a statement that
@@ -244,5 +246,14 @@ mod tests {
         assert_eq!(time.value(0), 1_772_442_060_000_000_000);
         assert_eq!(time.timezone(), Some("UTC"));
         assert_eq!(sent.column(1).len(), 1);
+        // No columns (`SELECT FROM samples LIMIT 3`): the rows stay, as rows of nothing.
+        let empty = Arc::new(Schema::empty());
+        let rows = RecordBatch::try_new_with_options(
+            empty.clone(),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(3)),
+        )
+        .unwrap();
+        assert_eq!(wire_batch(rows, &empty).unwrap().num_rows(), 3);
     }
 }

@@ -166,10 +166,20 @@ pub fn parse(text: &str, options: &ParseOptions<'_>) -> Result<Exposition, PromT
     let mut out = Exposition::default();
     let mut family_index: HashMap<String, usize> = HashMap::new();
     let mut labels: Vec<(String, String)> = Vec::new();
+    let mut eof = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line = i + 1;
         let body = raw.strip_suffix('\r').unwrap_or(raw).trim_start_matches([' ', '\t']);
         if body.is_empty() {
+            continue;
+        }
+        // OpenMetrics ends at `# EOF`: anything after it is not part of the exposition (two
+        // scrapes concatenated into one file), and importing it would be a guess.
+        if eof {
+            return Err(PromTextError::Malformed { line, reason: "content after `# EOF`" });
+        }
+        if body.trim_end() == "# EOF" {
+            eof = true;
             continue;
         }
         if let Some(comment) = body.strip_prefix('#') {

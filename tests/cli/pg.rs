@@ -274,6 +274,12 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
             assert_same_table(&String::from_utf8(out.stdout).unwrap(), &local);
         }
     }
+    if psql_ok {
+        // Rows without columns (an empty projection once failed with XX000).
+        let out = psql(&server.url(None), None, &["-c", "SELECT FROM samples LIMIT 3"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("(3 rows)"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    }
     // The live samples are there: written after the import, acknowledged, not yet flushed.
     let probe = ok(&["sql", "--server", &server.url(None), "--format", "csv", queries[1]]);
     assert_eq!(probe.lines().count(), 6, "{probe}");

@@ -65,6 +65,17 @@ pub fn parse_jobs(text: &str) -> Result<Vec<Job>> {
         if job.nodes.is_empty() {
             return Err(invalid(format!("job {} has no nodes", job.job)));
         }
+        let range = crate::model::MIN_TIME_NS..=crate::model::MAX_TIME_NS;
+        for (what, t) in [("start", Some(job.start)), ("end", job.end)] {
+            if let Some(t) = t
+                && !range.contains(&t)
+            {
+                return Err(invalid(format!(
+                    "job {}: {what} {t} is outside the stored time range (ns since 1970, before 2262)",
+                    job.job
+                )));
+            }
+        }
         if let Some(end) = job.end
             && end < job.start
         {
@@ -100,6 +111,8 @@ pub(crate) fn invalid(reason: String) -> Error {
 enum TimeValue {
     Ns(i64),
     Text(String),
+    /// Anything else (a number beyond i64, a float, an object), for the error message.
+    Other(serde_json::Value),
 }
 
 fn time_value<E: serde::de::Error>(v: TimeValue) -> std::result::Result<i64, E> {
@@ -108,6 +121,7 @@ fn time_value<E: serde::de::Error>(v: TimeValue) -> std::result::Result<i64, E> 
         TimeValue::Text(s) => {
             parse_rfc3339(&s).ok_or_else(|| E::custom(format!("time {s:?} is neither integer ns nor RFC 3339")))
         }
+        TimeValue::Other(v) => Err(E::custom(format!("time {v} is neither integer ns (i64) nor an RFC 3339 string"))),
     }
 }
 
@@ -159,5 +173,13 @@ mod tests {
         }
         let err = parse_jobs(r#"[{"job":"a","nodes":["n"],"start":"x"}]"#).unwrap_err();
         assert!(err.to_string().contains("line 1"), "{err}");
+        // A number beyond i64 or a float is named as such, not "did not match any variant".
+        for (start, shown) in [("99999999999999999999", "1e+20"), ("1.5", "1.5")] {
+            let err = parse_jobs(&format!(r#"[{{"job":"a","nodes":["n"],"start":{start}}}]"#)).unwrap_err().to_string();
+            assert!(err.contains(&format!("time {shown} is neither integer ns (i64) nor an RFC 3339 string")), "{err}");
+        }
+        // Times before 1970 (or past 2262) are not times the store holds.
+        let err = parse_jobs(r#"[{"job":"a","nodes":["n"],"start":-5}]"#).unwrap_err().to_string();
+        assert!(err.contains("job a: start -5 is outside the stored time range"), "{err}");
     }
 }

@@ -109,6 +109,7 @@ fn errors_name_the_line() {
         ("m 1 -5", PromTextError::InvalidTimestamp { line: 1, value: "-5".into() }),
         ("m 1 9223372036854775807", PromTextError::InvalidTimestamp { line: 1, value: "9223372036854775807".into() }),
         ("m 1 2 3", PromTextError::Malformed { line: 1, reason: "unexpected text after the timestamp" }),
+        ("m 1\n# EOF\nm 2\n# EOF\n", PromTextError::Malformed { line: 3, reason: "content after `# EOF`" }),
         ("# TYPE m countr", PromTextError::InvalidType { line: 1, value: "countr".into() }),
         ("# HELP 1m x", PromTextError::InvalidMetricName { line: 1, name: "1m".into() }),
     ];
