@@ -38,6 +38,37 @@ enum Kind {
     End(&'static str),
     /// A session statement accepted without effect (the tag).
     Ignored(&'static str),
+    /// `SHOW` of a PostgreSQL run-time parameter: its name as shown and its value.
+    Show(&'static str, &'static str),
+}
+
+/// The PostgreSQL parameters `SHOW` answers as PostgreSQL does (one column named after the
+/// parameter): what drivers and tools ask on connecting. The values are fixed: the session is
+/// read-only, in UTC, with PostgreSQL's defaults otherwise.
+const SHOWN: [(&str, &str); 11] = [
+    ("TimeZone", "UTC"),
+    ("server_version", concat!("16.6 (Lockstep ", env!("CARGO_PKG_VERSION"), ")")),
+    ("server_encoding", "UTF8"),
+    ("client_encoding", "UTF8"),
+    ("DateStyle", "ISO, MDY"),
+    ("IntervalStyle", "postgres"),
+    ("integer_datetimes", "on"),
+    ("standard_conforming_strings", "on"),
+    ("transaction_isolation", "read committed"),
+    ("default_transaction_read_only", "on"),
+    ("transaction_read_only", "on"),
+];
+
+/// `SHOW name` (`SHOW TIME ZONE` too) for a parameter of [`SHOWN`], case-insensitively.
+fn shown(sql: &str) -> Option<Kind> {
+    let words: Vec<String> =
+        sql.trim().trim_end_matches(';').split_whitespace().map(|w| w.trim_matches('"').to_ascii_lowercase()).collect();
+    let name = match words.as_slice() {
+        [show, name] if show == "show" => name.clone(),
+        [show, time, zone] if show == "show" && time == "time" && zone == "zone" => "timezone".to_string(),
+        _ => return None,
+    };
+    SHOWN.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)).map(|&(n, v)| Kind::Show(n, v))
 }
 
 fn classify(sql: &str) -> Kind {
@@ -51,8 +82,17 @@ fn classify(sql: &str) -> Kind {
         "discard" => Kind::Ignored("DISCARD ALL"),
         "deallocate" => Kind::Ignored("DEALLOCATE"),
         "listen" | "unlisten" => Kind::Ignored("LISTEN"),
+        "show" => shown(sql).unwrap_or(Kind::Query),
         _ => Kind::Query,
     }
+}
+
+/// The one-column, one-row result of a `SHOW`.
+fn show_batch(name: &str, value: &str) -> PgWireResult<RecordBatch> {
+    let schema =
+        Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(name, DataType::Utf8, false)]));
+    let column: arrow::array::ArrayRef = Arc::new(arrow::array::StringArray::from(vec![value]));
+    RecordBatch::try_new(schema, vec![column]).map_err(|e| internal(e.to_string()))
 }
 
 /// A parsed statement: its SQL, kind, and for queries the result schema (as sent: timestamps
@@ -81,6 +121,9 @@ impl QueryParser for Parser {
     {
         let kind = classify(sql);
         let (mut schema, mut parameters) = (None, Vec::new());
+        if let Kind::Show(name, value) = kind {
+            schema = Some(show_batch(name, value)?.schema());
+        }
         if kind == Kind::Query {
             let engine = self.shared.engine().map_err(|e| user_error(&e))?;
             let frame = engine.sql(sql).await.map_err(|e| user_error(&e))?;
@@ -172,6 +215,13 @@ impl Handlers {
             Kind::Begin => return Ok(Response::TransactionStart(Tag::new("BEGIN"))),
             Kind::End(tag) => return Ok(Response::TransactionEnd(Tag::new(tag))),
             Kind::Ignored(tag) => return Ok(Response::Execution(Tag::new(tag))),
+            Kind::Show(name, value) => {
+                let batch = show_batch(name, value)?;
+                let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&batch.schema(), format, None)?);
+                let rows: Vec<PgWireResult<DataRow>> =
+                    arrow_pg::datatypes::encode_recordbatch(fields.clone(), batch).collect();
+                return Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(rows))));
+            }
             Kind::Query => {}
         }
         let flag = client.session_extensions().get::<Arc<CancelFlag>>().map(|f| f.as_ref().clone());
@@ -321,6 +371,10 @@ mod tests {
         assert_eq!(classify("commit;"), Kind::End("COMMIT"));
         assert_eq!(classify("ROLLBACK"), Kind::End("ROLLBACK"));
         assert_eq!(classify("SET extra_float_digits = 3"), Kind::Ignored("SET"));
+        assert_eq!(classify("SHOW TimeZone"), Kind::Show("TimeZone", "UTC"));
+        assert_eq!(classify("show time zone;"), Kind::Show("TimeZone", "UTC"));
+        assert_eq!(classify("SHOW \"DateStyle\""), Kind::Show("DateStyle", "ISO, MDY"));
+        assert_eq!(classify("SHOW datafusion.execution.batch_size"), Kind::Query);
         assert_eq!(classify("SELECT 1"), Kind::Query);
         assert_eq!(classify("settings"), Kind::Query);
         assert_eq!(classify("with x as (select 1) select * from x"), Kind::Query);

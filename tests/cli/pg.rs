@@ -279,6 +279,11 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
         let out = psql(&server.url(None), None, &["-c", "SELECT FROM samples LIMIT 3"]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains("(3 rows)"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        // `SHOW` of a PostgreSQL parameter answers as PostgreSQL does (it showed DataFusion's
+        // empty `datafusion.execution.time_zone`).
+        let out =
+            psql(&server.url(None), None, &["--csv", "-c", "SHOW TimeZone", "-c", "SHOW standard_conforming_strings"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "TimeZone\nUTC\nstandard_conforming_strings\non\n");
     }
     // The live samples are there: written after the import, acknowledged, not yet flushed.
     let probe = ok(&["sql", "--server", &server.url(None), "--format", "csv", queries[1]]);
