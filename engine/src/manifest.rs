@@ -47,8 +47,14 @@ pub struct Manifest {
     pub partition_ns: i64,
     /// Next file id to hand out.
     pub next_file_id: u64,
-    /// Every WAL segment with a sequence number ≤ this is fully contained in data files.
+    /// Every WAL segment with a sequence number ≤ this is fully contained in data files (the
+    /// checkpoint of a store whose WAL lives beside it; see `wal_checkpoints`).
     pub wal_checkpoint: u64,
+    /// The checkpoint of each WAL owner ([`crate::storage::Storage::wal_owner`]) when
+    /// several data directories take turns writing the store (object storage, a node replaced
+    /// by another): one node's sequence numbers say nothing about another's segments.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub wal_checkpoints: std::collections::BTreeMap<String, u64>,
     /// Live data files, ordered by id.
     pub files: Vec<FileEntry>,
 }
@@ -56,7 +62,40 @@ pub struct Manifest {
 impl Manifest {
     /// An empty manifest.
     pub fn new(partition_ns: i64) -> Self {
-        Manifest { version: MANIFEST_VERSION, partition_ns, next_file_id: 1, wal_checkpoint: 0, files: Vec::new() }
+        Manifest {
+            version: MANIFEST_VERSION,
+            partition_ns,
+            next_file_id: 1,
+            wal_checkpoint: 0,
+            wal_checkpoints: Default::default(),
+            files: Vec::new(),
+        }
+    }
+
+    /// The checkpoint of the WAL of `owner`: its own entry; 0 when other owners have entries
+    /// and it has none (its segments were never flushed into this store: replay them all —
+    /// a record already in a data file is written again with the same value); the single
+    /// `wal_checkpoint` for a store without owners, or whose manifest predates them.
+    pub fn checkpoint_for(&self, owner: Option<&str>) -> u64 {
+        match owner {
+            Some(owner) => match self.wal_checkpoints.get(owner) {
+                Some(&seq) => seq,
+                None if !self.wal_checkpoints.is_empty() => 0,
+                None => self.wal_checkpoint,
+            },
+            None => self.wal_checkpoint,
+        }
+    }
+
+    /// Records that `owner`'s WAL segments up to `seq` are in data files.
+    pub fn advance_checkpoint(&mut self, owner: Option<&str>, seq: u64) {
+        match owner {
+            Some(owner) => {
+                let entry = self.wal_checkpoints.entry(owner.to_string()).or_insert(0);
+                *entry = (*entry).max(seq);
+            }
+            None => self.wal_checkpoint = self.wal_checkpoint.max(seq),
+        }
     }
 
     /// Loads `path`; `Ok(None)` if it does not exist.

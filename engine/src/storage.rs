@@ -77,6 +77,13 @@ pub trait Storage: Send + Sync + Debug {
     fn snapshot_pin(&self, path: &Path) -> io::Result<Option<bytes::Bytes>> {
         self.read(path).map(Some)
     }
+    /// Whose WAL the store directory holds when several directories take turns writing one
+    /// store (object storage: the node id of the data directory, which a replacement node
+    /// does not share); `None` (the default) for a store whose WAL lives beside its manifest.
+    /// The manifest keeps a WAL checkpoint per owner ([`crate::manifest::Manifest::checkpoint_for`]).
+    fn wal_owner(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Writes `bytes` to `path` atomically through the storage's [`Storage::write_atomic`].

@@ -80,6 +80,48 @@ impl ClusterConfig {
     }
 }
 
+/// How long a coordinator waits to connect to a worker.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a coordinator pings each worker's connection, and how long it waits for the
+/// answer before it gives the connection up: a worker that accepted the connection but stopped
+/// answering (a stopped process, a partition) fails the query instead of hanging it.
+const KEEPALIVE: (std::time::Duration, std::time::Duration) =
+    (std::time::Duration::from_secs(5), std::time::Duration::from_secs(10));
+
+/// One channel per worker, built with the timeouts above (datafusion-distributed's default
+/// resolver connects without any), reused by every request of the process.
+#[derive(Default)]
+struct WorkerChannels {
+    channels: tokio::sync::Mutex<std::collections::HashMap<Url, datafusion_distributed::grpc::BoxCloneSyncChannel>>,
+}
+
+#[async_trait::async_trait]
+impl datafusion_distributed::ChannelResolver for WorkerChannels {
+    async fn get_worker_client_for_url(&self, url: &Url) -> DfResult<Box<dyn datafusion_distributed::WorkerChannel>> {
+        use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
+        let mut channels = self.channels.lock().await;
+        if let Some(channel) = channels.get(url) {
+            return Ok(create_worker_client(channel.clone()));
+        }
+        let failed = |reason: String| DataFusionError::Execution(format!("worker {url}: {reason}"));
+        let endpoint = tonic::transport::Channel::from_shared(url.to_string())
+            .map_err(|e| failed(format!("not a worker address: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(KEEPALIVE.0)
+            .keep_alive_timeout(KEEPALIVE.1)
+            .keep_alive_while_idle(true);
+        // The HTTP/2 handshake is not under the connect timeout: bound the whole connection.
+        let channel = match tokio::time::timeout(CONNECT_TIMEOUT + KEEPALIVE.1, endpoint.connect()).await {
+            Ok(Ok(channel)) => channel,
+            Ok(Err(e)) => return Err(failed(format!("cannot connect: {e}"))),
+            Err(_) => return Err(failed(format!("no answer within {:?}", CONNECT_TIMEOUT + KEEPALIVE.1))),
+        };
+        let channel = BoxCloneSyncChannel::new(channel);
+        channels.insert(url.clone(), channel.clone());
+        Ok(create_worker_client(channel))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct StaticWorkers(Vec<Url>);
 
@@ -101,6 +143,7 @@ pub(crate) fn coordinator(
     let source = Arc::new(DatasetSource::fixed(cluster.dataset.clone(), store, catalog));
     builder
         .with_distributed_worker_resolver(StaticWorkers(cluster.workers.clone()))
+        .with_distributed_channel_resolver(WorkerChannels::default())
         .with_distributed_planner()
         .with_distributed_user_codec(SamplesCodec { source })
         .with_distributed_desired_task_count_handler(move |event: DesiredTaskCountEvent<'_>| {

@@ -552,6 +552,13 @@ impl Storage for ObjectStorage {
     /// outlives its eviction); otherwise it checks that the object exists and leaves reads to
     /// the scans. A file a writer's compaction deletes meanwhile then fails that read with
     /// `NotFound` naming it (see docs/object-storage.md).
+    /// The node id of the data directory (created by a writer's `acquire_lease`; a reader
+    /// without one has no WAL of this store).
+    fn wal_owner(&self) -> Option<String> {
+        let id = fs::read_to_string(self.inner.root.join(lease::NODE_ID_FILE)).ok()?;
+        Some(id.trim().to_string()).filter(|id| !id.is_empty())
+    }
+
     fn snapshot_pin(&self, path: &Path) -> io::Result<Option<Bytes>> {
         match self.inner.route(path) {
             Route::Local => OsStorage.read(path).map(Some),

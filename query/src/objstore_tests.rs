@@ -245,6 +245,45 @@ fn an_unflushed_write_is_recovered_from_the_wal_then_flushed_to_the_bucket() {
     assert!(keys(&mem).iter().any(|k| k.starts_with("node-a/data/p")));
 }
 
+/// A node killed before it flushed, replaced by another node that then flushed its own writes,
+/// and started again on its own disk, replays its acknowledged writes: the replacement's WAL
+/// checkpoint in the manifest is its own (per node), not one that covers the first node's
+/// segments — it once did, and they were skipped and deleted.
+#[test]
+fn a_replaced_node_started_again_replays_its_own_wal() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mem = Arc::new(InMemory::new());
+    let node = |root: &Path| {
+        let s = ObjectStorage::with_store(mem.clone(), "cluster", root, 0, "memory://x");
+        s.acquire_lease(std::time::Duration::from_secs(30)).unwrap();
+        open(root, s)
+    };
+    let store = node(a.path());
+    store.write(&sample_batch(10)).unwrap();
+    let first = values(&store);
+    // Killed: never closed, its 10 acknowledged samples only in its WAL (dropping the
+    // storage releases the lease, as an expired lease would let the replacement take over).
+    drop(store);
+    let store = node(b.path());
+    let mut later = sample_batch(5);
+    for (key, _) in &mut later.series {
+        key.labels.insert("host", "replacement");
+    }
+    store.write(&later).unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let store = node(a.path());
+    let got = values(&store);
+    assert_eq!(got.len(), 15, "{got:?}");
+    for row in &first {
+        assert!(got.iter().any(|g| g.1 == row.1 && g.2 == row.2), "acknowledged sample {row:?} lost");
+    }
+    store.flush().unwrap();
+    let checkpoints = store.manifest().unwrap().wal_checkpoints.clone();
+    assert_eq!(checkpoints.len(), 2, "one checkpoint per node: {checkpoints:?}");
+    store.close().unwrap();
+}
+
 #[test]
 fn a_bucket_with_data_files_but_no_manifest_is_refused_not_emptied() {
     let node = tempfile::tempdir().unwrap();

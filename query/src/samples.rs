@@ -580,6 +580,18 @@ fn to_batch(schema: &SchemaRef, job: &ScanJob, chunk: &Decoded, start: usize, en
     }
     let plan = &job.plan;
     let series = rows(&chunk.series, start, end);
+    // A data file may use ids the catalog lacks (a catalog file lost or restored from an
+    // older copy): an error, not an out-of-bounds panic in the lookups below.
+    let known = plan.dict_values.len();
+    if let Some(&id) = series.iter().max()
+        && id as usize >= known
+    {
+        return Err(DataFusionError::Execution(format!(
+            "a data file holds rows of series id {id}, but the series catalog has {known} series: a catalog \
+             file (series.json or an increment under series/) is missing or older than the data; \
+             `lockstep check` lists the files affected"
+        )));
+    }
     let local = rows(&chunk.time, start, end);
     let corrected = job.output.iter().any(|c| CORRECTED.contains(c)).then(|| correct(plan, &series, &local));
     let decoded = |len: usize, what: &str| -> DfResult<()> {

@@ -222,7 +222,14 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
             QueryEngine::distributed(store, clock, limits, &cluster)?
         }
     };
-    let mut stream = engine.stream(sql).await?;
+    // The transport's error does not say which worker: name the ones given.
+    let worker_error = |e: anyhow::Error| match &args.workers {
+        Some(list) if format!("{e:#}").contains("transport error") => {
+            e.context(format!("a worker of --workers {list} failed or stopped answering"))
+        }
+        _ => e,
+    };
+    let mut stream = engine.stream(sql).await.map_err(|e| worker_error(e.into()))?;
     // The table's batches are held until the end: they count against the statement's limit.
     let held = MemoryConsumer::new("the table output (--format csv or json streams instead)")
         .register(&engine.context().runtime_env().memory_pool);
@@ -230,7 +237,7 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
     let mut printer = Printer::new(args.format, &mut out);
     let mut result = Ok(());
     while let Some(batch) = stream.next().await {
-        let batch = batch?;
+        let batch = batch.map_err(|e| worker_error(e.into()))?;
         if args.format == Format::Table {
             held.try_grow(batch.get_array_memory_size()).map_err(QueryError::from)?;
         }

@@ -198,6 +198,34 @@ fn killed_worker_fails_the_query_cleanly() {
         ok(&["sql", "--data-dir", store, "--workers", &b.addr, "--format", "csv", "SELECT count(*) AS n FROM samples"]);
     let single = ok(&["sql", "--data-dir", store, "--format", "csv", "SELECT count(*) AS n FROM samples"]);
     assert_eq!(n, single);
+    // A worker that stops answering with its port open (SIGSTOP: the kernel still accepts
+    // connections) fails the query after the timeouts, naming the worker; it once hung the
+    // coordinator for good.
+    let c = Worker::start(&["--data-dir", store], None);
+    let pid = b.child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let started = Instant::now();
+    let workers = format!("{},{}", c.addr, b.addr);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["sql", "--data-dir", store, "--workers", &workers, "--rows-per-task", "2000", heavy])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let hung = child.try_wait().unwrap().is_none();
+    if hung {
+        let _ = child.kill();
+    }
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert!(!hung, "the query hung on a stopped worker");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(b.addr.trim_start_matches("http://")), "{stderr}");
+    eprintln!("a stopped worker failed the query after {:?}", started.elapsed());
 }
 
 /// The local cluster: a bucket of a real S3 server (moto), two ingest nodes writing

@@ -45,6 +45,10 @@ impl ReadOnlyStorage {
 }
 
 impl Storage for ReadOnlyStorage {
+    fn wal_owner(&self) -> Option<String> {
+        self.inner.wal_owner()
+    }
+
     /// Creates nothing: succeeds, so that opening code paths run unchanged.
     fn create_dir_all(&self, _path: &Path) -> io::Result<()> {
         Ok(())

@@ -293,7 +293,7 @@ impl Store {
         let reserved = *self.next_file_id.lock().map_err(lock_poisoned)?;
         manifest.next_file_id = manifest.next_file_id.max(reserved);
         if let Some(seq) = wal_checkpoint {
-            manifest.wal_checkpoint = manifest.wal_checkpoint.max(seq);
+            manifest.advance_checkpoint(self.storage.wal_owner().as_deref(), seq);
         }
         manifest.save(self.storage.as_ref(), &self.dir.join("manifest.json"))?;
         let mut files: Vec<Arc<LiveFile>> = Vec::with_capacity(manifest.files.len());

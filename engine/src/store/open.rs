@@ -1,6 +1,7 @@
 //! Opening a store: for writing (under the writer lock, WAL replay, orphan clean-up) or as a
 //! read-only snapshot that changes nothing on disk.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
@@ -77,13 +78,32 @@ impl Store {
             }
         };
         let (mut catalog, mut catalog_files) = SeriesCatalog::load_dir(storage.as_ref(), &dir)?;
+        // A writer must not hand out ids that data files already use (a catalog increment
+        // lost or restored from an older copy): the new series would take over old rows.
+        if let Some(f) = manifest.files.iter().filter(|f| f.stats.rows > 0).max_by_key(|f| f.stats.max_series)
+            && f.stats.max_series as usize >= catalog.len()
+        {
+            return Err(Error::CatalogCorrupt {
+                path: dir.join("series.json"),
+                reason: format!(
+                    "it holds {} series, but data file {} uses series id {}: a catalog file (series.json or \
+                     an increment under series/) is missing or older than the data; a writer would give \
+                     those ids to new series (`lockstep check` lists what is affected)",
+                    catalog.len(),
+                    f.path,
+                    f.stats.max_series
+                ),
+            });
+        }
         catalog_files.remove_stale(storage.as_ref());
         let mut active = WriteBuffer::default();
         let wal_dir = dir.join("wal");
-        let (wal, stats) =
-            Wal::open(storage.clone(), &wal_dir, config.wal.clone(), manifest.wal_checkpoint, &mut |rec| {
-                replay_record(&wal_dir, rec, &mut catalog, &mut active)
-            })?;
+        let owner = storage.wal_owner();
+        let checkpoint = manifest.checkpoint_for(owner.as_deref());
+        let mut remap = wal_remap(&manifest, owner.as_deref());
+        let (wal, stats) = Wal::open(storage.clone(), &wal_dir, config.wal.clone(), checkpoint, &mut |rec| {
+            replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
+        })?;
         if let Some(t) = &stats.truncated_tail {
             tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
                 "truncated torn wal tail");
@@ -269,8 +289,11 @@ impl Store {
         }
         let mut active = WriteBuffer::default();
         let wal_dir = dir.join("wal");
-        let replayed = crate::wal::replay_read_only(storage.as_ref(), &wal_dir, manifest.wal_checkpoint, &mut |rec| {
-            replay_record(&wal_dir, rec, &mut catalog, &mut active)
+        let owner = inner.wal_owner();
+        let checkpoint = manifest.checkpoint_for(owner.as_deref());
+        let mut remap = wal_remap(&manifest, owner.as_deref());
+        let replayed = crate::wal::replay_read_only(storage.as_ref(), &wal_dir, checkpoint, &mut |rec| {
+            replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
         });
         match replayed {
             Ok(_) => {}
@@ -361,15 +384,36 @@ fn replay_record(
     rec: crate::wal::RecordRef<'_>,
     catalog: &mut SeriesCatalog,
     active: &mut WriteBuffer,
+    remap: &mut Option<HashMap<SeriesId, SeriesId>>,
 ) -> Result<()> {
     let bad = |reason: String| Error::WalRecordInvalid {
         path: wal_dir.join(format!("{:020}.wal", rec.segment)),
         offset: rec.offset,
         reason,
     };
-    let decoded = record::decode(rec.payload).map_err(bad)?;
-    for (id, key) in &decoded.defs {
-        apply_def(catalog, *id, key).map_err(bad)?;
+    let mut decoded = record::decode(rec.payload).map_err(bad)?;
+    match remap {
+        // The WAL's own ids are the catalog's: a definition must match it exactly.
+        None => {
+            for (id, key) in &decoded.defs {
+                apply_def(catalog, *id, key).map_err(bad)?;
+            }
+        }
+        // Another node wrote the store since this WAL was written (see `wal_remap`): the ids
+        // this WAL defined may name other series now. Each definition is resolved by its
+        // key, and the samples follow; ids it did not define are the ones it shared with the
+        // store when it opened, which no writer renames.
+        Some(map) => {
+            for (id, key) in &decoded.defs {
+                let (now, _) = catalog.get_or_insert(key).map_err(|e| bad(format!("bad series definition: {e}")))?;
+                map.insert(*id, now);
+            }
+            for id in decoded.rows.series.iter_mut() {
+                if let Some(&now) = map.get(id) {
+                    *id = now;
+                }
+            }
+        }
     }
     if let Some(&max) = decoded.rows.series.iter().max()
         && max as usize >= catalog.len()
@@ -378,6 +422,14 @@ fn replay_record(
     }
     active.push(decoded.rows);
     Ok(())
+}
+
+/// How a WAL replays into the store: `None` (its ids are the catalog's) unless the manifest
+/// names the checkpoint of another WAL owner than `owner` — another node wrote the store,
+/// possibly giving new series the ids this WAL had defined — then a map from the WAL's ids to
+/// the catalog's, built from the WAL's definitions by key.
+fn wal_remap(manifest: &Manifest, owner: Option<&str>) -> Option<HashMap<SeriesId, SeriesId>> {
+    manifest.wal_checkpoints.keys().any(|o| Some(o.as_str()) != owner).then(HashMap::new)
 }
 
 /// The live files of a manifest.

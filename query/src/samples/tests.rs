@@ -767,3 +767,28 @@ fn string_columns_are_built_as_they_are_used() {
     assert_eq!(query_i64(&ctx, "SELECT count(DISTINCT metric) FROM samples WHERE upper(host) = 'H1'"), vec![1]);
     assert_eq!(built(), 3);
 }
+
+/// Rows of a series id the catalog lacks (its catalog files lost) are an error naming the
+/// cause, not an index-out-of-bounds panic in the scan (the writer refuses such a store).
+#[test]
+fn rows_of_series_the_catalog_lacks_are_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let mut batch = WriteBatch::default();
+    for i in 0..5i64 {
+        batch.push(SeriesKey::new("m", [("host", format!("h{i}"))]), H + i, i as f64);
+    }
+    store.write(&batch).unwrap();
+    store.close().unwrap();
+    std::fs::remove_file(dir.path().join("series.json")).unwrap();
+    let _ = std::fs::remove_dir_all(dir.path().join("series"));
+    let store = Arc::new(Store::open_read_only(dir.path()).unwrap());
+    let ctx = SessionContext::new();
+    ctx.register_table("samples", Arc::new(SamplesTable::new(store, Arc::new(MetricCatalog::builtin())))).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let err = rt
+        .block_on(async { ctx.sql("SELECT metric, time, value FROM samples").await.unwrap().collect().await })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("holds rows of series id 4, but the series catalog has 0 series"), "{err}");
+}

@@ -231,6 +231,26 @@ fn failed_import_leaves_nothing_staged() {
     assert!(dump(&store).is_empty());
 }
 
+/// A store whose data files use series ids its catalog lacks (the catalog files lost) is not
+/// opened for writing: a writer would give those ids to new series, which would take over the
+/// old rows.
+#[test]
+fn a_catalog_behind_the_data_is_refused_for_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let rows: Vec<_> = (0..20).map(|i| (i % 5, T0 + i as i64, i as f64)).collect();
+    store.write(&batch(&rows)).unwrap();
+    store.close().unwrap();
+    std::fs::remove_file(dir.path().join("series.json")).unwrap();
+    let _ = std::fs::remove_dir_all(dir.path().join("series"));
+    let e = Store::open(dir.path(), cfg()).unwrap_err();
+    assert!(matches!(e, Error::CatalogCorrupt { .. }), "{e}");
+    assert!(
+        e.to_string().contains("it holds 0 series, but data file") && e.to_string().contains("uses series id 4"),
+        "{e}"
+    );
+}
+
 /// A full disk poisons the WAL (writes refused, retryable); once space returns, a write heals
 /// the store by itself: the buffer is flushed, the WAL replaced, and nothing acknowledged lost.
 #[test]
