@@ -104,6 +104,8 @@ fn import_then_query() {
 
     // Nested results (structs and lists, as `onset` and `change_points` return) are JSON text
     // in CSV, which has no nested fields (it once failed after printing the header).
+    // An empty result still has its header (it printed nothing at all).
+    assert_eq!(csv("SELECT metric, value FROM samples WHERE value < 0"), "metric,value\n");
     let out = csv("SELECT named_struct('a', 1, 'b', 'x') AS s, make_array(1, 2) AS l, CAST(NULL AS INT) AS n");
     assert_eq!(out, "s,l,n\n\"{\"\"a\"\":1,\"\"b\"\":\"\"x\"\"}\",\"[1,2]\",\n");
     let out = csv(

@@ -236,15 +236,21 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
     let mut out = PipeWriter::new(std::io::stdout().lock());
     let mut printer = Printer::new(args.format, &mut out);
     let mut result = Ok(());
+    let mut printed = false;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| worker_error(e.into()))?;
         if args.format == Format::Table {
             held.try_grow(batch.get_array_memory_size()).map_err(QueryError::from)?;
         }
+        printed = true;
         result = printer.write(batch);
         if result.is_err() {
             break;
         }
+    }
+    // No rows: the columns still print (the CSV header, the table's head), as for any result.
+    if result.is_ok() && !printed {
+        result = printer.write(arrow::array::RecordBatch::new_empty(stream.schema()));
     }
     if result.is_ok() {
         result = printer.finish();

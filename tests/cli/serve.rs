@@ -238,6 +238,21 @@ fn serve_write_stream_clock_stats_then_sql() {
             offsets: vec![OffsetRecord { host: "n".into(), local_time: T, offset_ns: 0, uncertainty_ns: -1 }],
         };
         assert_eq!(clock.upload(req(bad, Some(WRITE_TOKEN))).await.unwrap_err().code(), Code::InvalidArgument);
+        // An exchange stamped far ahead of the server's clock is a broken clock, refused as a
+        // sample that far ahead would be.
+        let ahead = x.t3 + 30 * 86_400_000_000_000;
+        let far = ClockUpload {
+            exchanges: vec![SyncRecord {
+                host: "node-9".into(),
+                t1: ahead - 10,
+                t2: ahead,
+                t3: ahead + 5,
+                t4: ahead + 20,
+            }],
+            offsets: vec![],
+        };
+        let e = clock.upload(req(far, Some(WRITE_TOKEN))).await.unwrap_err();
+        assert!(e.code() == Code::InvalidArgument && e.message().contains("ahead of this server's clock"), "{e:?}");
 
         let stats = StatsClient::new(channel).get(req(StatsRequest {}, Some(READ_TOKEN))).await.unwrap().into_inner();
         assert_eq!(stats.samples_accepted, 11);
