@@ -61,6 +61,13 @@ pub fn error_text(e: &tokio_postgres::Error) -> String {
             Some(detail) => format!("{} ({detail})", db.message()),
             None => db.message().to_string(),
         },
+        // The server asked for a password the URL did not give: the driver's own text is
+        // only "invalid configuration" (its cause, "password missing", is not displayed).
+        None if std::error::Error::source(e).is_some_and(|s| s.to_string().contains("password missing")) => {
+            "the server asks for a password: give a token with the read role in the URL \
+             (postgresql://user:TOKEN@host:port)"
+                .to_string()
+        }
         None => e.to_string(),
     }
 }

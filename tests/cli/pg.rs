@@ -369,6 +369,11 @@ fn pg_auth_limits_cancel_and_tls() {
     let out = psql(&server.url(None), Some(READ_TOKEN), &["--csv", "-c", count]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n5\n");
+    // Without a password, `lockstep sql --server` says what is missing (the driver's text
+    // was only "invalid configuration").
+    let out = lockstep(&["sql", "--server", &server.url(None), count]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("the server asks for a password"), "{err}");
     let out = lockstep(&["sql", "--server", &server.url(Some(READ_TOKEN)), "--format", "csv", count]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n5\n", "{}", String::from_utf8_lossy(&out.stderr));
 
