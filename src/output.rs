@@ -50,20 +50,19 @@ fn csv_ready(batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
             columns.push(column.clone());
             continue;
         }
-        // One JSON object per row, `{"value": ...}` (nulls omitted), of this column alone.
-        let single = arrow::datatypes::Field::new("value", field.data_type().clone(), true);
-        let one = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(vec![single])), vec![column.clone()])?;
-        let mut lines = Vec::new();
-        let mut w = arrow::json::LineDelimitedWriter::new(&mut lines);
-        w.write(&one)?;
-        w.finish()?;
+        // Each value through arrow-json's encoder, the one the `json` format writes rows with.
+        let options = arrow::json::writer::EncoderOptions::default();
+        let mut encoder = arrow::json::writer::make_encoder(field, column.as_ref(), &options)?;
         let mut texts = arrow::array::StringBuilder::new();
-        for line in std::str::from_utf8(&lines)?.lines() {
-            let row: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line)?;
-            match row.get("value") {
-                Some(value) => texts.append_value(value.to_string()),
-                None => texts.append_null(),
+        let mut text = Vec::new();
+        for row in 0..column.len() {
+            if encoder.is_null(row) {
+                texts.append_null();
+                continue;
             }
+            text.clear();
+            encoder.encode(row, &mut text);
+            texts.append_value(std::str::from_utf8(&text)?);
         }
         fields.push(arrow::datatypes::Field::new(field.name(), arrow::datatypes::DataType::Utf8, true));
         columns.push(Arc::new(texts.finish()));

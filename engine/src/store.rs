@@ -338,6 +338,33 @@ impl Store {
             && (self.config.allow_non_finite || value.is_finite())
     }
 
+    /// Checks clock input against the future bound samples have: a reference time of an
+    /// exchange (`t2`, `t3`) or an offset's `local_time` further ahead of the store's clock
+    /// than `max_future_ns` is a broken clock, not a measurement (one exchange stamped 2262
+    /// widened a host's time uncertainty to seconds). The ranges are checked when the input
+    /// is added ([`ClockRegistry::add_exchanges`]).
+    pub fn check_clock_input(
+        &self,
+        exchanges: &[crate::clock::SyncExchange],
+        offsets: &[crate::clock::OffsetObservation],
+    ) -> Result<()> {
+        let Some(max) = self.config.max_future_ns else { return Ok(()) };
+        let now = self.now_ns();
+        let times = exchanges
+            .iter()
+            .map(|e| (e.host.as_str(), "t3", e.t2.max(e.t3)))
+            .chain(offsets.iter().map(|o| (o.host.as_str(), "local_time", o.local_time)));
+        for (host, what, t) in times {
+            if t > now.saturating_add(max) {
+                return Err(Error::ClockSync {
+                    host: host.to_string(),
+                    reason: format!("{what}={t} ns is more than {max} ns ahead of the writer's clock (now {now})"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks one sample against the store's limits (range, future bound, finiteness).
     pub fn check_sample(&self, key: &SeriesKey, time: i64, value: f64, now: i64) -> Result<()> {
         if !(MIN_TIME_NS..=MAX_TIME_NS).contains(&time) {

@@ -168,6 +168,7 @@ pub fn add_clock_input(
     input: &clock::ClockInput,
     barriers: &[lockstep_engine::clock::BarrierEvent],
 ) -> Result<u64, ImportError> {
+    store.check_clock_input(&input.exchanges, &input.offsets)?;
     Ok(store.with_clocks(|reg| {
         let before = reg.input_counts()?;
         reg.add_exchanges(&input.exchanges)?;

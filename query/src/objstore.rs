@@ -103,6 +103,8 @@ struct Inner {
     lease: OnceLock<lease::WriterLease>,
     /// For `file://`: the writer lock of the URL's directory, once a writer took the lease.
     dir_lock: OnceLock<lockstep_engine::store::lock::WriterLock>,
+    /// The node id of `root` (`Storage::wal_owner`), once known.
+    node: OnceLock<String>,
 }
 
 impl ObjectStorage {
@@ -164,6 +166,7 @@ impl ObjectStorage {
                 cache: ReadCache::new(root.join("cache"), cache_bytes),
                 lease: OnceLock::new(),
                 dir_lock: OnceLock::new(),
+                node: OnceLock::new(),
             }),
         }
     }
@@ -189,6 +192,8 @@ impl ObjectStorage {
             }
         }
         let node = lease::node_id(&self.inner.root)?;
+        // The same id `wal_owner` would read from the file `node_id` just wrote or read.
+        let _ = self.inner.node.set(node.clone());
         let key = self.inner.key(lease::LEASE_OBJECT);
         let held =
             lease::WriterLease::acquire(self.inner.store.clone(), key, &self.inner.url, &node, &self.inner.root, ttl)?;
@@ -381,6 +386,18 @@ fn object_io(e: io::Error) -> object_store::Error {
 }
 
 impl Storage for ObjectStorage {
+    /// The node id of the data directory: the writer's, set by `acquire_lease` (every flush
+    /// asks for it); for a reader, read once it exists (a reader without one has no WAL of
+    /// this store).
+    fn wal_owner(&self) -> Option<String> {
+        if let Some(id) = self.inner.node.get() {
+            return Some(id.clone());
+        }
+        let id = fs::read_to_string(self.inner.root.join(lease::NODE_ID_FILE)).ok()?;
+        let id = id.trim();
+        (!id.is_empty()).then(|| self.inner.node.get_or_init(|| id.to_string()).clone())
+    }
+
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         match self.inner.route(path) {
             Route::Local => OsStorage.create_dir_all(path),
@@ -552,13 +569,6 @@ impl Storage for ObjectStorage {
     /// outlives its eviction); otherwise it checks that the object exists and leaves reads to
     /// the scans. A file a writer's compaction deletes meanwhile then fails that read with
     /// `NotFound` naming it (see docs/object-storage.md).
-    /// The node id of the data directory (created by a writer's `acquire_lease`; a reader
-    /// without one has no WAL of this store).
-    fn wal_owner(&self) -> Option<String> {
-        let id = fs::read_to_string(self.inner.root.join(lease::NODE_ID_FILE)).ok()?;
-        Some(id.trim().to_string()).filter(|id| !id.is_empty())
-    }
-
     fn snapshot_pin(&self, path: &Path) -> io::Result<Option<Bytes>> {
         match self.inner.route(path) {
             Route::Local => OsStorage.read(path).map(Some),

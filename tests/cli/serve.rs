@@ -252,7 +252,7 @@ fn serve_write_stream_clock_stats_then_sql() {
             offsets: vec![],
         };
         let e = clock.upload(req(far, Some(WRITE_TOKEN))).await.unwrap_err();
-        assert!(e.code() == Code::InvalidArgument && e.message().contains("ahead of this server's clock"), "{e:?}");
+        assert!(e.code() == Code::InvalidArgument && e.message().contains("ahead of the writer's clock"), "{e:?}");
 
         let stats = StatsClient::new(channel).get(req(StatsRequest {}, Some(READ_TOKEN))).await.unwrap().into_inner();
         assert_eq!(stats.samples_accepted, 11);

@@ -81,15 +81,18 @@ pub fn import_prom_files(
 fn drop_non_finite(batch: &mut lockstep_engine::WriteBatch, file: &Path, examples: &mut Vec<String>) -> u64 {
     let mut dropped = 0u64;
     for (key, samples) in &mut batch.series {
-        let before = samples.values.len();
-        let mut i = 0;
-        samples.timestamps.retain(|_| {
-            i += 1;
-            samples.values[i - 1].is_finite()
-        });
-        samples.values.retain(|v| v.is_finite());
-        let gone = before - samples.values.len();
-        if gone > 0 && examples.len() < 5 {
+        let gone = samples.values.iter().filter(|v| !v.is_finite()).count();
+        if gone == 0 {
+            continue;
+        }
+        (samples.timestamps, samples.values) = samples
+            .timestamps
+            .iter()
+            .zip(&samples.values)
+            .filter(|(_, v)| v.is_finite())
+            .map(|(t, v)| (*t, *v))
+            .unzip();
+        if examples.len() < 5 {
             examples.push(format!("{}: {key}: {gone} non-finite value(s) (NaN or ±inf) not stored", file.display()));
         }
         dropped += gone as u64;

@@ -195,3 +195,24 @@ fn parquet_clock_offsets_in_any_timestamp_unit_are_read_as_ns() {
     assert_eq!(input.offsets.len(), 1);
     assert_eq!(input.offsets[0].local_time, ms * 1_000_000, "milliseconds converted, not taken as ns");
 }
+
+/// A bundle's clock input stamped beyond the store's future bound (a day ahead of the
+/// importing machine's clock, as for samples) is refused before anything is added.
+#[test]
+fn clock_input_from_the_future_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path().join("db"), StoreConfig::default()).unwrap();
+    let ahead = store.now_ns() + 2 * 86_400_000_000_000;
+    let input = clock::ClockInput {
+        offsets: vec![lockstep_engine::clock::OffsetObservation {
+            host: "h".into(),
+            local_time: ahead,
+            offset_ns: 0,
+            uncertainty_ns: 10,
+        }],
+        ..Default::default()
+    };
+    let e = add_clock_input(&store, &input, &[]).unwrap_err().to_string();
+    assert!(e.contains("clock sync for host h: local_time=") && e.contains("ahead of the writer's clock"), "{e}");
+    assert_eq!(store.with_clocks(|reg| reg.input_counts()).unwrap().offsets, 0);
+}

@@ -101,32 +101,10 @@ impl ClockService {
         if let Some(i) = offsets.iter().position(|o| o.host.is_empty()) {
             return Err(Status::invalid_argument(format!("offsets[{i}]: host is empty")));
         }
-        // As for samples: a time further ahead of this server's clock than the store's future
-        // bound is a broken clock, not a measurement (one exchange stamped 2262 widened a
-        // host's time uncertainty to seconds).
-        if let Some(ahead) = self.store.config().max_future_ns {
-            let limit = self.store.now_ns().saturating_add(ahead);
-            let late = exchanges
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (format!("exchanges[{i}] (host {}) t3", e.host), e.t2.max(e.t3)))
-                .chain(
-                    offsets
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| (format!("offsets[{i}] (host {}) local_time", o.host), o.local_time)),
-                )
-                .find(|(_, t)| *t > limit);
-            if let Some((what, t)) = late {
-                return Err(Status::invalid_argument(format!(
-                    "{what} = {t} is more than {} s ahead of this server's clock (the store's future bound)",
-                    ahead / 1_000_000_000
-                )));
-            }
-        }
         let store = self.store.clone();
         let retry = self.retry_after_ms;
         tokio::task::spawn_blocking(move || {
+            store.check_clock_input(&exchanges, &offsets)?;
             store.with_clocks(|reg| {
                 // All or nothing: check the offsets before any exchange becomes durable.
                 offsets.iter().try_for_each(OffsetObservation::validate)?;

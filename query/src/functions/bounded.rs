@@ -164,22 +164,22 @@ fn element_bytes(args: &[ColumnarValue], rows: usize) -> DfResult<Vec<u64>> {
 /// exact size is not known from the arguments; 0 when the arguments are not of a shape whose
 /// size is computed here).
 fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult<u128> {
-    let sum = |sizes: &mut dyn Iterator<Item = u128>| sizes.sum::<u128>();
+    let count = |n: i64| n.max(0) as u128;
     Ok(match growth {
         Growth::ArrayRepeat => {
             let Some(counts) = integers(args, 1, rows)? else { return Ok(0) };
             let each = element_bytes(args, rows)?;
-            sum(&mut counts.iter().zip(&each).map(|(&n, &b)| n.max(0) as u128 * u128::from(b)))
+            counts.iter().zip(&each).map(|(&n, &b)| count(n) * u128::from(b)).sum()
         }
         Growth::Repeat => {
             let (Some(lengths), Some(counts)) = (text_lengths(args, 0, rows)?, integers(args, 1, rows)?) else {
                 return Ok(0);
             };
-            sum(&mut lengths.iter().zip(&counts).map(|(&l, &n)| u128::from(l) * n.max(0) as u128))
+            lengths.iter().zip(&counts).map(|(&l, &n)| u128::from(l) * count(n)).sum()
         }
         Growth::Length { item_bytes } => {
             let Some(lengths) = integers(args, 1, rows)? else { return Ok(0) };
-            sum(&mut lengths.iter().map(|&n| n.max(0) as u128 * u128::from(item_bytes)))
+            lengths.iter().map(|&n| count(n) * u128::from(item_bytes)).sum()
         }
         Growth::Range => {
             // One argument is `range(stop)` from 0; a step defaults to 1.
@@ -197,14 +197,13 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult
                 },
                 None => vec![1; rows],
             };
-            let count = |(&a, &b, &s): (&i64, &i64, &i64)| -> u128 {
-                let span = (i128::from(b) - i128::from(a)).unsigned_abs();
-                match s.unsigned_abs() {
-                    0 => 0,
-                    s => span / u128::from(s) + 1,
-                }
+            // Integers of 8 bytes, (stop − start) / step of them (+ 1: `generate_series`
+            // includes its stop); a zero step is DataFusion's error, not a size.
+            let elements = |a: i64, b: i64, s: i64| match s.unsigned_abs() {
+                0 => 0,
+                s => (i128::from(b) - i128::from(a)).unsigned_abs() / u128::from(s) + 1,
             };
-            sum(&mut start.iter().zip(&stop).zip(&step).map(|((a, b), s)| count((a, b, s)) * 8))
+            start.iter().zip(&stop).zip(&step).map(|((&a, &b), &s)| elements(a, b, s) * 8).sum()
         }
     })
 }
