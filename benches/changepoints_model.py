@@ -15,6 +15,7 @@ eval half. `detect(..., neff=False, per_param=1.5)` is the first version.
 """
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -406,18 +407,57 @@ def synthetic(fn, reps=20, seed=1):
     return ", ".join(f"{k}: {v:.2f}" for k, v in out.items())
 
 
-def score(series, fn):
-    groups = {"tune": [], "qc": []}
+def tune_and_qc(series):
+    """(name, group, series) of the tune-half (`"tune"`) and quality-control (`"qc"`) series;
+    the eval half is never returned, so nothing built on this can score it."""
     for name, s in series.items():
         g = "qc" if tcpd.family(name) == "synthetic" else tcpd.half(name)
-        if g not in groups:
-            continue  # the eval half is never scored here
-        raw = s["values"]
-        keep = np.flatnonzero(np.isfinite(raw))
-        cps = [int(keep[c]) for c in fn(raw[keep])]
-        groups[g].append((tcpd.f1(s["annotations"], cps), tcpd.cover(s["annotations"], cps, len(raw))))
+        if g in ("tune", "qc"):
+            yield name, g, s
+
+
+def changes(fn, raw):
+    """`fn`'s changes of a series with NaN gaps, as indexes into the series with them."""
+    keep = np.flatnonzero(np.isfinite(raw))
+    return [int(keep[c]) for c in fn(raw[keep])]
+
+
+def score(series, fn):
+    groups = {"tune": [], "qc": []}
+    for _, g, s in tune_and_qc(series):
+        cps = changes(fn, s["values"])
+        groups[g].append((tcpd.f1(s["annotations"], cps), tcpd.cover(s["annotations"], cps, len(s["values"]))))
     return "  ".join(f"{g} F1 {np.mean([r[0] for r in v]):.3f} cover {np.mean([r[1] for r in v]):.3f}"
                      for g, v in groups.items())
+
+
+def per_series(series, fn):
+    """Per-series F1 and changes on the tune half and quality-control series only."""
+    return {name: (tcpd.f1(s["annotations"], cps), cps)
+            for name, _, s in tune_and_qc(series) for cps in [changes(fn, s["values"])]}
+
+
+def run_methods(series, methods, names, big=False):
+    """The experiment rounds' driver: for each method named, the TCPD tune-half and
+    quality-control scores, the synthetic suite and the two-season suite (3 repetitions), then
+    a per-series table; with `big`, only the synthetic suite at 60 repetitions, seed 2."""
+    tables = {}
+    for label in names:
+        fn = methods[label]
+        t0 = time.time()
+        if big:
+            print(f"{label}\n  synthetic 60 reps seed 2: {synthetic(fn, reps=60, seed=2)}"
+                  f"\n  ({time.time() - t0:.0f} s)", flush=True)
+            continue
+        print(f"{label}\n  TCPD {score(series, fn)}\n  synthetic: {synthetic(fn)}"
+              f"\n  {two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
+        tables[label] = per_series(series, fn)
+    if not tables:
+        return
+    print("\nper series (tune half and quality control only): F1 [changes]")
+    for name in tables[names[0]]:
+        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
+                                         for label in names))
 
 
 def main():

@@ -35,7 +35,6 @@ a per-series table of the tune half and the quality-control series only.
 """
 import os
 import sys
-import time
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
@@ -252,20 +251,6 @@ def consensus(x, scales=(0.5, 2 ** -0.5, 1.0, 2 ** 0.5, 2.0), half=5):
     return sorted(out)
 
 
-def per_series(series, fn):
-    """Per-series F1 and changes on the tune half and quality-control series only."""
-    rows = {}
-    for name, s in series.items():
-        g = "qc" if tcpd.family(name) == "synthetic" else tcpd.half(name)
-        if g not in ("tune", "qc"):
-            continue  # the eval half is never scored here
-        raw = s["values"]
-        keep = np.flatnonzero(np.isfinite(raw))
-        cps = [int(keep[c]) for c in fn(raw[keep])]
-        rows[name] = (tcpd.f1(s["annotations"], cps), cps)
-    return rows
-
-
 METHODS = {
     "default": cm.detect,
     "bayes": bayes,
@@ -287,17 +272,7 @@ def main():
         sys.exit(__doc__)
     series, _ = tcpd.load(sys.argv[1])
     names = sys.argv[2:] or list(METHODS)
-    tables = {}
-    for label in names:
-        fn = METHODS[label]
-        t0 = time.time()
-        print(f"{label}\n  TCPD {cm.score(series, fn)}\n  synthetic: {cm.synthetic(fn)}"
-              f"\n  {cm.two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
-        tables[label] = per_series(series, fn)
-    print("\nper series (tune half and quality control only): F1 [changes]")
-    for name in tables[names[0]]:
-        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
-                                         for label in names))
+    cm.run_methods(series, METHODS, names)
 
 
 if __name__ == "__main__":

@@ -84,7 +84,6 @@ a port would need DeCAFS' functional pruning or the default's candidate grid.
 """
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -374,26 +373,9 @@ def default_and_decafs(x, half=5, **kw):
 
 
 # ------------------------------------------------------------------------------ driver
-def per_series(series, fn):
-    """Per-series F1 and changes on the tune half and quality-control series only."""
-    rows = {}
-    for name, s in series.items():
-        g = "qc" if tcpd.family(name) == "synthetic" else tcpd.half(name)
-        if g not in ("tune", "qc"):
-            continue  # the eval half is never scored here
-        raw = s["values"]
-        keep = np.flatnonzero(np.isfinite(raw))
-        cps = [int(keep[c]) for c in fn(raw[keep])]
-        rows[name] = (tcpd.f1(s["annotations"], cps), cps)
-    return rows
-
-
 def params_table(series):
     """The estimated (s_eta^2, s_nu^2, phi) of the tune-half and quality-control series."""
-    for name, s in series.items():
-        g = "qc" if tcpd.family(name) == "synthetic" else tcpd.half(name)
-        if g not in ("tune", "qc"):
-            continue
+    for name, _, s in cm.tune_and_qc(series):
         raw = s["values"]
         z, _ = cm.prepare(raw[np.isfinite(raw)])
         eta2, nu2, phi = estimate(z)
@@ -435,19 +417,7 @@ def main():
     if "params" in names:
         params_table(series)
         names = [m for m in names if m != "params"]
-    tables = {}
-    for label in names:
-        fn = METHODS[label]
-        t0 = time.time()
-        print(f"{label}\n  TCPD {cm.score(series, fn)}\n  synthetic: {cm.synthetic(fn)}"
-              f"\n  {cm.two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
-        tables[label] = per_series(series, fn)
-    if not names:
-        return
-    print("\nper series (tune half and quality control only): F1 [changes]")
-    for name in tables[names[0]]:
-        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
-                                         for label in names))
+    cm.run_methods(series, METHODS, names)
 
 
 if __name__ == "__main__":

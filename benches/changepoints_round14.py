@@ -63,7 +63,6 @@ found alone step / kink / AR + step; two-season nulls):
 """
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -383,10 +382,7 @@ METHODS = {
 
 def choices(series, **kw):
     """Which model the criterion picks on each tune-half and quality-control series."""
-    for name, s in series.items():
-        g = "qc" if tcpd.family(name) == "synthetic" else tcpd.half(name)
-        if g not in ("tune", "qc"):
-            continue
+    for name, _, s in cm.tune_and_qc(series):
         raw = s["values"]
         print(f"  {name:22s}", select(raw[np.isfinite(raw)], verbose=True, **kw), flush=True)
 
@@ -401,19 +397,7 @@ def main():
             print(flag)
             choices(series, **kw)
             names = [m for m in names if m != flag]
-    tables = {}
-    for label in names:
-        fn = METHODS[label]
-        t0 = time.time()
-        print(f"{label}\n  TCPD {cm.score(series, fn)}\n  synthetic: {cm.synthetic(fn)}"
-              f"\n  {cm.two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
-        tables[label] = r13.per_series(series, fn)
-    if not names:
-        return
-    print("\nper series (tune half and quality control only): F1 [changes]")
-    for name in tables[names[0]]:
-        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
-                                         for label in names))
+    cm.run_methods(series, METHODS, names)
 
 
 if __name__ == "__main__":

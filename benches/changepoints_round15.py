@@ -281,14 +281,16 @@ class FastCost:
         s1 = np.where(one, N * (N - 1) / 2.0, (xs - N * xN + (N - 1) * xN * xs) / (1 - xs) ** 2)
         return s0, s1
 
+    def head(self, si, m):
+        """The exact sums of the first `A` samples of each segment (all of a short one), and
+        which segments have a steady-state tail beyond them."""
+        mh = np.minimum(m, self.A)
+        return self.hv2[si, mh].copy(), self.hr1[si, mh].copy(), self.hr2[si, mh].copy(), m > self.A
+
     def sums(self, si, m):
         """V = sum v^2 / S, R1, R2 = sum v g / S for starts self.starts[si] and lengths m."""
         A, Sinf = self.A, self.Sinf
-        mh = np.minimum(m, A)
-        V = self.hv2[si, mh].copy()
-        R1 = self.hr1[si, mh].copy()
-        R2 = self.hr2[si, mh].copy()
-        tail = m > A
+        V, R1, R2, tail = self.head(si, m)
         if np.any(tail):
             s = self.starts[si][tail]
             N = (m - A)[tail]
@@ -346,11 +348,7 @@ class FastCost:
         """`sums` from the age-only tables: gathers and ~40 real flops per tail segment."""
         T = self.tables()
         A, Sinf = self.A, self.Sinf
-        mh = np.minimum(m, A)
-        V = self.hv2[si, mh].copy()
-        R1 = self.hr1[si, mh].copy()
-        R2 = self.hr2[si, mh].copy()
-        tail = m > A
+        V, R1, R2, tail = self.head(si, m)
         if np.any(tail):
             s = self.starts[si][tail]
             N = (m - A)[tail]
@@ -563,7 +561,7 @@ def agreement(series):
         return e
 
     out = {}
-    rows = r13.per_series(series, both)
+    rows = cm.per_series(series, both)
     out["tune + QC series"] = (sum(rec), len(rec))
     rec.clear()
     cm.synthetic(both)
@@ -656,23 +654,7 @@ def main():
         return
     big = names[0] == "big"
     names = names[1:] if big else names
-    tables = {}
-    for label in names:
-        fn = METHODS[label]
-        t0 = time.time()
-        if big:
-            print(f"{label}\n  synthetic 60 reps seed 2: {cm.synthetic(fn, reps=60, seed=2)}"
-                  f"\n  ({time.time() - t0:.0f} s)", flush=True)
-            continue
-        print(f"{label}\n  TCPD {cm.score(series, fn)}\n  synthetic: {cm.synthetic(fn)}"
-              f"\n  {cm.two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
-        tables[label] = r13.per_series(series, fn)
-    if not tables:
-        return
-    print("\nper series (tune half and quality control only): F1 [changes]")
-    for name in tables[names[0]]:
-        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
-                                         for label in names))
+    cm.run_methods(series, METHODS, names, big=big)
 
 
 if __name__ == "__main__":

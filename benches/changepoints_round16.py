@@ -112,12 +112,11 @@ Commands (in order; one Python process at a time):
   python3 benches/changepoints_round16.py /tmp/TCPD r16_both_regimes_snap
   python3 benches/changepoints_round16.py /tmp/TCPD big r16_both_regimes_snap
   (per-series tune/QC tables and the tune/QC-only F1 of r15_vtest_snap, r16_null_vtest,
-  r16_*_regimes came from a `/tmp` one-off script calling `r13.per_series`, not kept; the
+  r16_*_regimes came from a `/tmp` one-off script calling `per_series` (now `changepoints_model.per_series`), not kept; the
   same per-series table is printed by the commands above.)
 """
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -280,23 +279,7 @@ def main():
     names = sys.argv[2:] or list(METHODS)
     big = names[0] == "big"
     names = names[1:] if big else names
-    tables = {}
-    for label in names:
-        fn = METHODS[label]
-        t0 = time.time()
-        if big:
-            print(f"{label}\n  synthetic 60 reps seed 2: {cm.synthetic(fn, reps=60, seed=2)}"
-                  f"\n  ({time.time() - t0:.0f} s)", flush=True)
-            continue
-        print(f"{label}\n  TCPD {cm.score(series, fn)}\n  synthetic: {cm.synthetic(fn)}"
-              f"\n  {cm.two_seasons(fn, reps=3)}\n  ({time.time() - t0:.0f} s)", flush=True)
-        tables[label] = r13.per_series(series, fn)
-    if not tables:
-        return
-    print("\nper series (tune half and quality control only): F1 [changes]")
-    for name in tables[names[0]]:
-        print(f"{name:22s}" + "  ".join(f"{label} {tables[label][name][0]:.2f} {tables[label][name][1]}"
-                                         for label in names))
+    cm.run_methods(series, METHODS, names, big=big)
 
 
 if __name__ == "__main__":
