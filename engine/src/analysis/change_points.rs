@@ -82,6 +82,9 @@ pub enum ChangeModel {
 }
 
 impl ChangeModel {
+    /// The names [`ChangeModel::parse`] accepts, quoted as in SQL, for error messages.
+    pub const NAMES: &'static str = "'trend', 'level' or 'rank'";
+
     /// Parses `'trend'`, `'level'` or `'rank'` (case-insensitive).
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {

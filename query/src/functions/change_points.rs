@@ -85,9 +85,7 @@ pub(crate) fn coerce_series_args(function: &str, arg_types: &[DataType]) -> Resu
         out.push(match t {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => DataType::Utf8,
             other => {
-                return plan_err!(
-                    "{function}: argument model must be a string ('trend', 'level' or 'rank'), got {other}"
-                );
+                return plan_err!("{function}: argument model must be a string ({}), got {other}", ChangeModel::NAMES);
             }
         });
     }
@@ -108,7 +106,7 @@ pub(crate) fn series_config(function: &str, args: &AccumulatorArgs) -> Result<Ch
     {
         match ChangeModel::parse(&name) {
             Some(m) => cfg.model = m,
-            None => return plan_err!("{function}: model must be 'trend', 'level' or 'rank', got '{name}'"),
+            None => return plan_err!("{function}: model must be {}, got '{name}'", ChangeModel::NAMES),
         }
     }
     if let Some(e) = args.exprs.get(3)
