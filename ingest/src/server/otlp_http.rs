@@ -114,24 +114,181 @@ fn decode(bytes: &[u8], encoding: Encoding) -> Result<ExportMetricsServiceReques
             let request: ExportMetricsServiceRequest = serde_json::from_slice(bytes).map_err(|e| {
                 Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"))
             })?;
+            if !without_data(&request) && !without_value(&request) {
+                return Ok(request);
+            }
+            let request = decode_json_float_strings(bytes)?;
             check_json_data(&request, bytes)?;
             Ok(request)
         }
     }
 }
 
+/// Whether a metric of the request was left without data by the JSON decoder.
+fn without_data(request: &ExportMetricsServiceRequest) -> bool {
+    request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| m.data.is_none())
+}
+
+/// Whether a gauge or sum point of the request was left without a value by the JSON decoder
+/// (it reads the value as an optional flattened field, so a value it cannot read is absent).
+fn without_value(request: &ExportMetricsServiceRequest) -> bool {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| match &m.data {
+        Some(Data::Gauge(g)) => g.data_points.iter().any(|p| p.value.is_none()),
+        Some(Data::Sum(g)) => g.data_points.iter().any(|p| p.value.is_none()),
+        _ => false,
+    })
+}
+
+/// The proto3 JSON mapping, which OTLP/HTTP JSON follows, lets a `double` be a JSON number or
+/// a string: `"NaN"`, `"Infinity"`, `"-Infinity"` (the only way JSON can carry them; a Go
+/// client's summary has NaN quantiles before its first observation) or a number in decimal or
+/// exponent notation. The upstream decoder takes strings only for quantiles, so a point whose
+/// `asDouble` (or a histogram's or summary's `sum`, `min`, `max`) is a string would leave its
+/// metric without data. Such strings are read here: finite ones become JSON numbers, the
+/// others are decoded as 0 and set to their value afterwards, so a NaN point is rejected per
+/// series (`non_finite_value`) exactly as the same point sent as protobuf. A string that is no
+/// number refuses the request (400) naming the point. Runs only when the fast decode left a
+/// metric without data or a point without a value.
+fn decode_json_float_strings(bytes: &[u8]) -> Result<ExportMetricsServiceRequest, Status> {
+    let malformed =
+        |e: String| Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"));
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    let mut specials = Vec::new();
+    let mut bad = None;
+    for_each_data_point(&mut value, |at, name, kind, point| {
+        for field in POINT_DOUBLES {
+            let Some(slot) = point.get_mut(*field) else { continue };
+            let Some(text) = slot.as_str() else { continue };
+            let parsed = match text {
+                "NaN" => f64::NAN,
+                "Infinity" => f64::INFINITY,
+                "-Infinity" => f64::NEG_INFINITY,
+                other => match other.parse::<f64>() {
+                    Ok(v) if v.is_finite() => v,
+                    _ => {
+                        let (r, s, m, p) = at;
+                        bad.get_or_insert_with(|| {
+                            format!(
+                                "resourceMetrics[{r}].scopeMetrics[{s}].metrics[{m}] ({name:?}).{kind}.dataPoints[{p}].\
+                                 {field}: {other:?} is not a number (a double is a JSON number or a string \
+                                 holding one, \"NaN\", \"Infinity\" or \"-Infinity\")"
+                            )
+                        });
+                        continue;
+                    }
+                },
+            };
+            if let Some(n) = serde_json::Number::from_f64(parsed) {
+                *slot = serde_json::Value::Number(n);
+            } else {
+                *slot = serde_json::Value::from(0.0);
+                specials.push((at, kind, *field, parsed));
+            }
+        }
+        // Exemplars are not stored; a string value there must not fail the point.
+        if let Some(exemplars) = point.get_mut("exemplars").and_then(|e| e.as_array_mut()) {
+            for e in exemplars {
+                if let Some(slot) = e.get_mut("asDouble").filter(|v| v.is_string()) {
+                    *slot = serde_json::Value::from(0.0);
+                }
+            }
+        }
+    });
+    if let Some(bad) = bad {
+        return Err(malformed(bad));
+    }
+    let mut request: ExportMetricsServiceRequest =
+        serde_json::from_value(value).map_err(|e| malformed(e.to_string()))?;
+    for ((r, s, m, p), kind, field, v) in specials {
+        set_point_double(&mut request, (r, s, m, p), kind, field, v);
+    }
+    Ok(request)
+}
+
+/// The `double` fields of data points the upstream JSON decoder reads only as numbers.
+const POINT_DOUBLES: &[&str] = &["asDouble", "sum", "min", "max"];
+
+/// Where a data point is: resource, scope, metric and point index.
+type PointAt = (usize, usize, usize, usize);
+
+/// Calls `f` on every data point object of an OTLP JSON request, with where it is, its
+/// metric's name and the data field it sits under (`gauge`, `sum`, …).
+fn for_each_data_point(
+    value: &mut serde_json::Value,
+    mut f: impl FnMut(PointAt, &str, &'static str, &mut serde_json::Value),
+) {
+    fn list<'a>(v: &'a mut serde_json::Value, key: &str) -> &'a mut [serde_json::Value] {
+        v.get_mut(key).and_then(|l| l.as_array_mut()).map_or(&mut [], |l| l.as_mut_slice())
+    }
+    for (r, resource) in list(value, "resourceMetrics").iter_mut().enumerate() {
+        for (s, scope) in list(resource, "scopeMetrics").iter_mut().enumerate() {
+            for (m, metric) in list(scope, "metrics").iter_mut().enumerate() {
+                let name = metric.get("name").and_then(|n| n.as_str()).unwrap_or("").to_owned();
+                for kind in ["gauge", "sum", "histogram", "exponentialHistogram", "summary"] {
+                    let Some(data) = metric.get_mut(kind) else { continue };
+                    for (p, point) in list(data, "dataPoints").iter_mut().enumerate() {
+                        f((r, s, m, p), &name, kind, point);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sets one `double` field of a decoded data point (see [`decode_json_float_strings`]).
+fn set_point_double(request: &mut ExportMetricsServiceRequest, at: PointAt, kind: &str, field: &str, v: f64) {
+    use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point};
+    /// A histogram's `sum`, `min` or `max`.
+    fn pick<'a>(
+        field: &str,
+        sum: &'a mut Option<f64>,
+        min: &'a mut Option<f64>,
+        max: &'a mut Option<f64>,
+    ) -> Option<&'a mut Option<f64>> {
+        match field {
+            "sum" => Some(sum),
+            "min" => Some(min),
+            "max" => Some(max),
+            _ => None,
+        }
+    }
+    let (r, s, m, p) = at;
+    let Some(data) = request
+        .resource_metrics
+        .get_mut(r)
+        .and_then(|x| x.scope_metrics.get_mut(s))
+        .and_then(|x| x.metrics.get_mut(m))
+        .and_then(|x| x.data.as_mut())
+    else {
+        return;
+    };
+    let value = Some(number_data_point::Value::AsDouble(v));
+    match (data, kind, field) {
+        (Data::Gauge(g), "gauge", "asDouble") => g.data_points.get_mut(p).into_iter().for_each(|x| x.value = value),
+        (Data::Sum(g), "sum", "asDouble") => g.data_points.get_mut(p).into_iter().for_each(|x| x.value = value),
+        (Data::Histogram(h), "histogram", _) => {
+            let x = h.data_points.get_mut(p);
+            x.and_then(|x| pick(field, &mut x.sum, &mut x.min, &mut x.max)).into_iter().for_each(|f| *f = Some(v));
+        }
+        (Data::ExponentialHistogram(h), "exponentialHistogram", _) => {
+            let x = h.data_points.get_mut(p);
+            x.and_then(|x| pick(field, &mut x.sum, &mut x.min, &mut x.max)).into_iter().for_each(|f| *f = Some(v));
+        }
+        (Data::Summary(h), "summary", "sum") => h.data_points.get_mut(p).into_iter().for_each(|x| x.sum = v),
+        _ => {}
+    }
+}
+
 /// The OTLP JSON decoder reads a metric's data (`gauge`, `sum`, …) as an optional flattened
-/// field, so a data point it cannot decode (`"timeUnixNano": 1.7e18`, `"asDouble": "NaN"`)
+/// field, so a data point it cannot decode (`"timeUnixNano": 1.7e18`, `"asDouble": "high"`)
 /// leaves the metric without data instead of failing: the whole metric would be dropped and
 /// counted as one rejected point. A metric left without data whose JSON has a data field is
 /// therefore decoded again on its own, and the request refused (400, as the OTLP/HTTP
 /// specification asks of a request that cannot be decoded) with that error and where it is.
 fn check_json_data(request: &ExportMetricsServiceRequest, bytes: &[u8]) -> Result<(), Status> {
     use opentelemetry_proto::tonic::metrics::v1 as m;
-    let no_data = |r: &ExportMetricsServiceRequest| {
-        r.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| m.data.is_none())
-    };
-    if !no_data(request) {
+    if !without_data(request) {
         return Ok(());
     }
     let malformed =

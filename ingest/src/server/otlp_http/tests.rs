@@ -118,6 +118,50 @@ async fn otlp_http_json_and_protobuf_with_gzip() {
         "{status}"
     );
     assert_eq!(power(&store).len(), before, "nothing of the refused request is stored");
+    // Doubles as strings, as the proto3 JSON mapping allows: a number in a string is read,
+    // NaN is that point's rejection (as over protobuf), not the whole request's. A string that
+    // is no number is still a 400 naming the metric.
+    let strings = |v: [&str; 3]| {
+        json_export()
+            .replace("\"asDouble\":301.5", &format!("\"asDouble\":{}", v[0]))
+            .replace("\"asInt\":\"305\"", &format!("\"asDouble\":{}", v[1]))
+            .replace(&T_NS.to_string(), &(T_NS + 10_000_000_000).to_string())
+            .replace(&(T_NS + 1_000_000_000).to_string(), &(T_NS + 11_000_000_000).to_string())
+            .replace(
+                "]}}]}]}]}",
+                &format!(
+                    ",{{\"timeUnixNano\":\"{}\",\"asDouble\":{},\"attributes\":[{{\"key\":\"gpu\",\"value\":{{\"stringValue\":\"1\"}}}}]}}]}}}}]}}]}}]}}",
+                    T_NS + 12_000_000_000,
+                    v[2]
+                ),
+            )
+    };
+    let body = strings(["\"1.5\"", "\"-2.5e2\"", "\"NaN\""]);
+    assert!(body.contains("\"NaN\"") && body.contains("-2.5e2") && body.contains("\"1.5\""), "{body}");
+    let a =
+        post(&addr, "/v1/metrics", &[("Content-Type", "application/json"), ("Authorization", &auth)], body.as_bytes())
+            .await;
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    let answer: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(answer["partialSuccess"]["rejectedDataPoints"], 1, "{answer}");
+    let stored = power(&store);
+    assert_eq!(stored.len(), before + 2, "{stored:?}");
+    assert!(stored.contains(&(T_NS as i64 + 10_000_000_000, 1.5)), "{stored:?}");
+    assert!(stored.contains(&(T_NS as i64 + 11_000_000_000, -250.0)), "{stored:?}");
+    for bad in ["\"high\"", "\"inf\""] {
+        let body = strings(["1", "2", bad]).replace(&T_NS.to_string(), &(T_NS + 20_000_000_000).to_string());
+        let a = post(
+            &addr,
+            "/v1/metrics",
+            &[("Content-Type", "application/json"), ("Authorization", &auth)],
+            body.as_bytes(),
+        )
+        .await;
+        assert_eq!(a.code, 400, "{bad}: {}", String::from_utf8_lossy(&a.body));
+        let status: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+        assert!(status["message"].as_str().unwrap().contains("(\"DCGM_FI_DEV_POWER_USAGE\").gauge"), "{status}");
+    }
+    let before = power(&store).len();
     let a = post(&addr, "/v1/metrics", &[("Content-Type", "text/plain"), ("Authorization", &auth)], b"x").await;
     assert_eq!(a.code, 415);
     let a = post(
@@ -150,7 +194,7 @@ async fn otlp_http_json_and_protobuf_with_gzip() {
     )
     .await;
     assert_eq!(a.code, 400);
-    assert_eq!(power(&store).len(), 3, "nothing from the failed requests was written");
+    assert_eq!(power(&store).len(), before, "nothing from the failed requests was written");
 
     let _ = stop.send(());
     task.await.unwrap();
@@ -193,4 +237,32 @@ async fn connections_beyond_the_limit_are_closed() {
     drop(held);
     let _ = stop.send(());
     task.await.unwrap();
+}
+
+/// Histogram and summary doubles as proto3 JSON strings decode to their values (NaN and
+/// ±inf included), so the conversion's own checks see them as they would over protobuf.
+#[test]
+fn histogram_and_summary_doubles_may_be_strings() {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let body = r#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[
+      {"name":"h","histogram":{"aggregationTemporality":2,"dataPoints":[
+        {"timeUnixNano":"1","count":"2","sum":"NaN","min":"-Infinity","max":"2.5","bucketCounts":["1","1"],"explicitBounds":[1.0]}]}},
+      {"name":"s","summary":{"dataPoints":[
+        {"timeUnixNano":"1","count":"2","sum":"Infinity","quantileValues":[{"quantile":0.5,"value":"NaN"}]}]}},
+      {"name":"g","gauge":{"dataPoints":[{"timeUnixNano":"1","asDouble":"7","exemplars":[{"timeUnixNano":"1","asDouble":"NaN"}]}]}}
+    ]}]}]}"#;
+    let request = super::decode(body.as_bytes(), super::Encoding::Json).unwrap();
+    let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
+    let Some(Data::Histogram(h)) = &metrics[0].data else { panic!("{:?}", metrics[0]) };
+    let p = &h.data_points[0];
+    assert!(p.sum.is_some_and(f64::is_nan), "{p:?}");
+    assert_eq!((p.min, p.max, p.count), (Some(f64::NEG_INFINITY), Some(2.5), 2));
+    let Some(Data::Summary(s)) = &metrics[1].data else { panic!("{:?}", metrics[1]) };
+    assert_eq!(s.data_points[0].sum, f64::INFINITY);
+    assert!(s.data_points[0].quantile_values[0].value.is_nan());
+    let Some(Data::Gauge(g)) = &metrics[2].data else { panic!("{:?}", metrics[2]) };
+    assert_eq!(
+        g.data_points[0].value,
+        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(7.0))
+    );
 }
