@@ -10,7 +10,9 @@ use crate::topology::{Topology, parse_rfc3339};
 const JOBS_DOC: &str = "jobs.json";
 
 /// A training job.
+/// Unknown fields are refused: a misspelt `storage_pool` would otherwise be dropped silently.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Job {
     /// Name, e.g. `llm-70b` (the `job` label of application series).
     pub job: String,
@@ -38,22 +40,23 @@ impl Job {
 }
 
 /// Parses and checks a `jobs.json` document: a JSON array of jobs, or an object with a
-/// `jobs` array. Job names must be unique, node lists non-empty, `end >= start`.
+/// `jobs` array. Job names must be unique, node lists non-empty and without repeats,
+/// `end >= start`; unknown fields are refused.
 pub fn parse_jobs(text: &str) -> Result<Vec<Job>> {
+    /// The object form.
     #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Document {
-        List(Vec<Job>),
-        Wrapped { jobs: Vec<Job> },
+    #[serde(deny_unknown_fields)]
+    struct Wrapped {
+        jobs: Vec<Job>,
     }
-    // Parse as a list first so that errors inside a job keep their line and column.
-    let jobs = match serde_json::from_str::<Vec<Job>>(text) {
-        Ok(jobs) => jobs,
-        Err(list_err) => match serde_json::from_str::<Document>(text) {
-            Ok(Document::List(jobs) | Document::Wrapped { jobs }) => jobs,
-            Err(_) => return Err(invalid(list_err.to_string())),
-        },
+    // The form is chosen by the first character, so that errors inside a job keep their line
+    // and column in both.
+    let parsed = if text.trim_start().starts_with('{') {
+        serde_json::from_str::<Wrapped>(text).map(|w| w.jobs)
+    } else {
+        serde_json::from_str::<Vec<Job>>(text)
     };
+    let jobs = parsed.map_err(|e| invalid(e.to_string()))?;
     let mut names = HashSet::new();
     for job in &jobs {
         if job.job.is_empty() {
@@ -64,6 +67,10 @@ pub fn parse_jobs(text: &str) -> Result<Vec<Job>> {
         }
         if job.nodes.is_empty() {
             return Err(invalid(format!("job {} has no nodes", job.job)));
+        }
+        let mut nodes = HashSet::new();
+        if let Some(node) = job.nodes.iter().find(|n| !nodes.insert(n.as_str())) {
+            return Err(invalid(format!("job {} lists node {node} twice", job.job)));
         }
         let range = crate::model::MIN_TIME_NS..=crate::model::MAX_TIME_NS;
         for (what, t) in [("start", Some(job.start)), ("end", job.end)] {
@@ -181,5 +188,15 @@ mod tests {
         // Times before 1970 (or past 2262) are not times the store holds.
         let err = parse_jobs(r#"[{"job":"a","nodes":["n"],"start":-5}]"#).unwrap_err().to_string();
         assert!(err.contains("job a: start -5 is outside the stored time range"), "{err}");
+        // A misspelt field is an error naming it, in either document form; a node given twice too.
+        for doc in [
+            r#"[{"job":"a","nodes":["n"],"start":0,"storge_pool":"p"}]"#,
+            r#"{"jobs":[{"job":"a","nodes":["n"],"start":0,"storge_pool":"p"}]}"#,
+        ] {
+            let err = parse_jobs(doc).unwrap_err().to_string();
+            assert!(err.contains("unknown field `storge_pool`"), "{doc}: {err}");
+        }
+        let err = parse_jobs(r#"[{"job":"a","nodes":["n1","n2","n1"],"start":0}]"#).unwrap_err().to_string();
+        assert!(err.contains("job a lists node n1 twice"), "{err}");
     }
 }
