@@ -84,6 +84,32 @@ pub trait Storage: Send + Sync + Debug {
     fn wal_owner(&self) -> Option<String> {
         None
     }
+    /// Drops a local copy of data file `path` (an object store's read cache), so that the
+    /// next read fetches the original; `true` when there was one. The default has none.
+    fn evict_cached(&self, _path: &Path) -> bool {
+        false
+    }
+}
+
+/// Runs `read` on data file `path`; when it fails as a damaged file would (I/O, Parquet, the
+/// file's own checks) and the storage held a local copy of it, that copy is dropped and `read`
+/// runs once more against the original. A cached copy cut short by a crash or damaged on the
+/// local disk is so fetched again instead of failing every query that reads it.
+pub(crate) fn refetching<T>(
+    storage: &dyn Storage,
+    path: &Path,
+    mut read: impl FnMut() -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
+    use crate::error::Error;
+    match read() {
+        Err(e @ (Error::Io { .. } | Error::Parquet { .. } | Error::DataFileInvalid { .. } | Error::Arrow(_)))
+            if storage.evict_cached(path) =>
+        {
+            tracing::warn!(path = %path.display(), error = %e, "dropped a damaged cached copy; reading the original");
+            read()
+        }
+        other => other,
+    }
 }
 
 /// Writes `bytes` to `path` atomically through the storage's [`Storage::write_atomic`].

@@ -386,6 +386,16 @@ fn object_io(e: io::Error) -> object_store::Error {
 }
 
 impl Storage for ObjectStorage {
+    fn evict_cached(&self, path: &Path) -> bool {
+        match self.inner.route(path) {
+            Route::Object(rel) if self.inner.cache.lookup(&self.inner.cache_key(&rel)).is_some() => {
+                self.inner.cache.remove(&self.inner.cache_key(&rel));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The node id of the data directory: the writer's, set by `acquire_lease` (every flush
     /// asks for it); for a reader, read once it exists (a reader without one has no WAL of
     /// this store).

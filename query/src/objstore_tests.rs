@@ -303,3 +303,66 @@ fn a_bucket_with_data_files_but_no_manifest_is_refused_not_emptied() {
     assert!(matches!(err, lockstep_engine::Error::ManifestMissing { files: 1, .. }), "{err}");
     assert!(keys(&mem).iter().any(|k| k.starts_with("node-a/data/p")));
 }
+
+/// A cached copy damaged on the local disk (cut short, or bytes overwritten) is dropped and
+/// fetched again from the bucket when a scan or a footer read fails on it; before, every
+/// query failed, naming the bucket's file, until the cache was cleared by hand.
+#[test]
+fn a_damaged_cached_copy_is_fetched_again() {
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/prefix", bucket.path().display());
+    let node = tempfile::tempdir().unwrap();
+    let store = open(node.path(), ObjectStorage::open(&url, node.path(), 1 << 20).unwrap());
+    store.write(&sample_batch(1000)).unwrap();
+    store.flush().unwrap();
+    let expected = values(&store);
+    store.close().unwrap();
+    let original: Vec<_> = fs::read_dir(bucket.path().join("prefix/data")).unwrap().collect();
+    let original = fs::read_dir(original[0].as_ref().unwrap().path()).unwrap().next().unwrap().unwrap().path();
+    let original_bytes = fs::read(&original).unwrap();
+
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = |dir: &Path| {
+        let storage = ObjectStorage::open(&url, dir, 1 << 20).unwrap();
+        Store::open_read_only_with(dir, StoreConfig::default(), Arc::new(storage), Arc::new(SystemClock)).unwrap()
+    };
+    assert_eq!(values(&reader(reader_dir.path())), expected);
+    let cached = |dir: &Path| {
+        let mut stack = vec![dir.join("cache")];
+        let mut found = Vec::new();
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p)
+                } else if p.extension().is_some_and(|x| x == "parquet") {
+                    found.push(p)
+                }
+            }
+        }
+        assert_eq!(found.len(), 1, "{found:?}");
+        found.pop().unwrap()
+    };
+    let copy = cached(reader_dir.path());
+    assert_eq!(fs::read(&copy).unwrap(), original_bytes);
+    for damage in ["overwrite", "truncate", "footer"] {
+        let mut bytes = original_bytes.clone();
+        match damage {
+            "overwrite" => bytes[original_bytes.len() / 3..original_bytes.len() / 3 + 64].fill(0xA5),
+            "truncate" => bytes.truncate(original_bytes.len() / 2),
+            _ => {
+                let n = bytes.len();
+                bytes[n - 20..n - 8].fill(0);
+            }
+        }
+        fs::write(&copy, &bytes).unwrap();
+        // A new reader adopts the damaged copy from the cache directory, as after a restart.
+        assert_eq!(values(&reader(reader_dir.path())), expected, "{damage}");
+        assert_eq!(fs::read(cached(reader_dir.path())).unwrap(), original_bytes, "{damage}: fetched again");
+    }
+    // The writer too: its scans and its compaction's reads.
+    let copy = cached(node.path());
+    fs::write(&copy, &original_bytes[..original_bytes.len() / 2]).unwrap();
+    let store = open(node.path(), ObjectStorage::open(&url, node.path(), 1 << 20).unwrap());
+    assert_eq!(values(&store), expected);
+}

@@ -99,4 +99,14 @@ impl Storage for ReadOnlyStorage {
     fn exists(&self, path: &Path) -> bool {
         self.inner.exists(path)
     }
+    /// Drops the inner storage's copy and this snapshot's pin of it, then pins the original.
+    fn evict_cached(&self, path: &Path) -> bool {
+        if !self.inner.evict_cached(path) {
+            return false;
+        }
+        self.pinned.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(path);
+        // Not pinned again (gone from the bucket meanwhile): the retry reports that.
+        let _ = self.pin(path);
+        true
+    }
 }

@@ -389,6 +389,11 @@ impl Store {
                     // The half-written output is named by no manifest: remove it now (a crash
                     // leaves it to the next writer's orphan clean-up).
                     let _ = storage.remove_file(&path);
+                    // A damaged local copy of an input (an object store's read cache) is not
+                    // read again: the next try (and every scan) fetches the original.
+                    for f in &group {
+                        storage.evict_cached(&f.path);
+                    }
                     if let Some(bad) = unreadable_input(&e, &group, storage) {
                         tracing::error!(partition, error = %e, "compaction leaves an unreadable data file and the older files of its partition as they are");
                         let mut skips = self.compaction_skips.lock().map_err(lock_poisoned)?;

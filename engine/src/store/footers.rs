@@ -67,7 +67,9 @@ impl FooterCache {
                 return Ok(entry.footer.clone());
             }
         }
-        let footer = Arc::new(FileFooter::read(storage, &file.path, file.entry.stats.footer_crc32)?);
+        let footer = Arc::new(crate::storage::refetching(storage, &file.path, || {
+            FileFooter::read(storage, &file.path, file.entry.stats.footer_crc32)
+        })?);
         let bytes = footer.heap_bytes();
         if bytes > self.budget {
             return Ok(footer);

@@ -204,7 +204,9 @@ fn shift_ids(series: &mut [u32], offset: u32) {
 fn read_file(storage: &dyn Storage, file: &LiveFile, filter: &RowFilter<'_>) -> Result<Rows> {
     let shifted = shifted_series(filter.series, file.series_offset);
     let local = RowFilter { time: filter.time, series: shifted.as_ref().or(filter.series), value: None };
-    let mut rows = datafile::read_file(storage, &file.path, &local, file.entry.stats.footer_crc32)?;
+    let mut rows = crate::storage::refetching(storage, &file.path, || {
+        datafile::read_file(storage, &file.path, &local, file.entry.stats.footer_crc32)
+    })?;
     shift_ids(&mut rows.series, file.series_offset);
     Ok(rows)
 }

@@ -112,6 +112,9 @@ impl ReadCache {
             fs::remove_file(spool)?;
             return Ok(None);
         }
+        // Durable before it gets its name: a crash must not leave a cached copy cut short
+        // (a damaged one is still dropped when read; see `Storage::evict_cached`).
+        fs::File::open(spool)?.sync_all()?;
         fs::rename(spool, &path)?;
         {
             let mut state = self.lock();
