@@ -11,10 +11,12 @@
 //!
 //! The `host` label (required by the engine) comes from the sample when present, otherwise
 //! from [`ParseOptions::default_host`] (the scrape target). Samples without a timestamp get
-//! [`ParseOptions::default_time_ns`] (the scrape time). Empty label values are absent.
+//! [`ParseOptions::default_time_ns`] (the scrape time). Empty label values are absent. A
+//! series given twice at the same time is an error, as Prometheus refuses such a scrape.
 //! Errors name the 1-based line.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use lockstep_engine::model::{HOST_LABEL, validate_time};
 use lockstep_engine::{ErrorKind, SeriesKey, WriteBatch};
@@ -101,6 +103,17 @@ pub enum PromTextError {
         /// The character after the backslash.
         escape: char,
     },
+    /// A series has two samples at the same time (Prometheus refuses such a scrape: which
+    /// value is meant?).
+    #[error("line {line}: series {series} already has a sample at this time, on line {first}")]
+    DuplicateSample {
+        /// Line number.
+        line: usize,
+        /// The line of the first sample.
+        first: usize,
+        /// The series.
+        series: String,
+    },
     /// The line's structure is wrong.
     #[error("line {line}: {reason}")]
     Malformed {
@@ -167,6 +180,8 @@ pub fn parse(text: &str, options: &ParseOptions<'_>) -> Result<Exposition, PromT
     let mut family_index: HashMap<String, usize> = HashMap::new();
     let mut labels: Vec<(String, String)> = Vec::new();
     let mut eof = false;
+    // Each series' sample times, with their lines: a series given twice at one time is an error.
+    let mut seen: HashMap<(SeriesKey, i64), usize> = HashMap::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = i + 1;
         let body = raw.strip_suffix('\r').unwrap_or(raw).trim_start_matches([' ', '\t']);
@@ -188,7 +203,15 @@ pub fn parse(text: &str, options: &ParseOptions<'_>) -> Result<Exposition, PromT
         }
         labels.clear();
         let (key, value, time) = parse_sample(body, line, options, &mut labels)?;
-        out.batch.push(key, time, value);
+        match seen.entry((key, time)) {
+            Entry::Occupied(e) => {
+                return Err(PromTextError::DuplicateSample { line, first: *e.get(), series: e.key().0.to_string() });
+            }
+            Entry::Vacant(e) => {
+                out.batch.push(e.key().0.clone(), time, value);
+                e.insert(line);
+            }
+        }
     }
     Ok(out)
 }

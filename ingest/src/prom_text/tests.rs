@@ -112,6 +112,16 @@ fn errors_name_the_line() {
         ("m 1\n# EOF\nm 2\n# EOF\n", PromTextError::Malformed { line: 3, reason: "content after `# EOF`" }),
         ("# TYPE m countr", PromTextError::InvalidType { line: 1, value: "countr".into() }),
         ("# HELP 1m x", PromTextError::InvalidMetricName { line: 1, name: "1m".into() }),
+        // One series twice at the same time (the same labels in another order, the scrape's
+        // time or an explicit one); at another time it is a second sample.
+        (
+            "m{a=\"1\",b=\"2\"} 1\nm{a=\"2\"} 1\nm{b=\"2\",a=\"1\"} 2",
+            PromTextError::DuplicateSample { line: 3, first: 1, series: "m{a=\"1\",b=\"2\",host=\"h\"}".into() },
+        ),
+        (
+            "m 1 1000\nm 2 2000\nm 3 1000",
+            PromTextError::DuplicateSample { line: 3, first: 1, series: "m{host=\"h\"}".into() },
+        ),
     ];
     for (text, want) in cases {
         assert_eq!(err(text), want, "{text:?}");
