@@ -16,8 +16,10 @@
 //! whole-series aggregates count in full. The `samples` scan reserves the decoded rows of the
 //! time partition it is converting (without ever failing on it: it cannot spill, and a scan
 //! that fails because a sort holds its share would be worse than a sort that spills earlier).
-//! **Not accounted:** window functions (`OVER (...)`), the at most four 64 Ki-row batches each
-//! scan partition keeps in flight, and small in-memory tables (topology, jobs, `diagnose()`,
+//! **Not accounted:** window functions (`OVER (...)`), the batches in flight between operators
+//! (each `samples` scan partition keeps at most four in its channel, a coalesce or repartition
+//! a few per partition; the scan's batches are of the session's `batch_size`, 8192 rows, so
+//! this is a few MB per partition), and small in-memory tables (topology, jobs, `diagnose()`,
 //! `clock_models`).
 //!
 //! **Spilling.** Sorts, hash aggregates in their final phase (including the single-phase

@@ -72,12 +72,6 @@ use roaring::RoaringBitmap;
 use pushdown::Pushdown;
 use read::SeriesClocks;
 
-/// Rows per output batch: a whole row group (or merge chunk) of decoded rows. A batch that is a
-/// slice of a larger buffer is counted with the whole buffer by DataFusion's memory accounting
-/// (a sort reserves `get_record_batch_memory_size` per batch), so slicing a row group into
-/// four batches counted it four times.
-const BATCH_ROWS: usize = lockstep_engine::datafile::ROW_GROUP_ROWS;
-
 /// Fixed columns before the label columns.
 pub const FIXED_COLUMNS: [&str; 8] =
     ["time", "metric", "value", "series_id", "domain", "entity", "local_time", "time_uncertainty"];
@@ -476,8 +470,15 @@ fn engine_err(e: lockstep_engine::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// Reads scan units (as `units` hands them out) and emits Arrow batches; stops early if `emit`
-/// says so.
+/// Reads scan units (as `units` hands them out) and emits Arrow batches of at most `batch_rows`
+/// rows; stops early if `emit` says so.
+///
+/// `batch_rows` is the session's `batch_size` (DataFusion's 8192 by default), not a whole row
+/// group (256 k rows): the batches a query holds in flight are counted in batches (four in each
+/// scan partition's channel, more in a `CoalescePartitionsExec` or `RepartitionExec`, none of
+/// them in the memory pool), and for a wide `SELECT *` a row-group batch is about 70 MB, so a
+/// result streamed to a client held about 1 GB in those queues whatever the statement's memory
+/// limit.
 ///
 /// The decoded rows of the chunk being converted (one row group, or a merge's chunk) are held
 /// in `reservation`. It grows without a check: the scan cannot spill, and failing it because a
@@ -488,6 +489,7 @@ fn run_scan(
     job: &ScanJob,
     units: impl IntoIterator<Item = usize>,
     slice: Option<&SeriesSlice>,
+    batch_rows: usize,
     reservation: &MemoryReservation,
     mut emit: impl FnMut(RecordBatch) -> bool,
 ) -> DfResult<()> {
@@ -501,7 +503,7 @@ fn run_scan(
                 let chunk = Decoded::from(chunk);
                 let mut start = 0;
                 while open && start < chunk.len {
-                    let end = (start + BATCH_ROWS).min(chunk.len);
+                    let end = start.saturating_add(batch_rows.max(1)).min(chunk.len);
                     match to_batch(schema, job, &chunk, start, end) {
                         Ok(batch) => open = emit(batch),
                         Err(e) => {
@@ -552,8 +554,8 @@ fn correct(plan: &ScanPlan, series: &[u32], local: &[i64]) -> (Vec<i64>, Vec<i64
     (time, unc, nulls)
 }
 
-/// A chunk's decoded columns as Arrow buffers (moved, not copied): each output batch is a
-/// zero-copy slice of them.
+/// A chunk's decoded columns as Arrow buffers (moved, not copied): an output batch of the whole
+/// chunk shares them, a smaller one copies its rows (see [`rows`]).
 struct Decoded {
     len: usize,
     series: ScalarBuffer<u32>,
@@ -567,9 +569,16 @@ impl From<Chunk> for Decoded {
     }
 }
 
-/// Rows `start..end` of a buffer, or an empty one when the column was not decoded.
+/// Rows `start..end` of a buffer, or an empty one when the column was not decoded. All of it
+/// is the buffer itself; part of it is a copy: DataFusion's memory accounting (what a sort
+/// reserves, `get_record_batch_memory_size`) counts a batch that slices a larger buffer with
+/// the whole buffer, so 32 zero-copy batches of a row group would be counted as 32 row groups.
 fn rows<T: ArrowNativeType>(b: &ScalarBuffer<T>, start: usize, end: usize) -> ScalarBuffer<T> {
-    if end <= b.len() { b.slice(start, end - start) } else { ScalarBuffer::from(Vec::new()) }
+    match b.get(start..end) {
+        Some(_) if start == 0 && end == b.len() => b.clone(),
+        Some(part) => ScalarBuffer::from(part.to_vec()),
+        None => ScalarBuffer::from(Vec::new()),
+    }
 }
 
 /// Rows `start..end` of `chunk` as a batch of the output columns.

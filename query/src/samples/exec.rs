@@ -475,6 +475,7 @@ impl ExecutionPlan for SamplesExec {
         let slices = self.slices.clone();
         let mut left = self.limit.unwrap_or(usize::MAX);
         let wanted = left > 0;
+        let batch_rows = ctx.session_config().batch_size();
         let reservation = MemoryConsumer::new(format!("SamplesScan[{partition}]")).register(ctx.memory_pool());
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let reading = self.shares_units().then(|| {
@@ -502,7 +503,7 @@ impl ExecutionPlan for SamplesExec {
                 None => own.next(),
             };
             let result = if wanted {
-                run_scan(&schema, &job, std::iter::from_fn(next), slice, &reservation, emit)
+                run_scan(&schema, &job, std::iter::from_fn(next), slice, batch_rows, &reservation, emit)
             } else {
                 Ok(())
             };

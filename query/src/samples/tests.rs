@@ -661,9 +661,12 @@ fn whole_table_count_comes_from_row_counts_unless_sources_overlap() {
     }
 }
 
-/// The scan's batches hold their own rows: DataFusion's per-batch memory accounting (what a sort
-/// reserves) adds up to about the bytes of the rows, not to a row group's buffers once per
-/// slice (four times with batches of 64 k rows), also under series and time filters.
+/// The scan's batches are of the session's `batch_size` (8192 rows here), not whole row groups
+/// (256 k rows, about 70 MB for a wide `SELECT *`; every queue of batches between the scan
+/// and the client held that many: about 1 GB for one result streamed to a slow PostgreSQL
+/// client), and they hold their own rows: DataFusion's per-batch memory accounting (what a
+/// sort reserves) adds up to about the bytes of the rows, not to a row group's buffers once per
+/// slice (32 times with zero-copy slices of 8192 rows), also under series and time filters.
 #[test]
 fn batch_memory_accounting_matches_the_rows() {
     use datafusion::common::utils::memory::get_record_batch_memory_size;
@@ -683,6 +686,8 @@ fn batch_memory_accounting_matches_the_rows() {
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         let counted: usize = batches.iter().map(get_record_batch_memory_size).sum();
         assert!(rows > 0, "{sql}");
+        let batch_size = ctx.state().config().batch_size();
+        assert!(batches.iter().all(|b| b.num_rows() <= batch_size), "{sql}: batches over {batch_size} rows");
         let allowed = rows * bytes_per_row * 3 / 2 + 4096;
         assert!(counted <= allowed, "{sql}: {counted} bytes counted for {rows} rows in {} batches", batches.len());
     }
