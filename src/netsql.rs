@@ -5,8 +5,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -180,17 +180,75 @@ pub fn interrupt<E: 'static>(
     })
 }
 
+/// A statement's items (rows or batches) as a stream.
+pub type ItemStream<T, E> = Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>;
+
+/// The items of a [`Guarded`] stream, shared with its watchdog.
+type Items<T, E> = Arc<Mutex<Option<ItemStream<T, E>>>>;
+
+/// How a [`Guarded`] stream learns of its interrupt.
+enum Watch<E> {
+    /// A watchdog task awaits the interrupt, drops the items and sends the error.
+    Task(tokio::sync::oneshot::Receiver<E>, tokio::task::AbortHandle),
+    /// No Tokio runtime to run a watchdog: the interrupt is polled with the items.
+    Inline(Interrupt<E>),
+    /// The watchdog ended without an interrupt (the runtime is shutting down).
+    Gone,
+}
+
 /// Items that end with the interrupt's error when it fires first; dropping it drops (and so
 /// stops) the statement.
+///
+/// The interrupt is awaited by a watchdog task, not only when the stream is polled: a client
+/// that stops reading blocks the connection's write, and then nothing polls the result stream.
+/// When the time limit passes or a cancel request comes, the watchdog drops the statement
+/// (its batches in flight, its scan threads) there and then; the client gets the error once it
+/// reads again.
 pub struct Guarded<T, E> {
-    items: Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>,
-    stop: Option<Interrupt<E>>,
+    items: Items<T, E>,
+    /// `None` once the stream has ended.
+    watch: Option<Watch<E>>,
+}
+
+/// Takes the items out of their slot (a poisoned lock still holds them).
+fn take<T, E>(items: &Items<T, E>) -> Option<ItemStream<T, E>> {
+    items.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+}
+
+impl<T: 'static, E: Send + 'static> Guarded<T, E> {
+    /// `items` until `stop` resolves.
+    pub fn new(items: ItemStream<T, E>, stop: Interrupt<E>) -> Self {
+        let items: Items<T, E> = Arc::new(Mutex::new(Some(items)));
+        let watch = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (tell, told) = tokio::sync::oneshot::channel();
+                let shared = items.clone();
+                let task = runtime.spawn(async move {
+                    let e = stop.await;
+                    drop(take(&shared));
+                    let _ = tell.send(e);
+                });
+                Watch::Task(told, task.abort_handle())
+            }
+            Err(_) => Watch::Inline(stop),
+        };
+        Guarded { items, watch: Some(watch) }
+    }
 }
 
 impl<T, E> Guarded<T, E> {
-    /// `items` until `stop` resolves.
-    pub fn new(items: Pin<Box<dyn Stream<Item = Result<T, E>> + Send>>, stop: Interrupt<E>) -> Self {
-        Guarded { items, stop: Some(stop) }
+    /// Ends the stream: stops the watchdog and drops the items.
+    fn finish(&mut self) {
+        if let Some(Watch::Task(_, task)) = self.watch.take() {
+            task.abort();
+        }
+        drop(take(&self.items));
+    }
+}
+
+impl<T, E> Drop for Guarded<T, E> {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -198,18 +256,42 @@ impl<T, E> Stream for Guarded<T, E> {
     type Item = Result<T, E>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let Some(stop) = self.stop.as_mut() else { return Poll::Ready(None) };
-        if let Poll::Ready(e) = stop.as_mut().poll(cx) {
-            self.stop = None;
+        let this = &mut *self;
+        let fired = match this.watch.as_mut() {
+            None => return Poll::Ready(None),
+            Some(Watch::Task(told, _)) => match Pin::new(told).poll(cx) {
+                Poll::Ready(Ok(e)) => Some(e),
+                Poll::Ready(Err(_)) => {
+                    this.watch = Some(Watch::Gone);
+                    None
+                }
+                Poll::Pending => None,
+            },
+            Some(Watch::Inline(stop)) => match stop.as_mut().poll(cx) {
+                Poll::Ready(e) => Some(e),
+                Poll::Pending => None,
+            },
+            Some(Watch::Gone) => None,
+        };
+        if let Some(e) = fired {
+            this.finish();
             return Poll::Ready(Some(Err(e)));
         }
-        match self.items.as_mut().poll_next(cx) {
+        let polled = {
+            let mut slot = this.items.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match slot.as_mut() {
+                Some(items) => items.as_mut().poll_next(cx),
+                // The watchdog has just taken them; its error follows (and wakes this task).
+                None => Poll::Pending,
+            }
+        };
+        match polled {
             Poll::Ready(None) => {
-                self.stop = None;
+                this.finish();
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Err(e))) => {
-                self.stop = None;
+                this.finish();
                 Poll::Ready(Some(Err(e)))
             }
             other => other,
@@ -223,6 +305,62 @@ mod tests {
     use super::*;
     use arrow::array::{Array, TimestampNanosecondArray};
     use arrow::datatypes::TimeUnit;
+
+    /// Sets its flag when dropped: stands for a running statement's resources.
+    struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A statement that never ends, whose drop sets the returned flag.
+    fn endless() -> (ItemStream<u32, String>, Arc<std::sync::atomic::AtomicBool>) {
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let held = Dropped(dropped.clone());
+        let items = futures::stream::unfold(held, |held| async move {
+            std::future::pending::<()>().await;
+            Some((Ok(0), held))
+        });
+        (Box::pin(items), dropped)
+    }
+
+    /// A client that stops reading blocks the connection's write, so nothing polls the result
+    /// stream: the time limit and a cancel request still drop the statement at once, and the
+    /// client gets the error when it reads again.
+    #[test]
+    fn an_interrupt_drops_the_statement_that_nobody_polls() {
+        use futures::StreamExt;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_time().build().unwrap();
+        rt.block_on(async {
+            let why = |cancelled: bool| if cancelled { "cancelled".to_string() } else { "timeout".to_string() };
+            let (items, dropped) = endless();
+            let mut guarded = Guarded::new(items, interrupt(None, Duration::from_millis(50), why));
+            // Polled once (the first rows went out), then never again for a while.
+            assert!(futures::poll!(guarded.next()).is_pending());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert!(dropped.load(Ordering::SeqCst), "the timed-out statement is still held");
+            assert_eq!(guarded.next().await, Some(Err("timeout".to_string())));
+            assert_eq!(guarded.next().await, None);
+
+            let flag = Arc::new(CancelFlag::default());
+            let (items, dropped) = endless();
+            let guarded = Guarded::new(items, interrupt(Some(flag.clone()), Duration::from_secs(600), why));
+            flag.cancel();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(dropped.load(Ordering::SeqCst), "the cancelled statement is still held");
+            assert_eq!(guarded.collect::<Vec<_>>().await, vec![Err("cancelled".to_string())]);
+
+            // Without an interrupt the items go through, and dropping the stream drops them.
+            let rows = futures::stream::iter([Ok(1), Ok(2)]);
+            let guarded = Guarded::new(Box::pin(rows), interrupt(None, Duration::from_secs(600), why));
+            assert_eq!(guarded.collect::<Vec<_>>().await, vec![Ok(1), Ok(2)]);
+            let (items, dropped) = endless();
+            drop(Guarded::new(items, interrupt(None, Duration::from_secs(600), why)));
+            assert!(dropped.load(Ordering::SeqCst));
+        });
+    }
 
     #[test]
     fn timestamps_without_zone_get_the_zone_and_keep_their_values() {

@@ -189,4 +189,5 @@ def main():
     conn.close()
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,7 @@ use super::pg::{Serve, have, simulated_store, test_certificate, write_live_sampl
 const READ_TOKEN: &str = "flight-read-token-0123456789";
 const WRITE_TOKEN: &str = "flight-write-token-0123456789";
 
-fn have_adbc() -> bool {
+pub(super) fn have_adbc() -> bool {
     have(
         "adbc-driver-flightsql",
         Command::new("python3").args(["-c", "import adbc_driver_flightsql.dbapi, pyarrow.flight"]),
