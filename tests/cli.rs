@@ -458,6 +458,48 @@ fn corrupt_data_file_is_a_clear_error_not_wrong_numbers() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), format!("error: 1 problem in store {}", db.display()));
 }
 
+/// A WAL segment of another store copied into a store's `wal/` and renumbered into place:
+/// `lockstep check` and `lockstep sql` refuse the store with one error naming the segment, both
+/// store ids and what to do, instead of replaying the other store's samples into its series.
+#[test]
+fn check_reports_a_wal_segment_of_another_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut ids = Vec::new();
+    for (dir, metric) in [(&a, "ours"), (&b, "theirs")] {
+        let store = lockstep_engine::Store::open(
+            dir,
+            lockstep_engine::StoreConfig { max_future_ns: None, ..Default::default() },
+        )
+        .unwrap();
+        let mut batch = lockstep_engine::WriteBatch::default();
+        batch.push(lockstep_engine::SeriesKey::new(metric, [("host", "h0")]), T, 1.0);
+        store.write(&batch).unwrap();
+        ids.push(store.manifest().unwrap().store_id.unwrap().to_string());
+        drop(store); // unflushed: the sample is only in the WAL
+    }
+    let mut ours: Vec<_> = std::fs::read_dir(a.join("wal")).unwrap().map(|e| e.unwrap().path()).collect();
+    ours.sort();
+    let next: u64 = ours.last().unwrap().file_stem().unwrap().to_str().unwrap().parse::<u64>().unwrap() + 1;
+    let planted = a.join("wal").join(format!("{next:020}.wal"));
+    let theirs = std::fs::read_dir(b.join("wal")).unwrap().next().unwrap().unwrap().path();
+    std::fs::copy(theirs, &planted).unwrap();
+    for args in [vec!["check"], vec!["sql", "--format", "csv", "SELECT count(*) AS n FROM samples"]] {
+        let mut args = args.clone();
+        args.extend(["--data-dir", a.to_str().unwrap()]);
+        let out = lockstep(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && !err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 1, "{err}");
+        assert!(err.contains(planted.to_str().unwrap()) && err.contains("belongs to another store"), "{err}");
+        assert!(err.contains(&ids[1]) && err.contains(&ids[0]) && err.contains("Move the file"), "{err}");
+    }
+    std::fs::remove_file(&planted).unwrap();
+    assert!(ok(&["check", "--data-dir", a.to_str().unwrap()]).ends_with("no problems found\n"));
+    let n = ok(&["sql", "--data-dir", a.to_str().unwrap(), "--format", "csv", "SELECT count(*) AS n FROM samples"]);
+    assert_eq!(n, "n\n1\n");
+}
+
 /// A user's Parquet file whose corrupt bytes make parquet-rs panic: `lockstep import` refuses
 /// it with one `error:` line naming the file and imports nothing. The panic is caught and
 /// becomes that error; its message and backtrace are not printed to stderr as well.

@@ -98,6 +98,23 @@ pub enum Error {
         /// What check failed.
         reason: String,
     },
+    /// A WAL segment of another store: its header names another store id than this store's
+    /// manifest (a backup restored into the wrong directory, a segment copied from another
+    /// store and renumbered into place). Replaying it would mix two stores' series ids, so the
+    /// store refuses to open until the file is moved away.
+    #[error(
+        "wal segment {path} belongs to another store: its header names store {found}, this store is {expected}; \
+         it was copied or restored from another store's wal. Move the file out of the wal directory (keep it if \
+         its data matters: it can only be replayed into the store it names) and open the store again"
+    )]
+    WalForeignSegment {
+        /// Segment file.
+        path: PathBuf,
+        /// The store id in the segment's header (or why it has none).
+        found: String,
+        /// This store's id (or why it has none).
+        expected: String,
+    },
     /// A WAL append is larger than the configured record limit; nothing was written.
     #[error("wal record of {len} bytes exceeds the limit of {limit} bytes")]
     WalRecordTooLarge {
@@ -285,6 +302,7 @@ impl Error {
             Error::ReadOnly { .. } => ErrorKind::InvalidArgument,
             Error::ManifestMissing { .. } => ErrorKind::DataCorruption,
             Error::WalCorrupt { .. }
+            | Error::WalForeignSegment { .. }
             | Error::WalRecordInvalid { .. }
             | Error::ManifestCorrupt { .. }
             | Error::CatalogCorrupt { .. }
@@ -303,6 +321,7 @@ impl Error {
             self,
             Error::Io { .. }
                 | Error::WalCorrupt { .. }
+                | Error::WalForeignSegment { .. }
                 | Error::WalRecordInvalid { .. }
                 | Error::ManifestCorrupt { .. }
                 | Error::CatalogCorrupt { .. }

@@ -15,6 +15,65 @@ use crate::storage::{Storage, write_atomic};
 /// Current manifest format version.
 pub const MANIFEST_VERSION: u32 = 1;
 
+/// The identity of a store: 128 random bits created with the store and kept in its manifest
+/// (`store_id`, 32 lowercase hex digits). Every WAL segment carries it in its header, so that a
+/// segment of another store (a backup restored into the wrong directory, a segment copied and
+/// renumbered into place) is refused instead of replayed into this store's series ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StoreId(pub [u8; 16]);
+
+impl StoreId {
+    /// A new random id: 16 bytes of `/dev/urandom`, or where that cannot be read, std's randomly
+    /// keyed hasher over the time and process id (no cryptographic use; ids only need to differ).
+    pub fn random() -> Self {
+        let mut out = [0u8; 16];
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut out));
+        if read.is_err() || out == [0; 16] {
+            use std::hash::BuildHasher;
+            let seed = (std::process::id(), std::time::SystemTime::now());
+            let hash = |s| std::collections::hash_map::RandomState::new().hash_one(s);
+            out[..8].copy_from_slice(&hash(seed).to_le_bytes());
+            out[8..].copy_from_slice(&hash(seed).to_le_bytes());
+        }
+        StoreId(out)
+    }
+}
+
+impl std::fmt::Display for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::str::FromStr for StoreId {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let bad = || format!("store id {s:?} is not 32 hex digits");
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut out = [0u8; 16];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(StoreId(out))
+    }
+}
+
+impl Serialize for StoreId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StoreId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One live data file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
@@ -45,6 +104,13 @@ pub struct Manifest {
     pub version: u32,
     /// Width of a time partition in ns (fixed when the store is created).
     pub partition_ns: i64,
+    /// The store's identity, written into the header of every WAL segment (format version 2)
+    /// and checked when a segment is replayed. Absent in a manifest written before ids existed:
+    /// the first writer to open such a store creates one and saves it before it writes a
+    /// segment. On object storage the manifest is in the bucket, so every node's local WAL
+    /// carries the one id of the store it writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_id: Option<StoreId>,
     /// Next file id to hand out.
     pub next_file_id: u64,
     /// Every WAL segment with a sequence number ≤ this is fully contained in data files (the
@@ -60,11 +126,12 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// An empty manifest.
+    /// An empty manifest of a new store, with a new random [`StoreId`].
     pub fn new(partition_ns: i64) -> Self {
         Manifest {
             version: MANIFEST_VERSION,
             partition_ns,
+            store_id: Some(StoreId::random()),
             next_file_id: 1,
             wal_checkpoint: 0,
             wal_checkpoints: Default::default(),

@@ -7,8 +7,9 @@
 //! [`Error::Unavailable`] until the WAL is reopened (fsyncs are never retried).
 //!
 //! On [`Wal::open`] every segment after the flushed point is replayed in order; a torn tail of
-//! the last segment is truncated, any other damage is [`Error::WalCorrupt`]. New appends
-//! always start a new segment. The byte format and policies are in `docs/format-wal.md`.
+//! the last segment is truncated, any other damage is [`Error::WalCorrupt`], and a segment of
+//! another store (its header names another store id) is [`Error::WalForeignSegment`]. New
+//! appends always start a new segment. The byte format and policies are in `docs/format-wal.md`.
 
 mod format;
 mod replay;
@@ -21,6 +22,7 @@ use std::thread::JoinHandle;
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 
 use crate::error::{Error, Result};
+use crate::manifest::StoreId;
 use crate::storage::Storage;
 use writer::{Request, Shared, Writer};
 
@@ -110,6 +112,7 @@ pub struct WalStats {
 pub struct Wal {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
+    store: StoreId,
     max_record_bytes: usize,
     queue_capacity: usize,
     shared: Arc<Shared>,
@@ -128,18 +131,27 @@ impl Wal {
     ///
     /// Then starts the writer thread. New appends go to a new segment whose seq is greater
     /// than both every existing segment and `replay_after`.
+    ///
+    /// Every segment written carries `store` in its header (format version 2). Replay refuses
+    /// a segment whose header names another store with [`Error::WalForeignSegment`] — the
+    /// skipped ones too (only their headers are read) — and so does a version-1 segment (no
+    /// id, accepted otherwise) numbered after a version-2 one.
     pub fn open(
         storage: Arc<dyn Storage>,
         dir: &Path,
         config: WalConfig,
+        store: StoreId,
         replay_after: u64,
         on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
     ) -> Result<(Wal, ReplayStats)> {
         storage.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let segments = replay::list_segments(storage.as_ref(), dir)?;
         let last_seq = segments.last().map_or(0, |s| s.seq).max(replay_after);
-        let to_replay: Vec<_> = segments.into_iter().filter(|s| s.seq > replay_after).collect();
-        let stats = replay::replay(storage.as_ref(), dir, &to_replay, on_record)?;
+        let (skipped, to_replay): (Vec<_>, Vec<_>) = segments.into_iter().partition(|s| s.seq <= replay_after);
+        for segment in &skipped {
+            replay::check_skipped(storage.as_ref(), segment, Some(store))?;
+        }
+        let stats = replay::replay(storage.as_ref(), dir, Some(store), &to_replay, on_record)?;
         let first_seq = last_seq
             .checked_add(1)
             .ok_or_else(|| Error::ResourceExhausted { what: "wal segment sequence", limit: u64::MAX.to_string() })?;
@@ -147,8 +159,14 @@ impl Wal {
         let queue_capacity = config.queue_capacity.max(1);
         let max_record_bytes = config.max_record_bytes.min(u32::MAX as usize);
         let shared = Arc::new(Shared::default());
-        let writer =
-            Writer::new(storage.clone(), dir, config.segment_bytes, config.max_batch_bytes, shared.clone(), first_seq);
+        let writer = Writer::new(
+            storage.clone(),
+            dir,
+            (config.segment_bytes, config.max_batch_bytes),
+            store,
+            shared.clone(),
+            first_seq,
+        );
         let (sender, receiver) = channel::bounded(queue_capacity);
         let thread = std::thread::Builder::new()
             .name("lockstep-wal".into())
@@ -157,6 +175,7 @@ impl Wal {
         let wal = Wal {
             storage,
             dir: dir.to_path_buf(),
+            store,
             max_record_bytes,
             queue_capacity,
             shared,
@@ -210,6 +229,8 @@ impl Wal {
     }
 
     /// Deletes every segment with seq `<= seq`, never the active one, then syncs the directory.
+    /// A segment whose header names another store is kept (it is not this store's to delete:
+    /// logged as an error here, refused by the next open).
     pub fn remove_through(&self, seq: u64) -> Result<()> {
         // The active seq only grows, so every segment below the value read here is sealed.
         let active = self.shared.stats().current_segment;
@@ -217,6 +238,12 @@ impl Wal {
         for segment in replay::list_segments(self.storage.as_ref(), &self.dir)? {
             if segment.seq > seq || segment.seq >= active {
                 break;
+            }
+            if let Err(e @ Error::WalForeignSegment { .. }) =
+                replay::check_skipped(self.storage.as_ref(), &segment, Some(self.store))
+            {
+                tracing::error!(error = %e, "not deleting a wal segment of another store");
+                continue;
             }
             self.storage.remove_file(&segment.path).map_err(|e| Error::io(&segment.path, e))?;
             removed = true;
@@ -260,6 +287,11 @@ impl Wal {
         &self.dir
     }
 
+    /// The store id every segment of this WAL carries.
+    pub fn store_id(&self) -> StoreId {
+        self.store
+    }
+
     /// Stops the writer thread after it has drained the queue (also done on drop). Returns
     /// [`Error::Unavailable`] if the WAL was poisoned or the writer thread died.
     pub fn close(mut self) -> Result<()> {
@@ -299,14 +331,21 @@ impl Wal {
 /// Replays the records of the segments after `replay_after` without changing anything: a
 /// torn tail of the last segment ends the replay (it is not cut), and no writer starts. This is
 /// how a read-only store sees the acknowledged writes a live writer has not flushed yet.
+/// Segments are checked against `store` as in [`Wal::open`]; `None` is a store without an id
+/// (its manifest predates ids), where version-1 segments replay and version-2 ones are foreign.
 pub fn replay_read_only(
     storage: &dyn Storage,
     dir: &Path,
+    store: Option<StoreId>,
     replay_after: u64,
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayStats> {
-    let segments: Vec<_> = replay::list_segments(storage, dir)?.into_iter().filter(|s| s.seq > replay_after).collect();
-    replay::replay_with(storage, dir, &segments, false, on_record)
+    let (skipped, segments): (Vec<_>, Vec<_>) =
+        replay::list_segments(storage, dir)?.into_iter().partition(|s| s.seq <= replay_after);
+    for segment in &skipped {
+        replay::check_skipped(storage, segment, store)?;
+    }
+    replay::replay_with(storage, dir, store, &segments, false, on_record)
 }
 
 /// An append that has been queued; [`WalTicket::wait`] blocks until it is durable.

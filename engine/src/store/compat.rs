@@ -260,6 +260,47 @@ fn fixture_store_opens_for_writing_with_every_part() {
     check_catalog(&store);
 }
 
+/// The fixture predates store ids: the first writer gives it one, saved before any segment
+/// carries it; its version-1 segments still replay, new ones are version 2, and the id stays
+/// across reopens. A reader of the store without an id changes nothing.
+#[test]
+fn fixture_store_gets_a_store_id_and_keeps_working() {
+    let dir = fixture_copy();
+    let manifest_path = dir.path().join("manifest.json");
+    assert!(!std::fs::read_to_string(&manifest_path).unwrap().contains("store_id"));
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.manifest().unwrap().store_id, None);
+    drop(reader);
+    assert!(!std::fs::read_to_string(&manifest_path).unwrap().contains("store_id"), "a reader wrote nothing");
+
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let id = store.manifest().unwrap().store_id.expect("a writer gives the store an id");
+    let on_disk = crate::manifest::Manifest::load(&OsStorage, &manifest_path).unwrap().unwrap();
+    assert_eq!(on_disk.store_id, Some(id), "saved durably at open");
+    let mut want = expected_contents();
+    assert_eq!(contents(&store), want);
+    let mut batch = WriteBatch::default();
+    batch.push(SeriesKey::new("new_metric", [("host", "h2")]), T0 + 5 * S, 1.0);
+    store.write(&batch).unwrap();
+    want.insert(("new_metric{host=\"h2\"}".to_string(), T0 + 5 * S), 1f64.to_bits());
+    drop(store); // not flushed: the version-1 segments and the new one are all replayed
+
+    let wal = dir.path().join("wal");
+    let v2 = wal.join(format!("{:020}.wal", 4));
+    let header = std::fs::read(&v2).unwrap();
+    assert_eq!((&header[..8], &header[16..32]), (&b"LSTPWAL2"[..], &id.0[..]));
+    assert_eq!(&std::fs::read(wal.join(format!("{:020}.wal", 3))).unwrap()[..8], b"LSTPWAL1");
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(contents(&reader), want, "read-only, version-1 and version-2 segments");
+    drop(reader);
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(contents(&store), want, "after reopen");
+    assert_eq!(store.manifest().unwrap().store_id, Some(id), "the id is kept");
+    store.close().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!((contents(&store), store.manifest().unwrap().store_id), (want, Some(id)));
+}
+
 #[test]
 fn fixture_store_opens_read_only_with_every_part() {
     let dir = fixture_copy();
@@ -375,7 +416,7 @@ fn fixture_wal_segments_decode_record_by_record() {
     let dir = fixture_copy();
     let wal_dir = dir.path().join("wal");
     let mut seen = Vec::new();
-    crate::wal::replay_read_only(&OsStorage, &wal_dir, 0, &mut |rec| {
+    crate::wal::replay_read_only(&OsStorage, &wal_dir, None, 0, &mut |rec| {
         let decoded = record::decode(rec.payload).map_err(|reason| Error::InvalidBatch { reason })?;
         seen.push((rec.segment, rec.payload[0], decoded));
         Ok(())

@@ -114,9 +114,10 @@ impl Store {
         let Some(old) = gate.as_ref() else { return Err(self.read_only_error()) };
         old.remove_through_poisoned(sealed)?;
         let dir = old.dir().to_path_buf();
-        let (wal, _) = Wal::open(self.storage.clone(), &dir, self.config.wal.clone(), sealed, &mut |_| {
-            Err(Error::Unavailable { reason: "a replaced wal has no records to replay".into() })
-        })?;
+        let (wal, _) =
+            Wal::open(self.storage.clone(), &dir, self.config.wal.clone(), old.store_id(), sealed, &mut |_| {
+                Err(Error::Unavailable { reason: "a replaced wal has no records to replay".into() })
+            })?;
         if let Some(old) = gate.replace(wal) {
             let _ = old.close();
         }

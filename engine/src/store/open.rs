@@ -64,7 +64,7 @@ impl Store {
             let p = dir.join(sub);
             storage.create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
         }
-        let manifest = match Manifest::load(storage.as_ref(), &manifest_path)? {
+        let mut manifest = match Manifest::load(storage.as_ref(), &manifest_path)? {
             Some(m) => m,
             None => {
                 if config.partition_ns <= 0 {
@@ -75,6 +75,18 @@ impl Store {
                 let m = Manifest::new(config.partition_ns);
                 m.save(storage.as_ref(), &manifest_path)?;
                 m
+            }
+        };
+        // A store created before store ids gets one now, durably, before the WAL writes a
+        // segment carrying it (its existing segments are version 1 and replay as before).
+        let store_id = match manifest.store_id {
+            Some(id) => id,
+            None => {
+                let id = crate::manifest::StoreId::random();
+                manifest.store_id = Some(id);
+                manifest.save(storage.as_ref(), &manifest_path)?;
+                tracing::info!(store_id = %id, "gave the store an id (its manifest predates store ids)");
+                id
             }
         };
         let (mut catalog, mut catalog_files) = SeriesCatalog::load_dir(storage.as_ref(), &dir)?;
@@ -101,9 +113,10 @@ impl Store {
         let owner = storage.wal_owner();
         let checkpoint = manifest.checkpoint_for(owner.as_deref());
         let mut remap = wal_remap(&manifest, owner.as_deref());
-        let (wal, stats) = Wal::open(storage.clone(), &wal_dir, config.wal.clone(), checkpoint, &mut |rec| {
-            replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
-        })?;
+        let (wal, stats) =
+            Wal::open(storage.clone(), &wal_dir, config.wal.clone(), store_id, checkpoint, &mut |rec| {
+                replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
+            })?;
         if let Some(t) = &stats.truncated_tail {
             tracing::warn!(path = %t.path.display(), offset = t.offset, dropped = t.dropped_bytes,
                 "truncated torn wal tail");
@@ -292,14 +305,22 @@ impl Store {
         let owner = inner.wal_owner();
         let checkpoint = manifest.checkpoint_for(owner.as_deref());
         let mut remap = wal_remap(&manifest, owner.as_deref());
-        let replayed = crate::wal::replay_read_only(storage.as_ref(), &wal_dir, checkpoint, &mut |rec| {
-            replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
-        });
+        let replayed =
+            crate::wal::replay_read_only(storage.as_ref(), &wal_dir, manifest.store_id, checkpoint, &mut |rec| {
+                replay_record(&wal_dir, rec, &mut catalog, &mut active, &mut remap)
+            });
         match replayed {
             Ok(_) => {}
             // A segment deleted by a flush that committed meanwhile, or a record cut short
-            // where a later segment follows because a flush rotated meanwhile: retake.
-            Err(e) if raced(&e) || matches!(e, Error::WalCorrupt { .. } | Error::WalRecordInvalid { .. }) => {
+            // where a later segment follows because a flush rotated meanwhile, or a segment
+            // with an id this manifest (read before a writer gave the store its id) lacks: retake.
+            Err(e)
+                if raced(&e)
+                    || matches!(
+                        e,
+                        Error::WalCorrupt { .. } | Error::WalRecordInvalid { .. } | Error::WalForeignSegment { .. }
+                    ) =>
+            {
                 if Manifest::load(inner.as_ref(), &manifest_path)?.as_ref() != Some(&manifest) {
                     return retry(catalog, catalog_files);
                 }

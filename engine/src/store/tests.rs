@@ -520,6 +520,65 @@ fn one_writer_and_readers_that_change_nothing() {
     assert!(!orphan.exists(), "orphans are removed by the next writer");
 }
 
+/// The WAL segments of a store directory, in seq order.
+fn wal_segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir.join("wal")).unwrap().map(|e| e.unwrap().path()).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_wal_segment_of_another_store_is_refused_by_writers_and_readers() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut model = BTreeMap::new();
+    let mut ids = Vec::new();
+    for (dir, samples) in [(&a, vec![(0, T0, 1.0), (1, T0, 2.0)]), (&b, vec![(7, T0, 70.0), (8, T0 + 1, 80.0)])] {
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        let id = store.manifest().unwrap().store_id.unwrap();
+        store.write(&batch(&samples)).unwrap();
+        if ids.is_empty() {
+            model_of(&samples, &mut model);
+        }
+        ids.push(id);
+        drop(store); // not flushed: the rows are only in the WAL
+    }
+    assert_ne!(ids[0], ids[1], "every store gets its own id");
+    // A fresh store's segments carry its id (format version 2).
+    let ours = wal_segments(a.path());
+    let header = std::fs::read(&ours[0]).unwrap();
+    assert_eq!((&header[..8], &header[16..32]), (&b"LSTPWAL2"[..], &ids[0].0[..]));
+
+    // B's segment copied into A's WAL and renumbered as its next segment.
+    let theirs = wal_segments(b.path());
+    let seq: u64 = ours.last().unwrap().file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let planted = a.path().join("wal").join(format!("{:020}.wal", seq + 1));
+    std::fs::copy(&theirs[0], &planted).unwrap();
+    let before = std::fs::read(&planted).unwrap();
+    let check = |e: Error| {
+        assert_eq!(e.kind(), ErrorKind::DataCorruption);
+        let message = e.to_string();
+        assert!(
+            matches!(&e, Error::WalForeignSegment { path, found, expected }
+                if *path == planted && *found == ids[1].to_string() && *expected == ids[0].to_string()),
+            "{e:?}"
+        );
+        assert!(message.contains("Move the file") && message.contains(&ids[1].to_string()), "{message}");
+    };
+    check(Store::open(a.path(), cfg()).unwrap_err());
+    check(Store::open_read_only(a.path()).unwrap_err());
+    assert_eq!(std::fs::read(&planted).unwrap(), before, "neither open changed the segment");
+
+    // Moved away, the store opens with its own rows only, and keeps its id across reopens.
+    std::fs::remove_file(&planted).unwrap();
+    let store = Store::open(a.path(), cfg()).unwrap();
+    assert_eq!(dump(&store), model);
+    store.write(&batch(&[(2, T0, 3.0)])).unwrap();
+    model_of(&[(2, T0, 3.0)], &mut model);
+    store.close().unwrap();
+    let store = Store::open(a.path(), cfg()).unwrap();
+    assert_eq!((dump(&store), store.manifest().unwrap().store_id), (model, Some(ids[0])));
+}
+
 #[test]
 fn reader_snapshot_survives_compaction_and_retention() {
     let dir = tempfile::tempdir().unwrap();

@@ -268,7 +268,8 @@ impl Store {
             });
         }
         let partition_ns = partition_ns.unwrap_or(config.partition_ns);
-        let manifest = Manifest { files: entries, next_file_id, ..Manifest::new(partition_ns) };
+        // (A union has no WAL of its own: no store id.)
+        let manifest = Manifest { files: entries, next_file_id, store_id: None, ..Manifest::new(partition_ns) };
         let mut fit = fit.unwrap_or_default();
         // Every model (the reference hosts' identities included) comes from its node.
         fit.reference_host = None;

@@ -5,14 +5,21 @@
 //!
 //! ```text
 //! segment file  {seq:020}.wal
-//! header        [8 bytes magic "LSTPWAL1"][u64 LE seq]
+//! header v2     [8 bytes magic "LSTPWAL2"][u64 LE seq][16 bytes store id][u32 LE crc32(bytes 0..32)]
+//! header v1     [8 bytes magic "LSTPWAL1"][u64 LE seq]            (read, never written)
 //! record        [u32 LE payload_len][u32 LE crc32(payload_len bytes ++ payload)][payload]
 //! ```
 
-/// The first eight bytes of every segment; the trailing `1` is the format version.
-pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"LSTPWAL1";
-/// Length of the segment header: magic plus the little-endian `u64` sequence number.
-pub(crate) const SEGMENT_HEADER_LEN: usize = 16;
+use crate::manifest::StoreId;
+
+/// The first eight bytes of a segment written now; the trailing `2` is the format version.
+pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"LSTPWAL2";
+/// The magic of a version-1 segment (no store id), still read.
+pub(crate) const SEGMENT_MAGIC_V1: [u8; 8] = *b"LSTPWAL1";
+/// Length of the segment header written now (version 2): magic, seq, store id, header CRC.
+pub(crate) const SEGMENT_HEADER_LEN: usize = 36;
+/// Length of a version-1 segment header: magic plus the little-endian `u64` sequence number.
+pub(crate) const SEGMENT_HEADER_LEN_V1: usize = 16;
 /// Length of a record header: `u32` payload length plus `u32` CRC.
 pub(crate) const RECORD_HEADER_LEN: usize = 8;
 /// File-name suffix of segment files.
@@ -36,10 +43,22 @@ pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The 16-byte header of segment `seq`.
-pub(crate) fn encode_segment_header(seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
+/// The 36-byte (version 2) header of segment `seq` of store `store`.
+pub(crate) fn encode_segment_header(seq: u64, store: StoreId) -> [u8; SEGMENT_HEADER_LEN] {
     let mut out = [0u8; SEGMENT_HEADER_LEN];
     out[..8].copy_from_slice(&SEGMENT_MAGIC);
+    out[8..16].copy_from_slice(&seq.to_le_bytes());
+    out[16..32].copy_from_slice(&store.0);
+    let crc = crc32fast::hash(&out[..32]);
+    out[32..].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The version-1 header of segment `seq` (what releases before store ids wrote; tests only).
+#[cfg(test)]
+pub(crate) fn encode_segment_header_v1(seq: u64) -> [u8; SEGMENT_HEADER_LEN_V1] {
+    let mut out = [0u8; SEGMENT_HEADER_LEN_V1];
+    out[..8].copy_from_slice(&SEGMENT_MAGIC_V1);
     out[8..].copy_from_slice(&seq.to_le_bytes());
     out
 }
@@ -47,31 +66,66 @@ pub(crate) fn encode_segment_header(seq: u64) -> [u8; SEGMENT_HEADER_LEN] {
 /// What the first bytes of a segment file say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HeaderCheck {
-    /// Magic and sequence number are right.
-    Valid,
-    /// The file is shorter than a header (a crash while the segment was being created).
+    /// Magic, header CRC (version 2) and sequence number are right; records start at
+    /// `records_at`. `store` is the id the header names (`None`: a version-1 segment).
+    Valid {
+        /// The store id of a version-2 header.
+        store: Option<StoreId>,
+        /// Offset of the first record (the header length of the segment's version).
+        records_at: usize,
+    },
+    /// The file is shorter than its header (a crash while the segment was being created).
     Short,
-    /// The header bytes are all zero (blocks allocated but never written before a crash).
+    /// The first 16 header bytes are all zero (blocks allocated but never written before a
+    /// crash).
     Zeroed,
-    /// The magic is wrong: not a Lockstep WAL segment or an unknown format version.
+    /// The magic is wrong: not a Lockstep WAL segment.
     BadMagic,
+    /// The magic is a Lockstep WAL segment's of an unknown format version (the last byte).
+    UnknownVersion(u8),
+    /// A version-2 header whose CRC does not match its first 32 bytes.
+    BadCrc,
+    /// A version-2 header naming another store than the expected one (checked before the seq,
+    /// so that a segment of another store renamed into place is named as such).
+    Foreign(StoreId),
     /// The header names a different sequence number than the file name.
     WrongSeq(u64),
 }
 
-/// Checks the header of a segment file expected to hold segment `seq`.
-pub(crate) fn check_segment_header(data: &[u8], seq: u64) -> HeaderCheck {
-    let Some(header) = data.get(..SEGMENT_HEADER_LEN) else {
+/// Checks the header of a segment file expected to hold segment `seq` of store `store` (`None`:
+/// a store without an id, for which every version-2 segment is foreign). A version-1 header
+/// has no id and is not compared. Never panics, whatever the bytes.
+pub(crate) fn check_segment_header(data: &[u8], seq: u64, store: Option<StoreId>) -> HeaderCheck {
+    let Some(first) = data.get(..SEGMENT_HEADER_LEN_V1) else {
         return HeaderCheck::Short;
     };
-    if header.iter().all(|&b| b == 0) {
+    if first.iter().all(|&b| b == 0) {
         return HeaderCheck::Zeroed;
     }
-    if header[..8] != SEGMENT_MAGIC {
+    let found_seq = u64::from_le_bytes(le_array(&first[8..]));
+    let (found_store, records_at) = if first[..8] == SEGMENT_MAGIC_V1 {
+        (None, SEGMENT_HEADER_LEN_V1)
+    } else if first[..8] == SEGMENT_MAGIC {
+        let Some(header) = data.get(..SEGMENT_HEADER_LEN) else {
+            return HeaderCheck::Short;
+        };
+        if crc32fast::hash(&header[..32]) != u32::from_le_bytes(le_array(&header[32..])) {
+            return HeaderCheck::BadCrc;
+        }
+        let found = StoreId(le_array(&header[16..32]));
+        if Some(found) != store {
+            return HeaderCheck::Foreign(found);
+        }
+        (Some(found), SEGMENT_HEADER_LEN)
+    } else if first[..7] == SEGMENT_MAGIC[..7] {
+        return HeaderCheck::UnknownVersion(first[7]);
+    } else {
         return HeaderCheck::BadMagic;
+    };
+    if found_seq != seq {
+        return HeaderCheck::WrongSeq(found_seq);
     }
-    let found = u64::from_le_bytes(le_array(&header[8..]));
-    if found == seq { HeaderCheck::Valid } else { HeaderCheck::WrongSeq(found) }
+    HeaderCheck::Valid { store: found_store, records_at }
 }
 
 /// The CRC stored in a record: crc32 (IEEE) over the four length bytes followed by the payload.
@@ -173,14 +227,35 @@ mod tests {
         assert!(segment_file_name(9) < segment_file_name(10));
     }
 
+    const ID: StoreId = StoreId([7; 16]);
+    const OTHER: StoreId = StoreId([9; 16]);
+
     #[test]
     fn header_checks() {
-        let h = encode_segment_header(5);
-        assert_eq!(check_segment_header(&h, 5), HeaderCheck::Valid);
-        assert_eq!(check_segment_header(&h, 6), HeaderCheck::WrongSeq(5));
-        assert_eq!(check_segment_header(&h[..15], 5), HeaderCheck::Short);
-        assert_eq!(check_segment_header(&[0; 16], 5), HeaderCheck::Zeroed);
-        assert_eq!(check_segment_header(b"XXXXXXXX\x05\0\0\0\0\0\0\0", 5), HeaderCheck::BadMagic);
+        let h = encode_segment_header(5, ID);
+        let valid = HeaderCheck::Valid { store: Some(ID), records_at: SEGMENT_HEADER_LEN };
+        assert_eq!(check_segment_header(&h, 5, Some(ID)), valid);
+        assert_eq!(check_segment_header(&h, 6, Some(ID)), HeaderCheck::WrongSeq(5));
+        // The store is compared before the seq: a foreign segment renamed into place is foreign.
+        assert_eq!(check_segment_header(&h, 6, Some(OTHER)), HeaderCheck::Foreign(ID));
+        assert_eq!(check_segment_header(&h, 5, None), HeaderCheck::Foreign(ID));
+        assert_eq!(check_segment_header(&h[..15], 5, Some(ID)), HeaderCheck::Short);
+        assert_eq!(check_segment_header(&h[..35], 5, Some(ID)), HeaderCheck::Short);
+        assert_eq!(check_segment_header(&[0; 36], 5, Some(ID)), HeaderCheck::Zeroed);
+        assert_eq!(check_segment_header(b"XXXXXXXX\x05\0\0\0\0\0\0\0", 5, Some(ID)), HeaderCheck::BadMagic);
+        assert_eq!(check_segment_header(b"LSTPWAL3\x05\0\0\0\0\0\0\0", 5, Some(ID)), HeaderCheck::UnknownVersion(b'3'));
+        // A flipped bit anywhere in the id, seq or CRC fails the header CRC, not the id check.
+        for byte in 8..SEGMENT_HEADER_LEN {
+            let mut bad = h;
+            bad[byte] ^= 0x10;
+            assert_eq!(check_segment_header(&bad, 5, Some(ID)), HeaderCheck::BadCrc, "byte {byte}");
+        }
+        // Version 1: no id, accepted whatever the store's id is.
+        let v1 = encode_segment_header_v1(5);
+        let valid_v1 = HeaderCheck::Valid { store: None, records_at: SEGMENT_HEADER_LEN_V1 };
+        assert_eq!(check_segment_header(&v1, 5, Some(ID)), valid_v1);
+        assert_eq!(check_segment_header(&v1, 5, None), valid_v1);
+        assert_eq!(check_segment_header(&v1, 4, None), HeaderCheck::WrongSeq(5));
     }
 
     #[test]
@@ -224,7 +299,23 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..256), pos in 0usize..300) {
             let _ = decode_record(&data, pos);
-            let _ = check_segment_header(&data, 1);
+            let _ = check_segment_header(&data, 1, Some(ID));
+            let _ = check_segment_header(&data, 1, None);
+        }
+
+        #[test]
+        fn damaged_v2_headers_never_panic(flips in prop::collection::vec((0usize..SEGMENT_HEADER_LEN, 1u8..=255), 0..4), cut in 0usize..48) {
+            let mut data = encode_segment_header(3, ID).to_vec();
+            data.extend_from_slice(&encode_record_header(b"abc"));
+            data.extend_from_slice(b"abc");
+            for &(at, mask) in &flips {
+                data[at] ^= mask;
+            }
+            data.truncate(cut);
+            let verdict = check_segment_header(&data, 3, Some(ID));
+            if let HeaderCheck::Valid { records_at, .. } = verdict {
+                prop_assert!(records_at <= data.len());
+            }
         }
 
         #[test]

@@ -5,13 +5,15 @@
 //! all-zero header, an incomplete record, or a CRC mismatch that is not followed by a valid
 //! record is a torn tail — the file is truncated at the start of the bad record (or removed if
 //! the header itself is torn). Anything bad elsewhere, or a CRC mismatch followed by a valid
-//! record, is [`Error::WalCorrupt`].
+//! record, is [`Error::WalCorrupt`]. A segment whose header names another store (or a
+//! version-1 segment after a version-2 one) is [`Error::WalForeignSegment`], wherever it is.
 
 use std::path::{Path, PathBuf};
 
 use super::format::{self, Frame, HeaderCheck, SEGMENT_HEADER_LEN};
 use super::{RecordRef, ReplayStats, TruncatedTail};
 use crate::error::{Error, Result};
+use crate::manifest::StoreId;
 use crate::storage::Storage;
 
 /// A segment file found in the WAL directory.
@@ -42,24 +44,31 @@ pub(crate) fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<Seg
 pub(crate) fn replay(
     storage: &dyn Storage,
     dir: &Path,
+    store: Option<StoreId>,
     segments: &[SegmentFile],
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayStats> {
-    replay_with(storage, dir, segments, true, on_record)
+    replay_with(storage, dir, store, segments, true, on_record)
 }
 
 /// [`replay`], cutting a torn tail only when `repair` (a read-only replay stops before it).
 pub(crate) fn replay_with(
     storage: &dyn Storage,
     dir: &Path,
+    store: Option<StoreId>,
     segments: &[SegmentFile],
     repair: bool,
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayStats> {
     let mut stats = ReplayStats::default();
+    // Whether a version-2 segment (one with the store's id) came before: a writer never goes
+    // back to version 1, so a version-1 segment after it was put there from elsewhere.
+    let mut after_v2 = false;
     for (i, segment) in segments.iter().enumerate() {
         let is_last = i + 1 == segments.len();
-        let (file_len, cut) = replay_segment(storage, segment, is_last, on_record, &mut stats)?;
+        let expect = Expect { store, after_v2 };
+        let (file_len, cut, v2) = replay_segment(storage, segment, is_last, expect, on_record, &mut stats)?;
+        after_v2 |= v2;
         stats.segments += 1;
         if let Some(offset) = cut {
             if repair {
@@ -75,34 +84,97 @@ pub(crate) fn replay_with(
     Ok(stats)
 }
 
-/// Scans one segment. Returns the file length and, for a torn last segment, the offset to cut
-/// it at (0 = remove the file). The file's bytes are dropped before returning, so a memory map
-/// is never alive while the file is truncated.
+/// What a segment's header must say besides its seq.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    /// The store's id (`None`: a store without one, where every version-2 segment is foreign).
+    store: Option<StoreId>,
+    /// A version-2 segment came before this one in the replay.
+    after_v2: bool,
+}
+
+/// How an id appears in [`Error::WalForeignSegment`].
+fn describe_store(id: Option<StoreId>, whose: &str) -> String {
+    match id {
+        Some(id) => id.to_string(),
+        None if whose == "segment" => {
+            "none (a version-1 segment, written before store ids, yet numbered after a segment of this store \
+             with its id: a writer never goes back to version 1)"
+                .into()
+        }
+        None => "without an id (its manifest has no store_id: no writer has opened it since store ids exist)".into(),
+    }
+}
+
+/// The error for a segment of another store.
+pub(crate) fn foreign(path: &Path, found: Option<StoreId>, expected: Option<StoreId>) -> Error {
+    Error::WalForeignSegment {
+        path: path.to_path_buf(),
+        found: describe_store(found, "segment"),
+        expected: describe_store(expected, "store"),
+    }
+}
+
+/// Fails with [`Error::WalForeignSegment`] if segment `segment`, which replay skips (covered
+/// by the checkpoint), belongs to another store; everything else about it is ignored (it is
+/// not read, and is deleted by the next flush). A segment deleted meanwhile (by a writer, seen
+/// from a reader) is fine.
+pub(crate) fn check_skipped(storage: &dyn Storage, segment: &SegmentFile, store: Option<StoreId>) -> Result<()> {
+    match storage.read(&segment.path) {
+        Ok(data) => match format::check_segment_header(&data, segment.seq, store) {
+            HeaderCheck::Foreign(found) => Err(foreign(&segment.path, Some(found), store)),
+            _ => Ok(()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(&segment.path, e)),
+    }
+}
+
+/// Scans one segment. Returns the file length, for a torn last segment the offset to cut it at
+/// (0 = remove the file), and whether its header is version 2. The file's bytes are dropped
+/// before returning, so a memory map is never alive while the file is truncated.
 fn replay_segment(
     storage: &dyn Storage,
     segment: &SegmentFile,
     is_last: bool,
+    expect: Expect,
     on_record: &mut dyn FnMut(RecordRef<'_>) -> Result<()>,
     stats: &mut ReplayStats,
-) -> Result<(u64, Option<u64>)> {
+) -> Result<(u64, Option<u64>, bool)> {
     let path = &segment.path;
     let data = storage.read(path).map_err(|e| Error::io(path, e))?;
     let file_len = data.len() as u64;
     let corrupt =
         |offset: usize, reason: String| Error::WalCorrupt { path: path.clone(), offset: offset as u64, reason };
-    match format::check_segment_header(&data, segment.seq) {
-        HeaderCheck::Valid => {}
-        HeaderCheck::Short | HeaderCheck::Zeroed if is_last => return Ok((file_len, Some(0))),
+    let (start, v2) = match format::check_segment_header(&data, segment.seq, expect.store) {
+        HeaderCheck::Valid { store: None, .. } if expect.after_v2 => return Err(foreign(path, None, expect.store)),
+        HeaderCheck::Valid { store, records_at } => (records_at, store.is_some()),
+        HeaderCheck::Short | HeaderCheck::Zeroed if is_last => return Ok((file_len, Some(0), false)),
         HeaderCheck::Short => {
             return Err(corrupt(0, format!("segment header truncated to {file_len} bytes")));
         }
         HeaderCheck::Zeroed => return Err(corrupt(0, "segment header is all zero".into())),
         HeaderCheck::BadMagic => return Err(corrupt(0, "bad segment magic".into())),
+        HeaderCheck::UnknownVersion(v) => {
+            return Err(corrupt(
+                0,
+                format!("unknown segment format version {:?} (written by a newer release?)", char::from(v)),
+            ));
+        }
+        // Torn like a record: the header is synced with the first record, so a header that
+        // fails its CRC with no valid record after it was never acknowledged.
+        HeaderCheck::BadCrc
+            if is_last && !matches!(format::decode_record(&data, SEGMENT_HEADER_LEN), Frame::Record { .. }) =>
+        {
+            return Ok((file_len, Some(0), false));
+        }
+        HeaderCheck::BadCrc => return Err(corrupt(0, "segment header crc mismatch".into())),
+        HeaderCheck::Foreign(found) => return Err(foreign(path, Some(found), expect.store)),
         HeaderCheck::WrongSeq(found) => {
             return Err(corrupt(0, format!("segment header names seq {found}, file name says {}", segment.seq)));
         }
-    }
-    let mut pos = SEGMENT_HEADER_LEN;
+    };
+    let mut pos = start;
     loop {
         match format::decode_record(&data, pos) {
             Frame::Record { payload, next } => {
@@ -111,8 +183,8 @@ fn replay_segment(
                 stats.bytes += (next - pos) as u64;
                 pos = next;
             }
-            Frame::End => return Ok((file_len, None)),
-            Frame::Incomplete { .. } if is_last => return Ok((file_len, Some(pos as u64))),
+            Frame::End => return Ok((file_len, None, v2)),
+            Frame::Incomplete { .. } if is_last => return Ok((file_len, Some(pos as u64), v2)),
             Frame::Incomplete { reason } => {
                 return Err(corrupt(pos, format!("incomplete record in a sealed segment: {reason}")));
             }
@@ -123,7 +195,7 @@ fn replay_segment(
                 if let Frame::Record { .. } = format::decode_record(&data, next) {
                     return Err(corrupt(pos, "record crc mismatch followed by a valid record".into()));
                 }
-                return Ok((file_len, Some(pos as u64)));
+                return Ok((file_len, Some(pos as u64), v2));
             }
         }
     }
@@ -137,7 +209,7 @@ fn repair_tail(storage: &dyn Storage, dir: &Path, path: &Path, offset: u64, file
         dropped_bytes = file_len.saturating_sub(offset),
         "wal segment has a torn tail; truncating"
     );
-    if offset < SEGMENT_HEADER_LEN as u64 {
+    if offset == 0 {
         storage.remove_file(path).map_err(|e| Error::io(path, e))?;
         storage.sync_dir(dir).map_err(|e| Error::io(dir, e))
     } else {

@@ -17,6 +17,7 @@ use crossbeam::channel::{Receiver, Sender};
 use super::WalStats;
 use super::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::error::{Error, Result};
+use crate::manifest::StoreId;
 use crate::storage::{Storage, StorageFile};
 
 /// One message to the writer thread. Every request carries its own reply channel.
@@ -110,6 +111,8 @@ pub(crate) struct Writer {
     dir: PathBuf,
     segment_bytes: u64,
     max_batch_bytes: usize,
+    /// The store id written into every segment header.
+    store: StoreId,
     shared: Arc<Shared>,
     /// Seq of the active segment; its file is created lazily by the first record.
     active_seq: u64,
@@ -128,12 +131,12 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// A writer whose first segment will be `first_seq`.
+    /// A writer of store `store`'s segments whose first segment will be `first_seq`.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         dir: &Path,
-        segment_bytes: u64,
-        max_batch_bytes: usize,
+        (segment_bytes, max_batch_bytes): (u64, usize),
+        store: StoreId,
         shared: Arc<Shared>,
         first_seq: u64,
     ) -> Self {
@@ -143,6 +146,7 @@ impl Writer {
             dir: dir.to_path_buf(),
             segment_bytes,
             max_batch_bytes,
+            store,
             shared,
             active_seq: first_seq,
             file: None,
@@ -215,7 +219,7 @@ impl Writer {
                 self.storage.create(&path).map_err(|e| format!("wal create of {} failed: {e}", path.display()))?;
             self.dir_dirty = true;
             self.dirty = true;
-            file.write_all(&format::encode_segment_header(self.active_seq))
+            file.write_all(&format::encode_segment_header(self.active_seq, self.store))
                 .map_err(|e| format!("wal write to {} failed: {e}", path.display()))?;
             self.file = Some(file);
             self.file_len = SEGMENT_HEADER_LEN as u64;
