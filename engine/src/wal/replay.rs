@@ -119,14 +119,17 @@ pub(crate) fn foreign(path: &Path, found: Option<StoreId>, expected: Option<Stor
 /// by the checkpoint), belongs to another store; everything else about it is ignored (it is
 /// not read, and is deleted by the next flush). A segment deleted meanwhile (by a writer, seen
 /// from a reader) is fine.
+/// Only the header is read.
 pub(crate) fn check_skipped(storage: &dyn Storage, segment: &SegmentFile, store: Option<StoreId>) -> Result<()> {
-    match storage.read(&segment.path) {
+    let path = &segment.path;
+    let header = storage.len(path).and_then(|len| storage.read_range(path, 0..len.min(SEGMENT_HEADER_LEN as u64)));
+    match header {
         Ok(data) => match format::check_segment_header(&data, segment.seq, store) {
-            HeaderCheck::Foreign(found) => Err(foreign(&segment.path, Some(found), store)),
+            HeaderCheck::Foreign(found) => Err(foreign(path, Some(found), store)),
             _ => Ok(()),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(&segment.path, e)),
+        Err(e) => Err(Error::io(path, e)),
     }
 }
 
