@@ -284,6 +284,68 @@ fn a_replaced_node_started_again_replays_its_own_wal() {
     store.close().unwrap();
 }
 
+/// The store id of the manifest in the bucket goes into every node's local WAL segments; a
+/// store that predates ids gets one from the first node that opens it for writing; and a data
+/// directory whose WAL holds another store's segments is refused, not replayed into this one.
+#[test]
+fn every_node_writes_the_buckets_store_id_and_another_stores_wal_is_refused() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mem = Arc::new(InMemory::new());
+    let storage = |prefix: &str, root: &Path| {
+        let s = ObjectStorage::with_store(mem.clone(), prefix, root, 0, "memory://x");
+        s.acquire_lease(std::time::Duration::from_secs(30)).unwrap();
+        s
+    };
+    let config = || StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
+    let wal_store_ids = |root: &Path| -> Vec<Vec<u8>> {
+        let mut paths: Vec<_> = fs::read_dir(root.join("wal")).unwrap().map(|e| e.unwrap().path()).collect();
+        paths.sort();
+        paths.iter().map(|p| fs::read(p).unwrap()[16..32].to_vec()).collect()
+    };
+    // Created by node a, then its manifest rewritten as a release before ids left it.
+    let store = open(a.path(), storage("cluster", a.path()));
+    store.write(&sample_batch(4)).unwrap();
+    store.close().unwrap();
+    let s = storage("cluster", a.path());
+    let manifest_path = a.path().join("manifest.json");
+    let mut manifest = lockstep_engine::manifest::Manifest::load(&s, &manifest_path).unwrap().unwrap();
+    manifest.store_id = None;
+    manifest.save(&s, &manifest_path).unwrap();
+    drop(s);
+
+    // Node b opens it first: it gives the store its id, in the bucket, and writes with it.
+    let store = open(b.path(), storage("cluster", b.path()));
+    let id = store.manifest().unwrap().store_id.unwrap();
+    store.write(&sample_batch(6)).unwrap();
+    drop(store); // unflushed
+    assert_eq!(wal_store_ids(b.path()), vec![id.0.to_vec()]);
+    // Node a takes over: the same id, from the bucket, in its segments too; b's rows are in
+    // b's WAL only, a's reopen sees the flushed ones.
+    let store = open(a.path(), storage("cluster", a.path()));
+    assert_eq!(store.manifest().unwrap().store_id, Some(id));
+    store.write(&sample_batch(8)).unwrap();
+    drop(store);
+    assert_eq!(wal_store_ids(a.path()), vec![id.0.to_vec()]);
+
+    // Node a's data directory used for another store (another prefix, created by node c):
+    // its WAL is refused.
+    let c = tempfile::tempdir().unwrap();
+    let store = open(c.path(), storage("elsewhere", c.path()));
+    let other = store.manifest().unwrap().store_id.unwrap();
+    store.close().unwrap();
+    let opened = Store::open_with(a.path(), config(), Arc::new(storage("elsewhere", a.path())), Arc::new(SystemClock));
+    let Err(err) = opened else { panic!("another store's wal is replayed") };
+    assert!(
+        matches!(&err, lockstep_engine::Error::WalForeignSegment { found, expected, .. }
+            if *found == id.to_string() && *expected == other.to_string()),
+        "{err}"
+    );
+    // Back on its own store, node a replays its WAL as before.
+    let store = open(a.path(), storage("cluster", a.path()));
+    assert_eq!(values(&store).len(), 8);
+    store.close().unwrap();
+}
+
 #[test]
 fn a_bucket_with_data_files_but_no_manifest_is_refused_not_emptied() {
     let node = tempfile::tempdir().unwrap();
