@@ -47,8 +47,11 @@ impl Fabric {
     }
 }
 
-/// The whole cluster: compute nodes, switches and storage pools.
+/// The whole cluster: compute nodes, switches and storage pools. Unknown fields are refused
+/// here and in every part: a misspelt `nics` or `storage_pools` would otherwise leave ports or
+/// pools unmapped without a word.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Topology {
     /// Compute nodes.
     #[serde(default)]
@@ -63,6 +66,7 @@ pub struct Topology {
 
 /// A compute node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Node {
     /// Host name, e.g. `node-03` (the `host` label of its series).
     pub name: String,
@@ -76,6 +80,7 @@ pub struct Node {
 
 /// A host NIC port and the switch port it is cabled to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Nic {
     /// RDMA device, e.g. `mlx5_2`.
     pub device: String,
@@ -105,6 +110,7 @@ impl Nic {
 
 /// A switch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Switch {
     /// Name, e.g. `leaf-2` (the `switch` label of its series).
     pub name: String,
@@ -123,6 +129,7 @@ pub struct Switch {
 
 /// A cable from a switch port to a peer's port.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Link {
     /// Port on this switch.
     #[serde(deserialize_with = "de_label")]
@@ -136,6 +143,7 @@ pub struct Link {
 
 /// A storage pool (file system, object store) and its servers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StoragePool {
     /// Name, e.g. `lustre-a` (the `pool` label of storage series).
     pub name: String,
@@ -149,6 +157,7 @@ pub struct StoragePool {
 
 /// A server of a storage pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StorageServer {
     /// Host name.
     pub name: String,

@@ -269,6 +269,16 @@ fn validation_names_the_problem() {
             "line 1",
         ),
         ("{\n\"nodes\": 3}", "line 2"),
+        // A misspelt field anywhere is named, not dropped (a node would lose its NICs, the
+        // cluster its pools).
+        (r#"{"nodes":[{"name":"a","nic":[]}]}"#, "unknown field `nic`"),
+        (r#"{"storage_pool":[{"name":"p"}]}"#, "unknown field `storage_pool`"),
+        (
+            r#"{"nodes":[{"name":"a","nics":[{"device":"d","port":1,"fabric":"roce","switch":"s","switchport":1}]}]}"#,
+            "unknown field `switchport`",
+        ),
+        (r#"{"switches":[{"name":"s","link":[]}]}"#, "unknown field `link`"),
+        (r#"{"storage_pools":[{"name":"p","servers":[{"name":"x","nic":[]}]}]}"#, "unknown field `nic`"),
     ];
     for (json, needle) in cases {
         let err = Topology::from_json(json).unwrap_err();
