@@ -240,8 +240,10 @@ pub struct Store {
     flush_error: Mutex<Option<String>>,
     /// When a write last tried to heal the store (flush after failures, WAL reopen).
     last_heal: Mutex<Option<std::time::Instant>>,
-    /// Serialises document writes, so that versions are numbered without gaps or repeats.
-    documents_lock: Mutex<()>,
+    /// Serialises document writes, so that versions are numbered without gaps or repeats, and
+    /// keeps the version this writer last wrote of each document with its text: the base of the
+    /// next version's delta, without listing the history and applying its deltas again.
+    documents_last: Mutex<std::collections::HashMap<String, (u64, String)>>,
     metrics: StoreMetrics,
     /// Clock-sync input and fitted clock models; scans read snapshots of it.
     clocks: Mutex<ClockRegistry>,

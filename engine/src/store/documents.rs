@@ -48,17 +48,20 @@ impl Store {
             return Err(self.read_only_error());
         }
         let path = self.document_path(name)?;
-        let _guard = self.documents_lock.lock().map_err(lock_poisoned)?;
-        let previous = self.document_versions(name)?.last().copied().unwrap_or(0);
+        let mut last = self.documents_last.lock().map_err(lock_poisoned)?;
+        let (previous, written) = match last.remove(name) {
+            Some((v, text)) => (v, Some(text)),
+            None => (self.document_versions(name)?.last().copied().unwrap_or(0), None),
+        };
         let version = previous + 1;
         let history = self.dir.join(HISTORY_DIR);
         self.storage.create_dir_all(&history).map_err(|e| Error::io(&history, e))?;
         // A history that cannot be read back only costs a whole version here: the reader of
         // that version gets the error.
-        let base = if version % SNAPSHOT_EVERY == 1 {
-            None
-        } else {
-            self.read_document_version(name, previous).ok().flatten()
+        let base = match written {
+            _ if version % SNAPSHOT_EVERY == 1 => None,
+            Some(text) => Some(text),
+            None => self.read_document_version(name, previous).ok().flatten(),
         };
         let (kept, bytes) = match base.map(|base| delta(base.as_bytes(), text.as_bytes())) {
             // A delta larger than half the text saves little: keep the version whole.
@@ -67,6 +70,7 @@ impl Store {
         };
         crate::storage::write_atomic(self.storage.as_ref(), &kept, &bytes).map_err(|e| Error::io(&kept, e))?;
         crate::storage::write_atomic(self.storage.as_ref(), &path, text.as_bytes()).map_err(|e| Error::io(&path, e))?;
+        last.insert(name.to_owned(), (version, text.to_owned()));
         Ok(version)
     }
 
@@ -98,19 +102,24 @@ impl Store {
         // The deltas from `version` back to the nearest whole version, newest first.
         let mut deltas = Vec::new();
         let mut at = version;
+        // One read per version (a missing file is `NotFound`): on object storage every probe is
+        // a request.
+        let read = |path: &PathBuf| match self.storage.read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        };
         let whole = loop {
-            let path = history.join(format!("{name}.{at:06}"));
-            if self.storage.exists(&path) {
-                break self.storage.read(&path).map_err(|e| Error::io(&path, e))?.to_vec();
+            if let Some(bytes) = read(&history.join(format!("{name}.{at:06}")))? {
+                break bytes.to_vec();
             }
             let path = history.join(format!("{name}.{at:06}.delta"));
-            if !self.storage.exists(&path) {
+            let Some(bytes) = read(&path)? else {
                 if deltas.is_empty() {
                     return Ok(None);
                 }
                 return Err(Error::io(&path, std::io::Error::other("missing: a later version is a delta against it")));
-            }
-            let bytes = self.storage.read(&path).map_err(|e| Error::io(&path, e))?;
+            };
             deltas.push((path, bytes));
             at = match at.checked_sub(1) {
                 Some(v) if v > 0 => v,
@@ -245,6 +254,13 @@ mod tests {
         }
         assert_eq!(reader.read_document_version("jobs.json", 151).unwrap(), None);
         drop(reader);
+        // A writer opened again builds its first delta on the version read back from history.
+        let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+        let next = texts[149].replacen("]\n", ",\n{\"job\":\"last\"}\n]\n", 1);
+        assert_eq!(store.write_document("jobs.json", &next).unwrap(), 151);
+        assert!(history.join("jobs.json.000151.delta").is_file());
+        assert_eq!(store.read_document_version("jobs.json", 151).unwrap().as_deref(), Some(next.as_str()));
+        store.close().unwrap();
 
         // A damaged delta, or a lost version under one, is an error naming the file, not a
         // panic or a wrong text; the versions before it still read.
@@ -261,7 +277,7 @@ mod tests {
         assert!(e.contains("jobs.json.000100.delta") && e.contains("missing"), "{e}");
         assert_eq!(store.read_document_version("jobs.json", 99).unwrap().as_deref(), Some(texts[98].as_str()));
         // Writing goes on: the new version is kept whole when the one before cannot be read.
-        assert_eq!(store.write_document("jobs.json", "[]").unwrap(), 151);
-        assert_eq!(store.read_document_version("jobs.json", 151).unwrap().as_deref(), Some("[]"));
+        assert_eq!(store.write_document("jobs.json", "[]").unwrap(), 152);
+        assert_eq!(store.read_document_version("jobs.json", 152).unwrap().as_deref(), Some("[]"));
     }
 }

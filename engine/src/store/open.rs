@@ -189,7 +189,7 @@ impl Store {
             compaction_skips: Mutex::default(),
             flush_error: Mutex::new(None),
             last_heal: Mutex::new(None),
-            documents_lock: Mutex::new(()),
+            documents_last: Mutex::default(),
             metrics: StoreMetrics::default(),
         }
     }
