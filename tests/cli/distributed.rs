@@ -154,6 +154,16 @@ fn distributed_sql_matches_one_process_on_a_local_store() {
     assert!(!out.status.success() && stderr.contains("dataset") && !stderr.contains("panicked"), "{stderr}");
 }
 
+/// `lockstep sql QUERY` on `workers` (small tasks, so every worker gets some), its output piped.
+fn spawn_sql(store: &str, workers: &str, query: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["sql", "--data-dir", store, "--workers", workers, "--rows-per-task", "2000", query])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A worker killed while a query runs: the query fails with an error naming the failure,
 /// promptly (no hang), and the next query on the remaining worker succeeds.
 #[test]
@@ -168,12 +178,7 @@ fn killed_worker_fails_the_query_cleanly() {
     // A three-way self-join on series (billions of rows): it runs until the worker is killed.
     let heavy = "SELECT count(*) FROM samples x JOIN samples y ON x.series_id = y.series_id \
                  JOIN samples z ON y.series_id = z.series_id";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["sql", "--data-dir", store, "--workers", &workers, "--rows-per-task", "2000", heavy])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_sql(store, &workers, heavy);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(child.try_wait().unwrap().is_none(), "the query ended before its worker was killed");
     a.kill();
@@ -206,12 +211,7 @@ fn killed_worker_fails_the_query_cleanly() {
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
     let started = Instant::now();
     let workers = format!("{},{}", c.addr, b.addr);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["sql", "--data-dir", store, "--workers", &workers, "--rows-per-task", "2000", heavy])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_sql(store, &workers, heavy);
     let deadline = Instant::now() + Duration::from_secs(90);
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));

@@ -114,7 +114,7 @@ fn decode(bytes: &[u8], encoding: Encoding) -> Result<ExportMetricsServiceReques
             let request: ExportMetricsServiceRequest = serde_json::from_slice(bytes).map_err(|e| {
                 Status::invalid_argument(format!("malformed ExportMetricsServiceRequest (OTLP JSON): {e}"))
             })?;
-            if !without_data(&request) && !without_value(&request) {
+            if !incomplete(&request) {
                 return Ok(request);
             }
             let request = decode_json_float_strings(bytes)?;
@@ -124,16 +124,19 @@ fn decode(bytes: &[u8], encoding: Encoding) -> Result<ExportMetricsServiceReques
     }
 }
 
-/// Whether a metric of the request was left without data by the JSON decoder.
-fn without_data(request: &ExportMetricsServiceRequest) -> bool {
-    request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| m.data.is_none())
+/// Every metric of a request.
+fn metrics(
+    request: &ExportMetricsServiceRequest,
+) -> impl Iterator<Item = &opentelemetry_proto::tonic::metrics::v1::Metric> {
+    request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics)
 }
 
-/// Whether a gauge or sum point of the request was left without a value by the JSON decoder
-/// (it reads the value as an optional flattened field, so a value it cannot read is absent).
-fn without_value(request: &ExportMetricsServiceRequest) -> bool {
+/// Whether the JSON decoder left a metric without data or a gauge or sum point without a
+/// value: it reads both as optional flattened fields, so what it cannot read is absent.
+fn incomplete(request: &ExportMetricsServiceRequest) -> bool {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-    request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics).any(|m| match &m.data {
+    metrics(request).any(|m| match &m.data {
+        None => true,
         Some(Data::Gauge(g)) => g.data_points.iter().any(|p| p.value.is_none()),
         Some(Data::Sum(g)) => g.data_points.iter().any(|p| p.value.is_none()),
         _ => false,
@@ -288,7 +291,7 @@ fn set_point_double(request: &mut ExportMetricsServiceRequest, at: PointAt, kind
 /// specification asks of a request that cannot be decoded) with that error and where it is.
 fn check_json_data(request: &ExportMetricsServiceRequest, bytes: &[u8]) -> Result<(), Status> {
     use opentelemetry_proto::tonic::metrics::v1 as m;
-    if !without_data(request) {
+    if metrics(request).all(|m| m.data.is_some()) {
         return Ok(());
     }
     let malformed =

@@ -30,7 +30,6 @@
 //! win. Use `file://` for one machine (where the `flock` of the data directory is the guard)
 //! or tests.
 
-use std::hash::BuildHasher;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +37,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use lockstep_engine::manifest::StoreId;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, PutResult, UpdateVersion};
 use serde::{Deserialize, Serialize};
@@ -95,11 +95,9 @@ pub fn node_id(dir: &Path) -> io::Result<String> {
     Ok(id)
 }
 
-/// 128 random bits in hex (std's randomly keyed hasher; no cryptographic use).
+/// 128 random bits as 32 hex digits, drawn as a store id is ([`StoreId::random`]).
 fn random_id() -> String {
-    let seed = (std::process::id(), SystemTime::now());
-    let hash = |s| std::collections::hash_map::RandomState::new().hash_one(s);
-    format!("{:016x}{:016x}", hash(seed), hash(seed))
+    StoreId::random().to_string()
 }
 
 fn host_name() -> String {
