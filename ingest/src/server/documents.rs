@@ -9,6 +9,12 @@
 //! | `PUT /api/v1/jobs` | write | replaces the whole job list |
 //! | `POST /api/v1/jobs` | write | registers one job (`start` defaults to now); same name replaces it |
 //! | `POST /api/v1/jobs/{job}/end` | write | ends a job (`{"end": …}` or now) |
+//! | `DELETE /api/v1/jobs/{job}` | write | removes a job from the list |
+//!
+//! With a retention (`--retention`), registering, ending or removing a job also drops the jobs
+//! that ended more than the retention and one time partition ago ([`expire_jobs`]): their
+//! samples are gone, and a list of every job ever registered would be rewritten whole at each
+//! change. A `PUT` stores the list exactly as given.
 //!
 //! Every change writes a new version of the document ([`lockstep_engine::Store::write_document`])
 //! and answers `{"version": N}`; reads carry the version in the `Lockstep-Document-Version`
@@ -79,18 +85,30 @@ async fn route(api: &HttpApi, request: Request<Incoming>) -> Result<Response<Bod
     let bytes = read_body(&parts.headers, body, MAX_DOCUMENT_BYTES, Encodings::IdentityOrGzip).await?;
     let body = String::from_utf8(bytes.to_vec()).map_err(|_| Status::invalid_argument("body is not UTF-8"))?;
     let _guard = api.documents.lock.lock().await;
+    let job_name = |suffix: &str| {
+        path.strip_prefix("/api/v1/jobs/")
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .filter(|job| !job.is_empty() && !job.contains('/'))
+    };
     let change = match (parts.method.clone(), path.as_str()) {
         (Method::PUT, TOPOLOGY_PATH) => Change::Topology(body),
         (Method::PUT, JOBS_PATH) => Change::Jobs(body),
         (Method::POST, JOBS_PATH) => Change::Register(body),
-        (Method::POST, p) => match p.strip_prefix("/api/v1/jobs/").and_then(|rest| rest.strip_suffix("/end")) {
-            Some(job) if !job.is_empty() && !job.contains('/') => Change::End(percent_decode(job)?, body),
-            _ => return Err(Status::not_found(format!("POST {p}: use POST {JOBS_PATH}/{{job}}/end"))),
+        (Method::POST, p) => match job_name("/end") {
+            Some(job) => Change::End(percent_decode(job)?, body),
+            None => return Err(Status::not_found(format!("POST {p}: use POST {JOBS_PATH}/{{job}}/end"))),
+        },
+        (Method::DELETE, p) if p.starts_with("/api/v1/jobs/") => match job_name("") {
+            Some(job) => Change::Delete(percent_decode(job)?),
+            None => return Err(Status::not_found(format!("DELETE {p}: use DELETE {JOBS_PATH}/{{job}}"))),
         },
         (m, p) => {
             return Ok(text(
                 StatusCode::METHOD_NOT_ALLOWED,
-                format!("{m} {p} is not supported: GET or PUT {TOPOLOGY_PATH}; GET, PUT or POST {JOBS_PATH}"),
+                format!(
+                    "{m} {p} is not supported: GET or PUT {TOPOLOGY_PATH}; GET, PUT or POST {JOBS_PATH}; \
+                     POST {JOBS_PATH}/{{job}}/end; DELETE {JOBS_PATH}/{{job}}"
+                ),
             ));
         }
     };
@@ -169,6 +187,7 @@ enum Change {
     Jobs(String),
     Register(String),
     End(String, String),
+    Delete(String),
 }
 
 fn invalid(e: impl std::fmt::Display) -> Status {
@@ -222,6 +241,7 @@ fn apply(store: &Store, change: Change) -> Result<Response<Body>, Status> {
             jobs.retain(|j| j.job != job.job);
             let summary = serde_json::json!({ "job": job.job, "start": job.start });
             jobs.push(job);
+            let summary = with_expired(summary, store, &mut jobs, now);
             (JOBS_DOC, checked_jobs(store, &jobs)?, summary)
         }
         Change::End(name, text) => {
@@ -242,6 +262,17 @@ fn apply(store: &Store, change: Change) -> Result<Response<Body>, Status> {
             }
             *job = serde_json::from_value(stored).map_err(|e| invalid(format!("end: {e}")))?;
             let summary = serde_json::json!({ "job": name, "end": job.end });
+            let summary = with_expired(summary, store, &mut jobs, now);
+            (JOBS_DOC, checked_jobs(store, &jobs)?, summary)
+        }
+        Change::Delete(name) => {
+            let mut jobs = current_jobs(store)?;
+            let before = jobs.len();
+            jobs.retain(|j| j.job != name);
+            if jobs.len() == before {
+                return Err(Status::not_found(format!("job {name:?} is not registered")));
+            }
+            let summary = with_expired(serde_json::json!({ "job": name, "deleted": true }), store, &mut jobs, now);
             (JOBS_DOC, checked_jobs(store, &jobs)?, summary)
         }
     };
@@ -252,6 +283,30 @@ fn apply(store: &Store, change: Change) -> Result<Response<Body>, Status> {
         o.insert("version".to_string(), version.into());
     }
     Ok(json_response(StatusCode::OK, body.to_string(), Some(version)))
+}
+
+/// Drops from `jobs` those that ended more than the store's retention and one time partition
+/// before `now` (every partition holding their samples has been dropped by then, whatever the
+/// clock offsets of a few seconds), returning how many. Nothing without a retention; running
+/// jobs are kept however old.
+pub fn expire_jobs(store: &Store, jobs: &mut Vec<Job>, now: i64) -> usize {
+    let Some(retention) = store.config().retention_ns else { return 0 };
+    let cutoff = now.saturating_sub(retention).saturating_sub(store.partition_ns());
+    let before = jobs.len();
+    jobs.retain(|j| j.end.is_none_or(|end| end > cutoff));
+    before - jobs.len()
+}
+
+/// [`expire_jobs`], adding `"expired": n` to a change's summary when it dropped any.
+fn with_expired(mut summary: serde_json::Value, store: &Store, jobs: &mut Vec<Job>, now: i64) -> serde_json::Value {
+    let expired = expire_jobs(store, jobs, now);
+    if expired > 0 {
+        tracing::info!(expired, "dropped jobs that ended before the retention");
+        if let Some(o) = summary.as_object_mut() {
+            o.insert("expired".to_string(), expired.into());
+        }
+    }
+    summary
 }
 
 fn check_against_topology(store: &Store, jobs: &[Job]) -> Result<(), Status> {

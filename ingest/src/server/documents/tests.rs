@@ -94,3 +94,62 @@ async fn jobs_and_topology_are_registered_versioned_and_checked() {
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// `DELETE /api/v1/jobs/{job}`, and with a retention the jobs that ended before it leave the list
+/// at the next registration, end or removal (a `PUT` stores its list as given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_deleted_and_expire_with_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = 86_400_000_000_000_i64;
+    let config = StoreConfig { retention_ns: Some(30 * day), ..StoreConfig::default() };
+    let store = Arc::new(Store::open(dir.path(), config).unwrap());
+    let (addr, stop, task) = start(store.clone()).await;
+    let write = format!("Bearer {TOKEN}");
+    let w = [("Authorization", write.as_str()), ("Content-Type", "application/json")];
+    let names = |store: &Store| {
+        let mut names: Vec<String> = parse_jobs(&store.read_document("jobs.json").unwrap().unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|j| j.job)
+            .collect();
+        names.sort();
+        names
+    };
+    let now = store.now_ns();
+    // Kept by a PUT as given: one ended 40 days ago, one 20 days ago, one running for 90 days.
+    let list = serde_json::json!([
+        {"job": "ended-40d", "nodes": ["n1"], "start": now - 41 * day, "end": now - 40 * day},
+        {"job": "ended-20d", "nodes": ["n1"], "start": now - 21 * day, "end": now - 20 * day},
+        {"job": "running", "nodes": ["n2"], "start": now - 90 * day},
+    ]);
+    let a = request(&addr, "PUT", "/api/v1/jobs", &w, list.to_string().as_bytes()).await;
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(names(&store), ["ended-20d", "ended-40d", "running"]);
+
+    // The next registration drops the job that ended before the retention (and a partition).
+    let a = post(&addr, "/api/v1/jobs", &w, br#"{"job": "new", "nodes": ["n1"]}"#).await;
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(json(&a.body)["expired"], 1);
+    assert_eq!(names(&store), ["ended-20d", "new", "running"]);
+    let a = post(&addr, "/api/v1/jobs/new/end", &w, b"").await;
+    assert_eq!((a.code, json(&a.body).get("expired").is_none()), (200, true));
+
+    // DELETE removes one job (its name %-encoded); an unknown job is 404 and writes nothing.
+    let a = post(&addr, "/api/v1/jobs", &w, br#"{"job": "a b", "nodes": ["n2"]}"#).await;
+    assert_eq!(a.code, 200);
+    let a = request(&addr, "DELETE", "/api/v1/jobs/a%20b", &w, b"").await;
+    assert_eq!((a.code, &json(&a.body)["deleted"]), (200, &serde_json::json!(true)));
+    assert_eq!(names(&store), ["ended-20d", "new", "running"]);
+    let versions = store.document_versions("jobs.json").unwrap();
+    assert_eq!(request(&addr, "DELETE", "/api/v1/jobs/a%20b", &w, b"").await.code, 404);
+    assert_eq!(request(&addr, "DELETE", "/api/v1/jobs/", &w, b"").await.code, 404);
+    assert_eq!(store.document_versions("jobs.json").unwrap(), versions);
+    let read = format!("Bearer {READ_TOKEN}");
+    assert_eq!(request(&addr, "DELETE", "/api/v1/jobs/new", &[("Authorization", read.as_str())], b"").await.code, 403);
+    // The version before the expiry still holds every job.
+    let old = store.read_document_version("jobs.json", 1).unwrap().unwrap();
+    assert_eq!(parse_jobs(&old).unwrap().len(), 3);
+
+    let _ = stop.send(());
+    task.await.unwrap();
+}
