@@ -65,7 +65,8 @@ impl StoreArgs {
                     .acquire_lease(Duration::from_secs(self.lease_ttl_secs))
                     .with_context(|| format!("opening store {} for writing", self.describe()))?;
                 let storage: Arc<dyn Storage> = Arc::new(storage);
-                Store::open_locked(&self.data_dir, config, storage, Arc::new(SystemClock), lock)
+                Store::open_locked(&self.data_dir, config, storage.clone(), Arc::new(SystemClock), lock)
+                    .map_err(|e| lockstep_engine::storage::locate_error(storage.as_ref(), e))
             }
         };
         opened.with_context(|| format!("opening store {}", self.describe()))

@@ -278,7 +278,43 @@ pub enum Error {
     },
 }
 
+/// The `path` field of the variants that name a file or directory ([`Error::path`]).
+macro_rules! path_field {
+    ($error:expr) => {
+        match $error {
+            Error::Io { path, .. }
+            | Error::WalCorrupt { path, .. }
+            | Error::WalForeignSegment { path, .. }
+            | Error::WalRecordInvalid { path, .. }
+            | Error::ManifestCorrupt { path, .. }
+            | Error::CatalogCorrupt { path, .. }
+            | Error::DataFileInvalid { path, .. }
+            | Error::Parquet { path, .. }
+            | Error::StoreLocked { path, .. }
+            | Error::NoStore { path, .. }
+            | Error::ManifestMissing { path, .. }
+            | Error::ReadOnly { path, .. }
+            | Error::ScanFileGone { path, .. }
+            | Error::SnapshotRace { path, .. }
+            | Error::DatasetInvalid { path, .. }
+            | Error::ClockStateCorrupt { path, .. } => Some(path),
+            _ => None,
+        }
+    };
+}
+
 impl Error {
+    /// The file or directory the error names, if it names one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        path_field!(self).map(PathBuf::as_path)
+    }
+
+    /// The file or directory the error names, to name it otherwise in a message
+    /// ([`crate::Store::locate_error`]).
+    pub fn path_mut(&mut self) -> Option<&mut PathBuf> {
+        path_field!(self)
+    }
+
     /// Classifies the error.
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -317,25 +353,7 @@ impl Error {
     /// Whether the message names a file or directory of the server (the store, a segment, a
     /// data file): such messages are for the server's log, not for a remote client.
     pub fn names_path(&self) -> bool {
-        matches!(
-            self,
-            Error::Io { .. }
-                | Error::WalCorrupt { .. }
-                | Error::WalForeignSegment { .. }
-                | Error::WalRecordInvalid { .. }
-                | Error::ManifestCorrupt { .. }
-                | Error::CatalogCorrupt { .. }
-                | Error::DataFileInvalid { .. }
-                | Error::Parquet { .. }
-                | Error::StoreLocked { .. }
-                | Error::NoStore { .. }
-                | Error::ManifestMissing { .. }
-                | Error::ReadOnly { .. }
-                | Error::SnapshotRace { .. }
-                | Error::ScanFileGone { .. }
-                | Error::DatasetInvalid { .. }
-                | Error::ClockStateCorrupt { .. }
-        )
+        self.path().is_some()
     }
 
     /// Wraps an I/O error with the path it happened on.

@@ -89,6 +89,12 @@ pub trait Storage: Send + Sync + Debug {
     fn evict_cached(&self, _path: &Path) -> bool {
         false
     }
+    /// Where a person finds `path`: an object store names the objects it keeps for paths under
+    /// the store directory by their URL (`s3://bucket/prefix/data/…`), since the local path
+    /// names nothing on disk. `None` (the default) when the path is where the file is.
+    fn describe(&self, _path: &Path) -> Option<String> {
+        None
+    }
 }
 
 /// Runs `read` on data file `path`; when it fails as a damaged file would (I/O, Parquet, the
@@ -105,10 +111,33 @@ pub(crate) fn refetching<T>(
         Err(e @ (Error::Io { .. } | Error::Parquet { .. } | Error::DataFileInvalid { .. } | Error::Arrow(_)))
             if storage.evict_cached(path) =>
         {
-            tracing::warn!(path = %path.display(), error = %e, "dropped a damaged cached copy; reading the original");
+            let name = storage.describe(path).unwrap_or_else(|| path.display().to_string());
+            let error = describe_error(storage, &e);
+            tracing::warn!(file = %name, %error, "dropped a damaged cached copy; reading the original");
             read()
         }
         other => other,
+    }
+}
+
+/// `e` naming its file as `storage` names it to a person ([`Storage::describe`]): for
+/// messages only, see [`crate::Store::locate_error`].
+pub fn locate_error(storage: &dyn Storage, mut e: crate::error::Error) -> crate::error::Error {
+    if let Some(path) = e.path_mut()
+        && let Some(name) = storage.describe(path)
+    {
+        *path = name.into();
+    }
+    e
+}
+
+/// The message of `e` with its file named as `storage` names it to a person (for logs, where
+/// the error itself is still needed; see [`locate_error`]).
+pub fn describe_error(storage: &dyn Storage, e: &crate::error::Error) -> String {
+    let message = e.to_string();
+    match e.path().and_then(|path| Some((path.display().to_string(), storage.describe(path)?))) {
+        Some((local, name)) => message.replace(&local, &name),
+        None => message,
     }
 }
 

@@ -273,6 +273,23 @@ impl Store {
         &self.dir
     }
 
+    /// `e` naming its file where a person finds it ([`Storage::describe`]): a data file or
+    /// manifest in a bucket by its URL rather than by the local path the store uses for it.
+    /// For messages only; code that matches an error against its own paths does so before.
+    pub fn locate_error(&self, e: Error) -> Error {
+        crate::storage::locate_error(self.storage.as_ref(), e)
+    }
+
+    /// [`Store::locate_error`] for a message: the error's text with its file so named.
+    pub fn describe_error(&self, e: &Error) -> String {
+        crate::storage::describe_error(self.storage.as_ref(), e)
+    }
+
+    /// [`Store::locate_error`] for a path: where a person finds it, when that is not the path.
+    pub fn describe_path(&self, path: &Path) -> Option<String> {
+        self.storage.describe(path)
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &StoreConfig {
         &self.config

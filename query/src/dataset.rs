@@ -53,10 +53,11 @@ pub fn open_dataset_read_only(url: Option<&str>, local_dir: &Path, cache_bytes: 
         .into_iter()
         .filter(|n| is_node_name(n) && storage.exists(&local_dir.join(n).join("manifest.json")))
         .collect();
+    let located = |e| lockstep_engine::storage::locate_error(storage.as_ref(), e);
     if nodes.is_empty() {
-        return Store::open_read_only_with(local_dir, config, storage, Arc::new(SystemClock));
+        return Store::open_read_only_with(local_dir, config, storage.clone(), Arc::new(SystemClock)).map_err(located);
     }
-    Store::open_dataset_read_only(local_dir, &nodes, config, storage, Arc::new(SystemClock))
+    Store::open_dataset_read_only(local_dir, &nodes, config, storage.clone(), Arc::new(SystemClock)).map_err(located)
 }
 
 /// The dataset at `url` (or in `local_dir`) with the series ids of an earlier snapshot's
@@ -77,7 +78,14 @@ pub fn open_dataset_read_only_pinned(
         None => Arc::new(OsStorage),
         Some(url) => Arc::new(ObjectStorage::open(url, local_dir, cache_bytes).map_err(|e| Error::io(local_dir, e))?),
     };
-    Store::open_dataset_read_only_pinned(local_dir, layout, StoreConfig::default(), storage, Arc::new(SystemClock))
+    Store::open_dataset_read_only_pinned(
+        local_dir,
+        layout,
+        StoreConfig::default(),
+        storage.clone(),
+        Arc::new(SystemClock),
+    )
+    .map_err(|e| lockstep_engine::storage::locate_error(storage.as_ref(), e))
 }
 
 /// Subdirectories of a local directory (candidate nodes).

@@ -28,6 +28,16 @@ pub enum QueryError {
     /// The storage engine failed.
     #[error("{0}")]
     Engine(#[from] lockstep_engine::Error),
+    /// An error that names a file of the store by where a person finds it (an object in a
+    /// bucket by its URL) instead of the local path the store uses for it
+    /// ([`QueryError::located`]).
+    #[error("{message}")]
+    Located {
+        /// The kind of the error it replaces.
+        kind: ErrorKind,
+        /// Its message, the file named as [`lockstep_engine::Store::describe_path`] names it.
+        message: String,
+    },
 }
 
 impl From<datafusion::error::DataFusionError> for QueryError {
@@ -50,6 +60,23 @@ impl From<datafusion::error::DataFusionError> for QueryError {
 }
 
 impl QueryError {
+    /// The error naming the store's file where a person finds it: a data file in a bucket by
+    /// its URL, not by the local path (under `--data-dir`) that names nothing on disk.
+    pub fn located(self, store: &lockstep_engine::Store) -> Self {
+        let engine = match &self {
+            QueryError::Engine(e) => Some(e),
+            QueryError::DataFusion(e) => match e.find_root() {
+                datafusion::error::DataFusionError::External(inner) => inner.downcast_ref::<lockstep_engine::Error>(),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(path) = engine.and_then(lockstep_engine::Error::path) else { return self };
+        let Some(name) = store.describe_path(path) else { return self };
+        let local = path.display().to_string();
+        QueryError::Located { kind: self.kind(), message: self.to_string().replace(&local, &name) }
+    }
+
     /// Classifies the error.
     pub fn kind(&self) -> ErrorKind {
         use datafusion::error::DataFusionError as D;
@@ -57,6 +84,7 @@ impl QueryError {
             QueryError::ReadOnly { .. } => ErrorKind::InvalidArgument,
             QueryError::MemoryLimit { .. } => ErrorKind::ResourceExhausted,
             QueryError::Engine(e) => e.kind(),
+            QueryError::Located { kind, .. } => *kind,
             QueryError::DataFusion(e) => match e.find_root() {
                 D::SQL(..) | D::Plan(_) | D::SchemaError(..) | D::NotImplemented(_) | D::Configuration(_) => {
                     ErrorKind::InvalidArgument

@@ -396,6 +396,14 @@ impl Storage for ObjectStorage {
         }
     }
 
+    /// An object by its URL: `s3://bucket/prefix/data/p…/….parquet`.
+    fn describe(&self, path: &Path) -> Option<String> {
+        match self.inner.route(path) {
+            Route::Object(rel) => Some(format!("{}/{rel}", self.inner.url.trim_end_matches('/'))),
+            Route::Local => None,
+        }
+    }
+
     /// The node id of the data directory: the writer's, set by `acquire_lease` (every flush
     /// asks for it); for a reader, read once it exists (a reader without one has no WAL of
     /// this store).

@@ -119,7 +119,7 @@ impl QueryEngine {
             if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {
                 QueryError::ReadOnly { reason: msg }
             } else {
-                QueryError::from(e)
+                QueryError::from(e).located(&self.store)
             }
         })
     }
@@ -127,15 +127,16 @@ impl QueryEngine {
     /// Runs a statement and collects its result (held in memory outside the pool: prefer
     /// [`Self::stream`] for results of unknown size).
     pub async fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        Ok(self.sql(sql).await?.collect().await?)
+        self.sql(sql).await?.collect().await.map_err(|e| QueryError::from(e).located(&self.store))
     }
 
     /// Runs a statement and returns its result as a stream of batches, produced as the
     /// consumer pulls them (dropping the stream cancels the query). A query over the memory
     /// limit fails with [`QueryError::MemoryLimit`], at planning or from the stream.
     pub async fn stream(&self, sql: &str) -> Result<QueryStream> {
-        let inner = self.sql(sql).await?.execute_stream().await?;
-        Ok(QueryStream { inner })
+        let inner =
+            self.sql(sql).await?.execute_stream().await.map_err(|e| QueryError::from(e).located(&self.store))?;
+        Ok(QueryStream { inner, store: self.store.clone() })
     }
 }
 
@@ -143,6 +144,8 @@ impl QueryEngine {
 /// [`QueryError`]s.
 pub struct QueryStream {
     inner: SendableRecordBatchStream,
+    /// Names the files of errors ([`QueryError::located`]).
+    store: Arc<Store>,
 }
 
 impl QueryStream {
@@ -161,8 +164,10 @@ impl std::fmt::Debug for QueryStream {
 impl Stream for QueryStream {
     type Item = Result<RecordBatch>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx).map(|item| item.map(|r| r.map_err(QueryError::from)))
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let item = std::task::ready!(this.inner.as_mut().poll_next(cx));
+        Poll::Ready(item.map(|r| r.map_err(|e| QueryError::from(e).located(&this.store))))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

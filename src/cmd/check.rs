@@ -52,11 +52,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // On object storage the store names its files by local paths under --data-dir; the
     // operator looks for them in the bucket.
-    if let Some(url) = &args.store.data_url {
-        for p in &mut report.problems {
-            if let Ok(key) = p.path.strip_prefix(&args.store.data_dir) {
-                p.path = format!("{}/{}", url.trim_end_matches('/'), key.display()).into();
-            }
+    for p in &mut report.problems {
+        if let Some(name) = store.describe_path(&p.path) {
+            p.path = name.into();
         }
     }
     if args.json {

@@ -141,7 +141,8 @@ fn spawn_maintenance(
                 Ok(_) => interval,
                 Err(e) => {
                     store.metrics().maintenance_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, "background maintenance failed; retrying next interval");
+                    let error = store.describe_error(&e);
+                    tracing::error!(%error, "background maintenance failed; retrying next interval");
                     interval
                 }
             };

@@ -96,10 +96,10 @@ fn check_reports_a_wal_segment_of_another_store() {
     assert_eq!(n, "n\n1\n");
 }
 
-/// `lockstep check` on a store in a bucket names a corrupt file by its URL, not by the local
-/// cache path the store reads it through.
+/// `lockstep check`, `lockstep sql` and a writer's open on a store in a bucket name a corrupt
+/// file by its URL, not by the local path (under --data-dir) the store reads it through.
 #[test]
-fn check_on_object_storage_names_files_by_url() {
+fn object_storage_errors_name_files_by_url() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
     make_bundle(&bundle);
@@ -121,4 +121,19 @@ fn check_on_object_storage_names_files_by_url() {
     assert!(!out.status.success());
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["problems"][0]["path"].as_str().unwrap(), format!("{url}/{key}"), "{report}");
+    let out = lockstep(&["sql", "--data-dir", &local("reader"), "--data-url", &url, "SELECT sum(value) FROM samples"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("data file {url}/{key} is invalid")), "{err}");
+    assert!(!err.contains(&local("reader")), "{err}");
+    // A manifest that does not parse: the reader's and the writer's open name it in the bucket.
+    std::fs::write(bucket.join("manifest.json"), b"{").unwrap();
+    for command in ["sql", "import"] {
+        let mut args = vec![command, "--data-dir"];
+        let dir = local(&format!("{command}-2"));
+        args.extend([dir.as_str(), "--data-url", &url]);
+        args.push(if command == "sql" { "SELECT 1" } else { bundle.to_str().unwrap() });
+        let out = lockstep(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(&format!("manifest {url}/manifest.json is corrupt")), "{err}");
+    }
 }

@@ -109,4 +109,8 @@ impl Storage for ReadOnlyStorage {
         let _ = self.pin(path);
         true
     }
+
+    fn describe(&self, path: &Path) -> Option<String> {
+        self.inner.describe(path)
+    }
 }

@@ -62,9 +62,10 @@ impl Store {
             }
             Err(e) => {
                 self.metrics.flush_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, "flush failed; its rows stay buffered and in the wal, a later flush retries");
+                let error = self.describe_error(e);
+                tracing::error!(%error, "flush failed; its rows stay buffered and in the wal, a later flush retries");
                 if let Ok(mut slot) = self.flush_error.lock() {
-                    *slot = Some(e.to_string());
+                    *slot = Some(error);
                 }
             }
         }
@@ -396,7 +397,8 @@ impl Store {
                         storage.evict_cached(&f.path);
                     }
                     if let Some(bad) = unreadable_input(&e, &group, storage) {
-                        tracing::error!(partition, error = %e, "compaction leaves an unreadable data file and the older files of its partition as they are");
+                        let error = crate::storage::describe_error(storage, &e);
+                        tracing::error!(partition, %error, "compaction leaves an unreadable data file and the older files of its partition as they are");
                         let mut skips = self.compaction_skips.lock().map_err(lock_poisoned)?;
                         let highest = skips.entry(partition).or_insert(bad);
                         *highest = (*highest).max(bad);
