@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::config::SessionConfig;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
@@ -134,9 +135,25 @@ impl QueryEngine {
     /// consumer pulls them (dropping the stream cancels the query). A query over the memory
     /// limit fails with [`QueryError::MemoryLimit`], at planning or from the stream.
     pub async fn stream(&self, sql: &str) -> Result<QueryStream> {
-        let inner =
-            self.sql(sql).await?.execute_stream().await.map_err(|e| QueryError::from(e).located(&self.store))?;
-        Ok(QueryStream { inner, store: self.store.clone() })
+        Ok(self.stream_planned(sql).await?.0)
+    }
+
+    /// [`Self::stream`], and whether the statement runs distributed: its plan was cut into
+    /// stages that run on the workers of a [`Self::distributed`] engine. `false` on a local
+    /// engine, and for a statement whose stages all have one task (a scan of fewer rows than
+    /// [`ClusterConfig::rows_per_task`](crate::distributed::ClusterConfig::rows_per_task), a
+    /// single worker, no scan at all), which runs in this process.
+    pub async fn stream_planned(&self, sql: &str) -> Result<(QueryStream, bool)> {
+        let located = |e| QueryError::from(e).located(&self.store);
+        let frame = self.sql(sql).await?;
+        let task_ctx = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await.map_err(located)?;
+        // At the root, or under EXPLAIN ANALYZE's node.
+        let distributed = plan
+            .exists(|p| Ok(p.downcast_ref::<datafusion_distributed::DistributedExec>().is_some()))
+            .map_err(located)?;
+        let inner = datafusion::physical_plan::execute_stream(plan, task_ctx).map_err(located)?;
+        Ok((QueryStream { inner, store: self.store.clone() }, distributed))
     }
 }
 

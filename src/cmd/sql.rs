@@ -53,7 +53,8 @@ pub struct Args {
     #[arg(long, env = "LOCKSTEP_WORKERS", value_name = "HOST:PORT,...", conflicts_with = "server")]
     workers: Option<String>,
     /// With --workers: rows of stored samples per task of a scan (a scan of n rows runs on
-    /// ceil(n / rows) workers, at most all of them).
+    /// ceil(n / rows) workers, at most all of them; a statement whose stages all have one task,
+    /// as with a single worker, runs in this process).
     #[arg(long, default_value_t = lockstep_query::distributed::DEFAULT_ROWS_PER_TASK, value_name = "ROWS")]
     rows_per_task: u64,
 }
@@ -229,7 +230,25 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
         }
         _ => e,
     };
-    let mut stream = engine.stream(sql).await.map_err(|e| worker_error(e.into()))?;
+    let (mut stream, distributed) = engine.stream_planned(sql).await.map_err(|e| worker_error(e.into()))?;
+    let mut words = sql.split_whitespace().map(str::to_ascii_lowercase);
+    let explain = words.next().as_deref() == Some("explain") && words.next().as_deref() != Some("analyze");
+    if args.workers.is_some() && explain {
+        eprintln!(
+            "note: EXPLAIN shows the plan before it is cut into stages for --workers; EXPLAIN ANALYZE shows the stages"
+        );
+    } else if let Some(list) = args.workers.as_deref().filter(|_| !distributed) {
+        // The planner keeps a plan whose every stage has one task on the coordinator.
+        let why = if list.split(',').filter(|w| !w.trim().is_empty()).count() == 1 {
+            "with one worker every stage has one task".to_string()
+        } else {
+            format!(
+                "each of its stages has one task (its scans read at most --rows-per-task {} rows)",
+                args.rows_per_task
+            )
+        };
+        eprintln!("note: this statement runs in this process, not on --workers: {why}");
+    }
     // The table's batches are held until the end: they count against the statement's limit.
     let held = MemoryConsumer::new("the table output (--format csv or json streams instead)")
         .register(&engine.context().runtime_env().memory_pool);

@@ -139,6 +139,23 @@ fn distributed_sql_matches_one_process_on_a_local_store() {
         "SELECT * FROM samples",
     ]);
 
+    // A statement that is not cut into stages (one worker, or a scan under --rows-per-task)
+    // runs here, with the same answer, and says so; one that is cut into stages does not.
+    let query = "SELECT host, count(*) AS n FROM samples GROUP BY host ORDER BY host";
+    let local = run(None, &["sql", "--data-dir", store, query]);
+    for (list, rows, runs_here) in
+        [(a.addr.as_str(), "2000", true), (&workers, "1000000000", true), (&workers, "2000", false)]
+    {
+        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["sql", "--data-dir", store, "--workers", list, "--rows-per-task", rows, query])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), local, "--workers {list} --rows-per-task {rows}");
+        assert_eq!(stderr.contains("runs in this process, not on --workers"), runs_here, "{list} {rows}: {stderr}");
+    }
+
     // Workers of another dataset refuse the plan with a clear error. (Two of them: with one
     // worker every stage has one task, and the planner keeps such a plan on the coordinator.)
     let other = dir.path().join("other");
