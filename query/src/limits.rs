@@ -36,10 +36,19 @@
 //! container. `LOCKSTEP_QUERY_MEMORY_LIMIT_MB` overrides it for every engine built with
 //! [`QueryLimits::from_env`] (which [`QueryEngine::new`](crate::QueryEngine::new) uses); `0`
 //! means unbounded.
+//!
+//! **Several statements.** Each engine has its own pool, so N statements at once may use N
+//! limits. A server's SQL listeners therefore also give every statement's pool one
+//! [`SharedBudget`] ([`QueryLimits::shared`]; `lockstep serve --query-memory-total-mb`, by
+//! default [`default_shared_bytes`]): each byte a statement reserves is taken from its own limit
+//! and from the budget, and a statement that finds the budget used up by the others spills or
+//! fails with the limit error naming the budget, instead of the server growing until the
+//! kernel kills it, ingestion included.
 
 use std::cmp::Reverse;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::DiskManager;
@@ -75,25 +84,29 @@ pub struct QueryLimits {
     /// Whether operators that can spill may write temporary files (default `true`). Without
     /// spilling, a sort or aggregate that exceeds its share fails with the limit error.
     pub spill: bool,
+    /// Memory shared with the other engines of a server (its statements over the network
+    /// listeners): this engine's pool also takes every byte from it, so that all of them
+    /// together stay within its limit. `None`: this engine's limit only.
+    pub shared: Option<Arc<SharedBudget>>,
 }
 
 impl Default for QueryLimits {
     /// [`default_memory_bytes`] with spilling.
     fn default() -> Self {
-        QueryLimits { memory_bytes: Some(default_memory_bytes()), spill: true }
+        QueryLimits { memory_bytes: Some(default_memory_bytes()), spill: true, shared: None }
     }
 }
 
 impl QueryLimits {
     /// No memory limit (DataFusion's own default).
     pub fn unbounded() -> Self {
-        QueryLimits { memory_bytes: None, spill: true }
+        QueryLimits { memory_bytes: None, spill: true, shared: None }
     }
 
     /// A limit of `mb` MiB, `0` meaning unbounded; spilling on.
     pub fn memory_mb(mb: u64) -> Self {
         let bytes = usize::try_from(mb).ok().and_then(|mb| mb.checked_mul(MIB)).unwrap_or(usize::MAX);
-        QueryLimits { memory_bytes: (mb > 0).then_some(bytes), spill: true }
+        QueryLimits { memory_bytes: (mb > 0).then_some(bytes), spill: true, shared: None }
     }
 
     /// The default, with the limit taken from `LOCKSTEP_QUERY_MEMORY_LIMIT_MB` when it is set.
@@ -128,9 +141,15 @@ impl QueryLimits {
     pub fn runtime_env(&self) -> DfResult<Arc<RuntimeEnv>> {
         let mode = if self.spill { DiskManagerMode::OsTmpDirectory } else { DiskManagerMode::Disabled };
         let builder = RuntimeEnvBuilder::new().with_disk_manager_builder(DiskManager::builder().with_mode(mode));
-        let builder = match self.memory_bytes {
-            Some(limit) => builder.with_memory_pool(Arc::new(LimitPool::new(limit))),
-            None => builder.with_memory_pool(Arc::new(UnboundedMemoryPool::default())),
+        let builder = match (self.memory_bytes, &self.shared) {
+            (Some(limit), shared) => {
+                builder.with_memory_pool(Arc::new(LimitPool::new(limit).with_shared(shared.clone())))
+            }
+            // No limit of its own: the shared one is the most it can have.
+            (None, Some(shared)) => {
+                builder.with_memory_pool(Arc::new(LimitPool::new(shared.limit).with_shared(Some(shared.clone()))))
+            }
+            (None, None) => builder.with_memory_pool(Arc::new(UnboundedMemoryPool::default())),
         };
         builder.build_arc()
     }
@@ -140,6 +159,68 @@ fn invalid_env(text: &str) -> QueryError {
     QueryError::DataFusion(DataFusionError::Configuration(format!(
         "{MEMORY_LIMIT_ENV}={text:?} is not a whole number of MiB (0 = unbounded)"
     )))
+}
+
+/// Memory shared by several engines' pools ([`QueryLimits::shared`]): the statements of a
+/// server's SQL listeners, each with its own limit, together within this one. A statement
+/// that asks for more than is left spills what it can and otherwise fails with the limit error,
+/// naming this limit; the server's ingestion is not starved by its queries.
+#[derive(Debug)]
+pub struct SharedBudget {
+    limit: usize,
+    used: AtomicUsize,
+    /// How the limit is set, for the error (`--query-memory-total-mb`).
+    setting: &'static str,
+}
+
+impl SharedBudget {
+    /// A budget of `limit` bytes, set by `setting` (named in errors).
+    pub fn new(limit: usize, setting: &'static str) -> Arc<Self> {
+        Arc::new(SharedBudget { limit, used: AtomicUsize::new(0), setting })
+    }
+
+    /// Bytes taken by every pool now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn try_take(&self, bytes: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(bytes).filter(|&t| t <= self.limit))
+            .is_ok()
+    }
+
+    fn take(&self, bytes: usize) {
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn give(&self, bytes: usize) {
+        let _ = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| Some(u.saturating_sub(bytes)));
+    }
+}
+
+/// Budgets are the same only as one object (their counters are shared, not their values).
+impl PartialEq for SharedBudget {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for SharedBudget {}
+
+/// The default [`SharedBudget`] of a server's statements: half the machine's (or the cgroup's)
+/// memory, at least 512 MiB; 2 GiB when neither can be read. Half, so that two statements at
+/// the default limit run side by side and the ingestion keeps the other half.
+pub fn default_shared_bytes() -> usize {
+    match system_memory_bytes() {
+        Some(total) => (total / 2).max(2 * MIN_DEFAULT),
+        None => 2 * FALLBACK_DEFAULT,
+    }
 }
 
 /// The default memory limit: a quarter of the machine's (or the cgroup's) memory, at least
@@ -184,13 +265,36 @@ pub(crate) fn format_size(bytes: usize) -> String {
 pub struct LimitPool {
     inner: TrackConsumersPool<FairSpillPool>,
     limit: usize,
+    /// Also takes every byte from this budget (see [`QueryLimits::shared`]).
+    shared: Option<Arc<SharedBudget>>,
 }
 
 impl LimitPool {
     /// A pool of `limit` bytes.
     pub fn new(limit: usize) -> Self {
         let top = NonZeroUsize::new(TOP_CONSUMERS).unwrap_or(NonZeroUsize::MIN);
-        LimitPool { inner: TrackConsumersPool::new(FairSpillPool::new(limit), top), limit }
+        LimitPool { inner: TrackConsumersPool::new(FairSpillPool::new(limit), top), limit, shared: None }
+    }
+
+    /// The pool taking its bytes from `shared` too.
+    pub fn with_shared(mut self, shared: Option<Arc<SharedBudget>>) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// The error for `reservation` failing to grow by `additional` bytes because `shared` is
+    /// used up by every statement together.
+    fn shared_exceeded(&self, shared: &SharedBudget, reservation: &MemoryReservation, additional: usize) -> String {
+        format!(
+            "{EXCEEDED}{} shared by every statement of the server ({}; {} in use, {} of it by this statement): \
+             {} needed {} more",
+            format_size(shared.limit),
+            shared.setting,
+            format_size(shared.used()),
+            format_size(self.inner.reserved()),
+            reservation.consumer().name(),
+            format_size(additional),
+        )
     }
 
     /// The error for `reservation` failing to grow by `additional` bytes.
@@ -240,18 +344,34 @@ impl MemoryPool for LimitPool {
 
     fn grow(&self, reservation: &MemoryReservation, additional: usize) {
         self.inner.grow(reservation, additional);
+        if let Some(shared) = &self.shared {
+            shared.take(additional);
+        }
     }
 
     fn shrink(&self, reservation: &MemoryReservation, shrink: usize) {
         self.inner.shrink(reservation, shrink);
+        if let Some(shared) = &self.shared {
+            shared.give(shrink);
+        }
     }
 
     fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> DfResult<()> {
-        self.inner.try_grow(reservation, additional).map_err(|e| match e.find_root() {
-            DataFusionError::ResourcesExhausted(_) => {
-                DataFusionError::ResourcesExhausted(self.exceeded(reservation, additional))
+        if let Some(shared) = &self.shared
+            && !shared.try_take(additional)
+        {
+            return Err(DataFusionError::ResourcesExhausted(self.shared_exceeded(shared, reservation, additional)));
+        }
+        self.inner.try_grow(reservation, additional).map_err(|e| {
+            if let Some(shared) = &self.shared {
+                shared.give(additional);
             }
-            _ => e,
+            match e.find_root() {
+                DataFusionError::ResourcesExhausted(_) => {
+                    DataFusionError::ResourcesExhausted(self.exceeded(reservation, additional))
+                }
+                _ => e,
+            }
         })
     }
 
@@ -261,6 +381,16 @@ impl MemoryPool for LimitPool {
 
     fn memory_limit(&self) -> MemoryLimit {
         MemoryLimit::Finite(self.limit)
+    }
+}
+
+/// What a pool still holds when it goes (nothing, when every reservation was freed) goes back
+/// to the shared budget.
+impl Drop for LimitPool {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.give(self.inner.reserved());
+        }
     }
 }
 

@@ -52,6 +52,11 @@ pub struct Args {
     /// default: a quarter of the machine's memory, at least 256 MiB).
     #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
     query_memory_limit_mb: Option<u64>,
+    /// Memory of all SQL statements of the network listeners together, MiB: each statement's
+    /// memory counts against its own limit and this one (0 = no shared limit; default: half
+    /// the machine's memory, at least 512 MiB).
+    #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_TOTAL_MB", value_name = "MIB")]
+    query_memory_total_mb: Option<u64>,
     /// Time limit of each SQL statement of the network listeners, seconds (default 300).
     #[arg(long, env = "LOCKSTEP_QUERY_TIMEOUT_SECS")]
     query_timeout_secs: Option<u64>,
@@ -179,6 +184,7 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct FileQuery {
     memory_limit_mb: Option<u64>,
+    memory_total_mb: Option<u64>,
     timeout_secs: Option<u64>,
 }
 
@@ -339,6 +345,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .query_memory_limit_mb
         .or(file.query.memory_limit_mb)
         .map_or_else(lockstep_query::QueryLimits::default, lockstep_query::QueryLimits::memory_mb);
+    let total = match args.query_memory_total_mb.or(file.query.memory_total_mb) {
+        None => Some(lockstep_query::limits::default_shared_bytes()),
+        Some(0) => None,
+        Some(mb) => Some(usize::try_from(mb).ok().and_then(|mb| mb.checked_mul(1 << 20)).unwrap_or(usize::MAX)),
+    };
+    let query_limits = lockstep_query::QueryLimits {
+        shared: total.map(|bytes| lockstep_query::limits::SharedBudget::new(bytes, "--query-memory-total-mb")),
+        ..query_limits
+    };
     let query_timeout = Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1));
     let sql_options = crate::netsql::ListenerOptions {
         tokens: tokens.clone(),

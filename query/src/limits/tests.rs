@@ -104,6 +104,56 @@ async fn query_over_the_limit_fails_with_a_clear_error() {
     assert_eq!(n, 300_000);
 }
 
+/// Engines sharing a budget (a server's statements): one that finds it used up by another
+/// fails with the error naming the shared limit, runs once the other let go, and every byte
+/// goes back to the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_sharing_a_budget_stay_within_it_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(lockstep_engine::Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let budget = SharedBudget::new(256 * MIB, "--query-memory-total-mb");
+    let limits = QueryLimits { shared: Some(budget.clone()), ..QueryLimits::memory_mb(200) };
+    let a = QueryEngine::with_limits(store.clone(), ClockVersion::Newest, limits.clone()).unwrap();
+    let b = QueryEngine::with_limits(store, ClockVersion::Newest, limits).unwrap();
+    let sql = "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b \
+               ON a.value = b.value";
+
+    // Statement A holds 200 MiB, within its own limit; 56 MiB are left for everyone else.
+    let held = MemoryConsumer::new("held by A").register(&a.context().runtime_env().memory_pool);
+    held.try_grow(200 * MIB).unwrap();
+    assert_eq!(budget.used(), 200 * MIB);
+    // A third pool may not take more than what is left, though its own limit would allow it.
+    let other = MemoryConsumer::new("C").register(&b.context().runtime_env().memory_pool);
+    let e = other.try_grow(100 * MIB).unwrap_err().to_string();
+    assert!(e.contains("shared by every statement of the server (--query-memory-total-mb"), "{e}");
+    assert_eq!(budget.used(), 200 * MIB, "a refused reservation takes nothing");
+    other.try_grow(50 * MIB).unwrap();
+    let error = b.collect(sql).await.unwrap_err();
+    assert!(matches!(error, QueryError::MemoryLimit { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.starts_with("query exceeded the memory limit of 256 MiB shared by every statement"), "{text}");
+    drop(other);
+
+    // Once A lets go, the same statement runs, and the budget is whole again afterwards (the
+    // last operators of a plan let go of their memory as their tasks end, just after the
+    // result or the error).
+    drop(held);
+    let settled = async || {
+        for _ in 0..500 {
+            if budget.used() == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        budget.used()
+    };
+    assert_eq!(settled().await, 0, "every byte reserved by the failed statement went back");
+    let batches = b.collect(sql).await.unwrap();
+    assert_eq!(column(&batches, 0), vec![300_000]);
+    assert_eq!(settled().await, 0, "every byte reserved by the statement went back");
+    assert_eq!(b.context().runtime_env().memory_pool.reserved(), 0);
+}
+
 /// Functions whose result can be far larger than their input (`array_repeat`, `repeat`,
 /// `lpad`, `array_resize`, `range`, `generate_series`) fail before allocating a result over
 /// the statement's limit — the pool does not see a function's result, and one such call once
