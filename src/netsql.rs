@@ -65,7 +65,7 @@ impl Shared {
             frame = frame.with_param_values(parameters)?;
         }
         let schema = Arc::new(wire_schema(frame.schema().as_arrow(), zone));
-        let batches = frame.execute_stream().await.map_err(QueryError::from)?;
+        let batches = frame.execute_stream().await.map_err(|e| QueryError::from(e).located(&self.store))?;
         Ok((schema, batches))
     }
 

@@ -185,10 +185,11 @@ impl Service {
         // What GetFlightInfo announced (`sent_schema`): string views go out as strings.
         let schema = Arc::new(sent_schema(&schema));
         let sent = schema.clone();
+        let store = self.shared.store.clone();
         let batches = batches.map(move |batch| {
             let _registered = &registered;
             batch
-                .map_err(|e| status(&e.into()))
+                .map_err(|e| status(&QueryError::from(e).located(&store)))
                 .and_then(|b| wire_batch(b, &sent).map_err(|e| Status::internal(e.to_string())))
         });
         let guarded = Guarded::new(Box::pin(batches), stop).map_err(FlightError::from);

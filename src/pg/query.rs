@@ -234,15 +234,18 @@ impl Handlers {
         };
         let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&schema, format, None)?);
         let encode = fields.clone();
+        let store = self.shared.store.clone();
         // Rows are encoded as they are sent (not a batch's rows at once), so what a statement
         // holds beyond its batches in flight is one row, however slowly the client reads.
         let rows = batches
             .map(move |batch| {
-                let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> =
-                    match batch.map_err(|e| user_error(&e.into())).and_then(|b| wire_batch(b, &schema)) {
-                        Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
-                        Err(e) => Box::new(std::iter::once(Err(e))),
-                    };
+                let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> = match batch
+                    .map_err(|e| user_error(&QueryError::from(e).located(&store)))
+                    .and_then(|b| wire_batch(b, &schema))
+                {
+                    Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                };
                 futures::stream::iter(rows)
             })
             .flatten();
