@@ -6,6 +6,7 @@ mod flight;
 mod netsql;
 mod output;
 mod pg;
+mod runtime;
 
 use clap::{Parser, Subcommand};
 

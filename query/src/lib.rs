@@ -11,6 +11,7 @@ pub mod domain;
 pub mod error;
 pub mod functions;
 pub mod limits;
+pub mod nesting;
 pub mod objstore;
 mod per_store;
 pub mod plan;

@@ -10,6 +10,7 @@ use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::config::SessionConfig;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
+use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
 use futures::Stream;
 use lockstep_engine::Store;
 
@@ -115,6 +116,8 @@ impl QueryEngine {
 
     /// Plans a read-only SQL statement.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        let dialect = self.ctx.state().config().options().sql_parser.dialect;
+        crate::nesting::check(sql, dialect_from_str(dialect.as_ref()).as_deref().unwrap_or(&GenericDialect {}))?;
         self.ctx.sql_with_options(sql, Self::read_only_options()).await.map_err(|e| {
             let msg = e.to_string();
             if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {

@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         ("jobs and their placement", "SELECT * FROM jobs".to_string()),
     ];
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::runtime::build()?;
     let engine = QueryEngine::new(Arc::new(store))?;
     for (title, sql) in &queries {
         outln!("== 3. {title}\n   {sql}");

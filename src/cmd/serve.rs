@@ -364,7 +364,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let pg = pg_listen.map(|_| sql_options.clone());
     let flight = flight_listen.map(|_| sql_options);
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::runtime::build()?;
     let report = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
         let local = listener.local_addr()?;

@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(text)
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::runtime::build()?;
     let result = match script {
         Some(text) => run_script(&args, &runtime, &text),
         None => shell(&args, &runtime),

@@ -35,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     // Fail at start, not at the first query, when the store is not there.
     args.store.open_read_only()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = crate::runtime::build()?;
     runtime.block_on(async move {
         let shutdown = super::serve::shutdown_signal()?;
         let listener =

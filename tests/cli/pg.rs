@@ -402,6 +402,14 @@ try:
 except psycopg.Error as e:
     out["cancel"] = [e.sqlstate, str(e).strip(), round(time.time() - started, 1)]
 out["after_cancel"] = b.execute(small).fetchone()[0]
+# A chain of 5,000 ORs nests too deep: an error for that statement, not a crashed server; one
+# of 900 runs (threads with room for the nesting bound).
+terms = lambda n: " OR ".join(f"host = 'node-{i:04d}'" for i in range(n))
+try:
+    a.execute(f"SELECT count(*) FROM samples WHERE {terms(5000)}").fetchall()
+except psycopg.Error as e:
+    out["deep"] = [e.sqlstate, str(e).strip()]
+out["wide"] = a.execute(f"SELECT count(*) FROM samples WHERE metric = 'pg_probe' AND ({terms(900)} OR true)").fetchone()[0]
 print(json.dumps(out))
 "#;
     let big =
@@ -421,6 +429,9 @@ print(json.dumps(out))
     assert!(result["cancel"][1].as_str().unwrap().contains("user request"), "{result}");
     assert!(result["cancel"][2].as_f64().unwrap() < 3.5, "{result}");
     assert_eq!(result["after_cancel"].as_i64(), Some(5), "{result}");
+    assert_eq!(result["deep"][0], "42000", "{result}");
+    assert!(result["deep"][1].as_str().unwrap().contains("nests expressions about 5"), "{result}");
+    assert_eq!(result["wide"].as_i64(), Some(5), "{result}");
     drop(server);
 
     // TLS: psql with sslmode=verify-full against the server's certificate.

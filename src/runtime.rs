@@ -1,0 +1,15 @@
+//! The Tokio runtime of the commands that plan and run SQL (`serve`, `sql`, `worker`, `demo`).
+//!
+//! Its threads — the workers and the blocking pool — get [`STACK_BYTES`] of stack instead of
+//! Tokio's 2 MiB: DataFusion clones, drops and rewrites expression trees one frame per level,
+//! and a statement at the nesting bound of `lockstep_query::nesting` (1,000 levels) must fit on
+//! any thread that plans or runs it, in debug builds too. The stack is reserved address space;
+//! only the pages a thread touches take memory.
+
+/// Stack of every runtime thread.
+pub const STACK_BYTES: usize = 16 << 20;
+
+/// A multi-threaded runtime with every driver enabled and [`STACK_BYTES`] stacks.
+pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(STACK_BYTES).build()
+}
