@@ -31,6 +31,11 @@ pub struct ListenerOptions {
     pub limits: QueryLimits,
     /// Time limit of each statement (planning and streaming its rows).
     pub timeout: Duration,
+    /// The runtime statements plan and run on (`None`: the listener's own). `serve` gives its
+    /// listeners one apart from the ingestion's, so that statements that keep their threads
+    /// busy (a whole-series aggregate over millions of rows computes without yielding) do not
+    /// hold up writes, nor the watchdog that ends them at their time limit.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What every statement of a listener shares: the store and the statement limits.
@@ -42,17 +47,25 @@ pub struct Shared {
     pub limits: QueryLimits,
     /// Time limit of each statement (planning and streaming its rows).
     pub timeout: Duration,
+    /// See [`ListenerOptions::runtime`].
+    runtime: Option<tokio::runtime::Handle>,
 }
+
+/// How many result batches a statement running on the statements' runtime sends ahead of
+/// the connection that writes them.
+const AHEAD: usize = 2;
 
 impl Shared {
     /// What the statements of a listener with `options` over `store` share.
     pub fn new(store: Arc<Store>, options: &ListenerOptions) -> Self {
-        Shared { store, limits: options.limits.clone(), timeout: options.timeout }
+        Shared { store, limits: options.limits.clone(), timeout: options.timeout, runtime: options.runtime.clone() }
     }
 
     /// Plans `sql` in a fresh session, binds `parameters` (`$1`, ...) and starts it: the
     /// result schema as sent (timestamps without a zone in `zone`) and the batches as
-    /// DataFusion produces them (see [`wire_batch`]).
+    /// DataFusion produces them (see [`wire_batch`]). With a statements' runtime
+    /// ([`ListenerOptions::runtime`]) the statement plans and runs there, [`AHEAD`] batches
+    /// ahead of the returned stream; dropping this future or the stream stops it.
     pub async fn execute(
         &self,
         sql: &str,
@@ -60,19 +73,74 @@ impl Shared {
         zone: &str,
     ) -> Result<(SchemaRef, SendableRecordBatchStream), QueryError> {
         let engine = self.engine()?;
-        let mut frame = engine.sql(sql).await?;
-        if !parameters.is_empty() {
-            frame = frame.with_param_values(parameters)?;
-        }
-        let schema = Arc::new(wire_schema(frame.schema().as_arrow(), zone));
-        let batches = frame.execute_stream().await.map_err(|e| QueryError::from(e).located(&self.store))?;
-        Ok((schema, batches))
+        let Some(runtime) = &self.runtime else {
+            return start(engine, sql, parameters, zone, &self.store).await;
+        };
+        let (sql, zone, store) = (sql.to_owned(), zone.to_owned(), self.store.clone());
+        let (started, planned) = tokio::sync::oneshot::channel();
+        let (send, receive) = tokio::sync::mpsc::channel(AHEAD);
+        let task = runtime.spawn(async move {
+            let mut batches = match start(engine, &sql, parameters, &zone, &store).await {
+                Ok((schema, batches)) => {
+                    let inner = batches.schema();
+                    if started.send(Ok((schema, inner))).is_err() {
+                        return;
+                    }
+                    batches
+                }
+                Err(e) => {
+                    let _ = started.send(Err(e));
+                    return;
+                }
+            };
+            while let Some(item) = futures::StreamExt::next(&mut batches).await {
+                if send.send(item).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let running = Running(task.abort_handle());
+        let (schema, inner) = planned.await.map_err(|_| {
+            QueryError::Engine(lockstep_engine::Error::Internal { reason: "the statement's task ended".into() })
+        })??;
+        let batches = futures::stream::unfold((receive, running), |(mut receive, running)| async move {
+            receive.recv().await.map(|item| (item, (receive, running)))
+        });
+        let batches = datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(inner, batches);
+        Ok((schema, Box::pin(batches)))
     }
 
     /// A fresh read-only session over the store, with the newest clock models and its own
     /// memory pool of the statement limit.
     pub fn engine(&self) -> Result<QueryEngine, QueryError> {
         QueryEngine::with_limits(self.store.clone(), ClockVersion::Newest, self.limits.clone())
+    }
+}
+
+/// Plans and starts a statement in `engine` (see [`Shared::execute`]).
+async fn start(
+    engine: QueryEngine,
+    sql: &str,
+    parameters: Vec<ScalarValue>,
+    zone: &str,
+    store: &Store,
+) -> Result<(SchemaRef, SendableRecordBatchStream), QueryError> {
+    let mut frame = engine.sql(sql).await?;
+    if !parameters.is_empty() {
+        frame = frame.with_param_values(parameters)?;
+    }
+    let schema = Arc::new(wire_schema(frame.schema().as_arrow(), zone));
+    let batches = frame.execute_stream().await.map_err(|e| QueryError::from(e).located(store))?;
+    Ok((schema, batches))
+}
+
+/// Aborts a statement's task on the statements' runtime when dropped (its result stream, or
+/// the future planning it, went away).
+struct Running(tokio::task::AbortHandle);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

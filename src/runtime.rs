@@ -13,3 +13,14 @@ pub const STACK_BYTES: usize = 16 << 20;
 pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(STACK_BYTES).build()
 }
+
+/// The runtime of `serve`'s SQL statements, apart from the one that takes writes: a statement
+/// that keeps its threads busy without yielding (a whole-series aggregate over millions of
+/// rows) holds up only other statements. One worker per core, as the ingestion's runtime.
+pub fn build_for_statements() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(STACK_BYTES)
+        .thread_name("lockstep-sql")
+        .build()
+}

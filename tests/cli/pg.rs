@@ -447,6 +447,58 @@ print(json.dumps(out))
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "360");
 }
 
+/// Statements run on their own runtime: while two statements keep their threads busy (a
+/// `lag_corr` over millions of rows computes without yielding), a write is acknowledged before
+/// either ends. Before, they held every worker of the runtime that takes writes too.
+#[test]
+fn busy_statements_do_not_hold_up_writes() {
+    if !have_psycopg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let server = Serve::start(&db, "127.0.0.1:0", &["--insecure", "--query-timeout-secs", "600"]).unwrap();
+    let script = r#"
+import json, sys, threading, time, psycopg
+url = sys.argv[1]
+busy = "SELECT lag_corr(t, x, x) FROM (SELECT i * 1000000000 AS t, (i % 7)::double AS x FROM generate_series(1, 3000000) g(i)) v"
+ended = []
+def run():
+    try:
+        psycopg.connect(url, autocommit=True).execute(busy).fetchall()
+    except Exception:
+        pass
+    ended.append(time.time())
+threads = [threading.Thread(target=run) for _ in range(2)]
+for t in threads: t.start()
+print("started", flush=True)
+for t in threads: t.join()
+print(json.dumps(ended), flush=True)
+"#;
+    let mut python = Command::new("python3")
+        .args(["-c", script, &server.url(None)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(python.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "started");
+    // Both statements plan and start computing.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    write_live_samples(&server, None);
+    let written = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    // Ends the statements (their connections fail).
+    drop(server);
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let _ = python.wait();
+    let ended: Vec<f64> = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(ended.len(), 2, "{line}");
+    assert!(ended.iter().all(|&e| written < e), "the write ({written}) waited for a statement ({ended:?})");
+}
+
 /// Like the gRPC port: a public --pg-listen without tokens is refused unless --insecure.
 #[test]
 fn pg_listen_exposure_rule() {
