@@ -65,7 +65,8 @@ fn register_time_series_functions(ctx: &SessionContext) {
     ctx.register_udf(ScalarUDF::from(ddsketch_quantile::DdSketchQuantile::new()));
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::increase()));
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::rate()));
-    ctx.register_udaf(AggregateUDF::from(gap_fill::GapFill::new()));
+    let pool = ctx.runtime_env().memory_pool.clone();
+    ctx.register_udaf(AggregateUDF::from(gap_fill::GapFill::with_pool(pool)));
     ctx.register_udaf(AggregateUDF::from(value_at::ValueAt::new()));
     ctx.register_udf(ScalarUDF::from(before::Before::new()));
     ctx.register_udf(ScalarUDF::from(throttle_reasons::ThrottleReasonsFn::new()));

@@ -13,14 +13,21 @@
 //! Lockstep aggregates (`quantile_cont`/`p50`…, `lag_corr`, `onset`, `change_points`,
 //! `gap_fill`, `increase`/`rate`, `ddsketch`, …) report their state size through
 //! `Accumulator::size`/`GroupsAccumulator::size`, which the aggregate operator reserves, so
-//! whole-series aggregates count in full. The `samples` scan reserves the decoded rows of the
+//! whole-series aggregates count in full. `gap_fill`, whose result (the whole grid, about 17
+//! bytes a bucket per group) is far larger than its state, also reserves its result lists in
+//! the pool before building them (all the groups of an emission at once; held until its next
+//! emission or the end of the aggregate) and fails with the limit error naming it when they
+//! do not fit; the other aggregates' results are no larger than about their state (a scalar,
+//! a struct, a sketch; `change_points` at most one item per two samples). The results of the
+//! scalar functions that can grow far beyond their arguments are bounded by the limit too
+//! (`functions/bounded.rs`). The `samples` scan reserves the decoded rows of the
 //! time partition it is converting (without ever failing on it: it cannot spill, and a scan
 //! that fails because a sort holds its share would be worse than a sort that spills earlier).
-//! **Not accounted:** window functions (`OVER (...)`), the batches in flight between operators
-//! (each `samples` scan partition keeps at most four in its channel, a coalesce or repartition
-//! a few per partition; the scan's batches are of the session's `batch_size`, 8192 rows, so
-//! this is about 20 MB per partition for a wide `SELECT *`), and small in-memory tables
-//! (topology, jobs, `diagnose()`, `clock_models`).
+//! **Not accounted:** window functions (`OVER (...)`; `gap_fill`'s lists excepted), the
+//! batches in flight between operators (each `samples` scan partition keeps at most four in
+//! its channel, a coalesce or repartition a few per partition; the scan's batches are of the
+//! session's `batch_size`, 8192 rows, so this is about 20 MB per partition for a wide
+//! `SELECT *`), and small in-memory tables (topology, jobs, `diagnose()`, `clock_models`).
 //!
 //! **Spilling.** Sorts, hash aggregates in their final phase (including the single-phase
 //! whole-series aggregates, whose state is then spilled as lists), sort-merge and nested-loop

@@ -18,20 +18,33 @@
 //! times and NULL values are ignored; NaN values are data (they propagate through `avg` and
 //! `sum`; `min`/`max` order NaN above `+inf`). Samples are ordered internally, so input order
 //! and partial-state merge order never matter. Cost: O(n log n + buckets) per group; memory
-//! O(samples in the window).
+//! O(samples in the window) of state, plus the result: about 16 bytes per bucket per group.
+//!
+//! **Memory.** The state (the samples) is reported through `Accumulator::size` and
+//! `GroupsAccumulator::size` like every Lockstep aggregate, but the result is far larger than
+//! the state (10 million buckets are 160 MB for any number of samples), so it is reserved in
+//! the statement's memory pool before it is built: all the lists of an emission at once under
+//! `GROUP BY` (held until the next emission or the end of the aggregate), each evaluation added
+//! up in a row accumulator (a window frame evaluates once per row). A result over what the pool
+//! has left fails with the memory-limit error naming `gap_fill`, before allocating. The lists
+//! are built in place (no per-group lists concatenated afterwards), so nothing else of the
+//! result's size is allocated on the way.
 
 use std::cmp::Ordering;
-use std::mem::size_of_val;
+use std::hash::{Hash, Hasher};
+use std::mem::{size_of, size_of_val};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray, TimestampNanosecondArray,
+    Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, Float64Array, Int64Array, ListArray, StructArray,
+    TimestampNanosecondArray,
 };
-use arrow::buffer::OffsetBuffer;
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit, TimestampNanosecondType};
-use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::common::{Result, ScalarValue, exec_err, internal_err, plan_err};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility};
 
 use super::constant_args::{
     check_arity, coerce_float, coerce_time, constant_interval_ns, constant_str, constant_timestamp_ns, reject_distinct,
@@ -42,6 +55,10 @@ use super::counter;
 pub const MAX_BUCKETS: i64 = 10_000_000;
 
 const NAME: &str = "gap_fill";
+
+/// Bytes of one bucket of the result: its time and value (8 bytes each) and the value's
+/// validity bit, rounded up.
+const BUCKET_BYTES: usize = 17;
 
 /// How empty buckets are filled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,21 +80,45 @@ enum Agg {
 }
 
 /// The `gap_fill` aggregate.
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug)]
 pub struct GapFill {
     signature: Signature,
+    /// The pool its results are reserved in (see the [module docs](self)); `None`: not
+    /// accounted.
+    pool: Option<Arc<dyn MemoryPool>>,
 }
 
 impl GapFill {
-    /// Creates the UDAF implementation.
+    /// Creates the UDAF implementation, its results not accounted in any memory pool.
     pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
+        Self { signature: Signature::user_defined(Volatility::Immutable), pool: None }
+    }
+
+    /// Creates the UDAF implementation reserving its results in `pool` (the session's).
+    pub fn with_pool(pool: Arc<dyn MemoryPool>) -> Self {
+        Self { pool: Some(pool), ..Self::new() }
     }
 }
 
 impl Default for GapFill {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Instances are the same when they reserve in the same pool (or none).
+impl PartialEq for GapFill {
+    fn eq(&self, other: &Self) -> bool {
+        let pool = |p: &Option<Arc<dyn MemoryPool>>| p.as_ref().map(|p| Arc::as_ptr(p).cast::<()>());
+        self.signature == other.signature && pool(&self.pool) == pool(&other.pool)
+    }
+}
+
+impl Eq for GapFill {}
+
+impl Hash for GapFill {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.signature.hash(state);
     }
 }
 
@@ -133,6 +174,55 @@ impl AggregateUDFImpl for GapFill {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         reject_distinct(&args, NAME)?;
+        Ok(Box::new(GapFillAccumulator {
+            grid: Grid::new(&args)?,
+            series: Series::default(),
+            memory: ResultMemory::new(self.pool.clone()),
+        }))
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        reject_distinct(&args, NAME)?;
+        Ok(Box::new(GapFillGroups {
+            grid: Grid::new(&args)?,
+            series: Vec::new(),
+            sample_bytes: 0,
+            memory: ResultMemory::new(self.pool.clone()),
+        }))
+    }
+}
+
+fn order(a: &(i64, f64), b: &(i64, f64)) -> Ordering {
+    a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
+}
+
+/// Orders NaN above everything (like `quantile_cont`).
+fn nan_greatest(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (false, false) => a.total_cmp(&b),
+        (x, y) => x.cmp(&y),
+    }
+}
+
+/// The grid and options of one call, shared by its groups.
+#[derive(Debug)]
+struct Grid {
+    start: i64,
+    stop: i64,
+    interval: i64,
+    buckets: usize,
+    fill: Fill,
+    agg: Agg,
+    item: FieldRef,
+}
+
+impl Grid {
+    /// Reads the constant arguments.
+    fn new(args: &AccumulatorArgs) -> Result<Self> {
         let start = constant_timestamp_ns(&args.exprs[2], NAME, "start")?;
         let stop = constant_timestamp_ns(&args.exprs[3], NAME, "stop")?;
         let interval = constant_interval_ns(&args.exprs[4], NAME, "interval")?;
@@ -168,42 +258,62 @@ impl AggregateUDFImpl for GapFill {
         let DataType::List(item) = args.return_type() else {
             return plan_err!("{NAME}: unexpected return type {}", args.return_type());
         };
-        Ok(Box::new(GapFillAccumulator {
-            start,
-            stop,
-            interval,
-            buckets: buckets as usize,
-            fill,
-            agg,
-            item: Arc::clone(item),
-            samples: Vec::new(),
-            seed: None,
-            anchor: None,
-        }))
+        Ok(Grid { start, stop, interval, buckets: buckets as usize, fill, agg, item: Arc::clone(item) })
+    }
+
+    /// The start of bucket `k` (`k < buckets`, so before `stop`: no overflow).
+    fn at(&self, k: usize) -> i64 {
+        self.start + k as i64 * self.interval
+    }
+
+    /// The bucket of time `t` in `[start, stop)`.
+    fn bucket(&self, t: i64) -> usize {
+        ((i128::from(t) - i128::from(self.start)) / i128::from(self.interval)) as usize
+    }
+
+    /// Bytes of a result of `lists` lists (saturating).
+    fn result_bytes(&self, lists: usize) -> usize {
+        lists.saturating_mul(self.buckets.saturating_mul(BUCKET_BYTES).saturating_add(4)).saturating_add(4)
+    }
+
+    /// One list per series, each the full grid filled from the series' samples.
+    fn lists(&self, series: &mut [Series]) -> Result<ListArray> {
+        let (lists, buckets) = (series.len(), self.buckets);
+        let Some(total) = lists.checked_mul(buckets).filter(|&n| n <= i32::MAX as usize) else {
+            return exec_err!(
+                "{NAME}: {lists} lists of {buckets} buckets are more items than one list column holds ({}); \
+                 fill fewer groups in one statement",
+                i32::MAX
+            );
+        };
+        let DataType::Struct(fields) = self.item.data_type() else {
+            return exec_err!("{NAME}: list item is not a struct");
+        };
+        let Some(DataType::Timestamp(_, tz)) = fields.first().map(|f| f.data_type()) else {
+            return exec_err!("{NAME}: time field is not a timestamp");
+        };
+        let mut times = Vec::with_capacity(total);
+        let mut values = vec![0.0; total];
+        let mut valid = BooleanBufferBuilder::new(total);
+        valid.append_n(total, false);
+        for (i, s) in series.iter_mut().enumerate() {
+            times.extend((0..buckets).map(|k| self.at(k)));
+            let base = i * buckets;
+            s.fill_into(self, &mut values[base..base + buckets], &mut valid, base);
+        }
+        let nulls = NullBuffer::from(valid.finish());
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        let times = TimestampNanosecondArray::new(times.into(), None).with_timezone_opt(tz.clone());
+        let values = Float64Array::new(values.into(), nulls);
+        let items = StructArray::try_new(fields.clone(), vec![Arc::new(times), Arc::new(values)], None)?;
+        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(buckets, lists));
+        Ok(ListArray::try_new(Arc::clone(&self.item), offsets, Arc::new(items), None)?)
     }
 }
 
-fn order(a: &(i64, f64), b: &(i64, f64)) -> Ordering {
-    a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
-}
-
-/// Orders NaN above everything (like `quantile_cont`).
-fn nan_greatest(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (false, false) => a.total_cmp(&b),
-        (x, y) => x.cmp(&y),
-    }
-}
-
-#[derive(Debug)]
-struct GapFillAccumulator {
-    start: i64,
-    stop: i64,
-    interval: i64,
-    buckets: usize,
-    fill: Fill,
-    agg: Agg,
-    item: FieldRef,
+/// The samples of one group.
+#[derive(Debug, Default)]
+struct Series {
     /// Samples in `[start, stop)`.
     samples: Vec<(i64, f64)>,
     /// Latest sample before `start`.
@@ -212,13 +322,13 @@ struct GapFillAccumulator {
     anchor: Option<(i64, f64)>,
 }
 
-impl GapFillAccumulator {
-    fn push(&mut self, s: (i64, f64)) {
-        if s.0 < self.start {
+impl Series {
+    fn push(&mut self, grid: &Grid, s: (i64, f64)) {
+        if s.0 < grid.start {
             if self.seed.is_none_or(|x| order(&s, &x) == Ordering::Greater) {
                 self.seed = Some(s);
             }
-        } else if s.0 >= self.stop {
+        } else if s.0 >= grid.stop {
             if self.anchor.is_none_or(|x| order(&s, &x) == Ordering::Less) {
                 self.anchor = Some(s);
             }
@@ -227,115 +337,152 @@ impl GapFillAccumulator {
         }
     }
 
-    fn push_arrays(&mut self, times: &[i64], time_valid: impl Fn(usize) -> bool, values: &Float64Array) {
+    fn push_arrays(&mut self, grid: &Grid, times: &[i64], time_valid: impl Fn(usize) -> bool, values: &Float64Array) {
         for (i, &t) in times.iter().enumerate() {
             if time_valid(i) && values.is_valid(i) {
-                self.push((t, values.value(i)));
+                self.push(grid, (t, values.value(i)));
             }
         }
     }
 
-    /// Aggregated value of each non-empty bucket.
-    fn bucket_values(&mut self) -> Vec<Option<f64>> {
+    /// Samples, seed and anchor: the partial state.
+    fn points(&self) -> impl Iterator<Item = (i64, f64)> + '_ {
+        self.samples.iter().copied().chain(self.seed).chain(self.anchor)
+    }
+
+    fn len(&self) -> usize {
+        self.samples.len() + usize::from(self.seed.is_some()) + usize::from(self.anchor.is_some())
+    }
+
+    /// Writes the filled grid into `vals` (one slot per bucket, zeroed) and sets the bits
+    /// `base..base + buckets` of `valid` (cleared) for the buckets that have a value.
+    fn fill_into(&mut self, grid: &Grid, vals: &mut [f64], valid: &mut BooleanBufferBuilder, base: usize) {
+        // Each bucket's value: its samples are a run of the sorted samples.
         self.samples.sort_unstable_by(order);
-        let mut vals: Vec<Option<f64>> = vec![None; self.buckets];
-        let mut counts = vec![0u32; if self.agg == Agg::Avg { self.buckets } else { 0 }];
-        for &(t, v) in &self.samples {
-            let b = ((i128::from(t) - i128::from(self.start)) / i128::from(self.interval)) as usize;
-            let slot = &mut vals[b];
-            *slot = Some(match (*slot, self.agg) {
-                (None, _) => v,
-                (Some(a), Agg::Avg | Agg::Sum) => a + v,
-                (Some(a), Agg::Min) => std::cmp::min_by(a, v, |x, y| nan_greatest(*x, *y)),
-                (Some(a), Agg::Max) => std::cmp::max_by(a, v, |x, y| nan_greatest(*x, *y)),
-                (Some(a), Agg::First) => a,
-                (Some(_), Agg::Last) => v,
-            });
-            if let Some(c) = counts.get_mut(b) {
-                *c += 1;
+        let mut rest = &self.samples[..];
+        while let Some(&(t, first)) = rest.first() {
+            let k = grid.bucket(t);
+            let len = rest.iter().position(|s| grid.bucket(s.0) != k).unwrap_or(rest.len());
+            let (run, tail) = rest.split_at(len);
+            rest = tail;
+            let mut x = first;
+            for &(_, v) in &run[1..] {
+                x = match grid.agg {
+                    Agg::Avg | Agg::Sum => x + v,
+                    Agg::Min => std::cmp::min_by(x, v, |a, b| nan_greatest(*a, *b)),
+                    Agg::Max => std::cmp::max_by(x, v, |a, b| nan_greatest(*a, *b)),
+                    Agg::First => x,
+                    Agg::Last => v,
+                };
+            }
+            if grid.agg == Agg::Avg {
+                x /= run.len() as f64;
+            }
+            if let Some(slot) = vals.get_mut(k) {
+                *slot = x;
+                valid.set_bit(base + k, true);
             }
         }
-        for (v, c) in vals.iter_mut().zip(&counts) {
-            if let Some(x) = v {
-                *x /= f64::from(*c);
-            }
-        }
-        vals
-    }
-
-    fn filled(&mut self) -> Vec<Option<f64>> {
-        let mut vals = self.bucket_values();
-        let at = |k: usize| self.start + k as i64 * self.interval;
-        match self.fill {
+        match grid.fill {
             Fill::Null => {}
             Fill::Locf => {
                 let mut prev = self.seed.map(|s| s.1);
-                for v in vals.iter_mut() {
-                    match v {
-                        Some(x) => prev = Some(*x),
-                        None => *v = prev,
+                for (k, slot) in vals.iter_mut().enumerate() {
+                    if valid.get_bit(base + k) {
+                        prev = Some(*slot);
+                    } else if let Some(p) = prev {
+                        *slot = p;
+                        valid.set_bit(base + k, true);
                     }
                 }
             }
             Fill::Linear => {
-                let known: Vec<(usize, f64)> = vals.iter().enumerate().filter_map(|(k, v)| v.map(|x| (k, x))).collect();
-                let mut next_known = 0;
+                // A run of empty buckets is interpolated when the next non-empty bucket (or,
+                // after the last, the anchor) is reached.
                 let mut prev: Option<(i64, f64)> = self.seed;
-                for (k, slot) in vals.iter_mut().enumerate() {
-                    if let Some(x) = *slot {
-                        prev = Some((at(k), x));
-                        next_known += 1;
+                let mut gap_from: Option<usize> = None;
+                for k in 0..=vals.len() {
+                    let next = if k == vals.len() {
+                        self.anchor
+                    } else if valid.get_bit(base + k) {
+                        Some((grid.at(k), vals[k]))
+                    } else {
+                        gap_from.get_or_insert(k);
                         continue;
+                    };
+                    if let (Some(from), Some((ta, va)), Some((tb, vb))) = (gap_from.take(), prev, next) {
+                        for (m, slot) in vals.iter_mut().enumerate().take(k).skip(from) {
+                            let w = (i128::from(grid.at(m)) - i128::from(ta)) as f64
+                                / (i128::from(tb) - i128::from(ta)) as f64;
+                            *slot = va + (vb - va) * w;
+                            valid.set_bit(base + m, true);
+                        }
                     }
-                    let next = known.get(next_known).map(|&(j, x)| (at(j), x)).or(self.anchor);
-                    if let (Some((ta, va)), Some((tb, vb))) = (prev, next) {
-                        let w = (at(k) - ta) as f64 / (tb - ta) as f64;
-                        *slot = Some(va + (vb - va) * w);
-                    }
+                    prev = next;
                 }
             }
         }
-        vals
     }
+}
+
+/// The reservation of `gap_fill`'s results in the session's pool.
+#[derive(Debug)]
+struct ResultMemory {
+    pool: Option<Arc<dyn MemoryPool>>,
+    reservation: Option<MemoryReservation>,
+}
+
+impl ResultMemory {
+    fn new(pool: Option<Arc<dyn MemoryPool>>) -> Self {
+        ResultMemory { pool, reservation: None }
+    }
+
+    /// Reserves a result of `lists` lists of `grid`, in addition to what is held when `add`,
+    /// else instead of it; fails with the pool's memory-limit error when it does not fit.
+    fn reserve(&mut self, grid: &Grid, lists: usize, add: bool) -> Result<()> {
+        let Some(pool) = &self.pool else { return Ok(()) };
+        if !add {
+            self.reservation = None;
+        }
+        let reservation = self.reservation.get_or_insert_with(|| {
+            let what = match lists {
+                1 => format!("{NAME} (a result list of {} buckets)", grid.buckets),
+                n => format!("{NAME} (a result of {n} lists of {} buckets)", grid.buckets),
+            };
+            MemoryConsumer::new(what).register(pool)
+        });
+        reservation.try_grow(grid.result_bytes(lists))
+    }
+}
+
+/// `gap_fill` without `GROUP BY`, and in window frames.
+#[derive(Debug)]
+struct GapFillAccumulator {
+    grid: Grid,
+    series: Series,
+    memory: ResultMemory,
 }
 
 impl Accumulator for GapFillAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let times = values[0].as_primitive::<TimestampNanosecondType>();
-        let vals = values[1].as_primitive::<Float64Type>();
-        self.push_arrays(times.values(), |i| times.is_valid(i), vals);
+        let (times, vals) = input_arrays(values)?;
+        self.series.push_arrays(&self.grid, times.values(), |i| times.is_valid(i), vals);
         Ok(())
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let vals = self.filled();
-        let DataType::Struct(fields) = self.item.data_type() else {
-            return exec_err!("{NAME}: list item is not a struct");
-        };
-        let DataType::Timestamp(_, tz) = fields[0].data_type() else {
-            return exec_err!("{NAME}: time field is not a timestamp");
-        };
-        let times = TimestampNanosecondArray::from_iter_values(
-            (0..self.buckets).map(|k| self.start + k as i64 * self.interval),
-        )
-        .with_timezone_opt(tz.clone());
-        let values = Float64Array::from(vals);
-        let items = StructArray::try_new(fields.clone(), vec![Arc::new(times), Arc::new(values)], None)?;
-        let list = ListArray::try_new(
-            Arc::clone(&self.item),
-            OffsetBuffer::from_lengths([items.len()]),
-            Arc::new(items),
-            None,
-        )?;
+        // Added up: a window frame evaluates once per row, and keeps every result.
+        self.memory.reserve(&self.grid, 1, true)?;
+        let list = self.grid.lists(std::slice::from_mut(&mut self.series))?;
         Ok(ScalarValue::List(Arc::new(list)))
     }
 
     fn size(&self) -> usize {
-        size_of_val(self) + self.samples.capacity() * 16
+        size_of_val(self) + self.series.samples.capacity() * 16
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let all: Vec<(i64, f64)> = self.samples.iter().copied().chain(self.seed).chain(self.anchor).collect();
+        let all: Vec<(i64, f64)> = self.series.points().collect();
         let times: ArrayRef = Arc::new(Int64Array::from_iter_values(all.iter().map(|s| s.0)));
         let values: ArrayRef = Arc::new(Float64Array::from_iter_values(all.iter().map(|s| s.1)));
         let list = |a: ArrayRef, t: DataType| {
@@ -346,21 +493,364 @@ impl Accumulator for GapFillAccumulator {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let times = states[0].as_list::<i32>();
-        let values = states[1].as_list::<i32>();
-        for row in 0..times.len() {
-            if times.is_null(row) || values.is_null(row) {
-                continue;
+        for_each_state(states, |_, t, v| {
+            self.series.push_arrays(&self.grid, t.values(), |i| t.is_valid(i), v);
+            Ok(())
+        })
+    }
+}
+
+/// The input columns: times and values.
+fn input_arrays(values: &[ArrayRef]) -> Result<(&TimestampNanosecondArray, &Float64Array)> {
+    let times = values.first().and_then(|a| a.as_primitive_opt::<TimestampNanosecondType>());
+    let vals = values.get(1).and_then(|a| a.as_primitive_opt::<Float64Type>());
+    match (times, vals) {
+        (Some(t), Some(v)) => Ok((t, v)),
+        _ => internal_err!("{NAME}: expected a timestamp and a float column"),
+    }
+}
+
+/// Calls `f(row, times, values)` for each non-NULL row of a partial state (a list of times
+/// and a list of values per row).
+fn for_each_state(
+    states: &[ArrayRef],
+    mut f: impl FnMut(usize, &Int64Array, &Float64Array) -> Result<()>,
+) -> Result<()> {
+    let times = states.first().and_then(|a| a.as_list_opt::<i32>());
+    let values = states.get(1).and_then(|a| a.as_list_opt::<i32>());
+    let (Some(times), Some(values)) = (times, values) else {
+        return internal_err!("{NAME}: state is not two lists");
+    };
+    for row in 0..times.len().min(values.len()) {
+        if times.is_null(row) || values.is_null(row) {
+            continue;
+        }
+        let (t, v) = (times.value(row), values.value(row));
+        let (Some(t), Some(v)) = (t.as_primitive_opt::<Int64Type>(), v.as_primitive_opt::<Float64Type>()) else {
+            return internal_err!("{NAME}: state lists are not of times and values");
+        };
+        if t.len() != v.len() {
+            return exec_err!("{NAME}: state lists differ in length");
+        }
+        f(row, t, v)?;
+    }
+    Ok(())
+}
+
+/// `gap_fill` under `GROUP BY`: every group's samples, evaluated into one list column per
+/// emission.
+#[derive(Debug)]
+struct GapFillGroups {
+    grid: Grid,
+    series: Vec<Series>,
+    /// Capacity of the groups' sample vectors, in bytes.
+    sample_bytes: usize,
+    memory: ResultMemory,
+}
+
+impl GapFillGroups {
+    fn grow(&mut self, total_num_groups: usize) {
+        if total_num_groups > self.series.len() {
+            self.series.resize_with(total_num_groups, Series::default);
+        }
+    }
+
+    /// Takes the groups of `emit_to` out, their samples no longer counted.
+    fn take(&mut self, emit_to: EmitTo) -> Vec<Series> {
+        let taken = emit_to.take_needed(&mut self.series);
+        let bytes: usize = taken.iter().map(|s| s.samples.capacity() * 16).sum();
+        self.sample_bytes = self.sample_bytes.saturating_sub(bytes);
+        taken
+    }
+
+    /// Adds samples to group `g` with `add`, counting what its sample vector grows by.
+    fn add_to(&mut self, g: usize, add: impl FnOnce(&mut Series, &Grid)) -> Result<()> {
+        let Some(series) = self.series.get_mut(g) else {
+            return internal_err!("{NAME}: group {g} out of range");
+        };
+        let before = series.samples.capacity();
+        add(series, &self.grid);
+        self.sample_bytes += series.samples.capacity().saturating_sub(before) * 16;
+        Ok(())
+    }
+}
+
+impl GroupsAccumulator for GapFillGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.grow(total_num_groups);
+        let (times, vals) = input_arrays(values)?;
+        for (row, &g) in group_indices.iter().enumerate() {
+            let selected = opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row));
+            if selected && times.is_valid(row) && vals.is_valid(row) {
+                let sample = (times.value(row), vals.value(row));
+                self.add_to(g, |s, grid| s.push(grid, sample))?;
             }
-            let t = times.value(row);
-            let t = t.as_primitive::<Int64Type>();
-            let v = values.value(row);
-            let v = v.as_primitive::<Float64Type>();
-            if t.len() != v.len() {
-                return exec_err!("{NAME}: state lists differ in length");
-            }
-            self.push_arrays(t.values(), |i| t.is_valid(i), v);
         }
         Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let lists = match emit_to {
+            EmitTo::All => self.series.len(),
+            EmitTo::First(n) => n.min(self.series.len()),
+        };
+        // Instead of the previous emission's: that one has left this operator (one that keeps
+        // it, like a sort, reserves it itself).
+        self.memory.reserve(&self.grid, lists, false)?;
+        let mut taken = self.take(emit_to);
+        Ok(Arc::new(self.grid.lists(&mut taken)?))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let taken = self.take(emit_to);
+        let total: usize = taken.iter().map(Series::len).sum();
+        if total > i32::MAX as usize {
+            return exec_err!("{NAME}: {total} samples are more than one partial state holds ({})", i32::MAX);
+        }
+        let offsets = OffsetBuffer::from_lengths(taken.iter().map(Series::len));
+        let times = Int64Array::from_iter_values(taken.iter().flat_map(|s| s.points().map(|p| p.0)));
+        let values = Float64Array::from_iter_values(taken.iter().flat_map(|s| s.points().map(|p| p.1)));
+        let list = |a: ArrayRef, t: DataType| -> ArrayRef {
+            Arc::new(ListArray::new(Arc::new(Field::new_list_field(t, true)), offsets.clone(), a, None))
+        };
+        Ok(vec![list(Arc::new(times), DataType::Int64), list(Arc::new(values), DataType::Float64)])
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        self.grow(total_num_groups);
+        for_each_state(values, |row, t, v| {
+            let Some(&g) = group_indices.get(row) else {
+                return internal_err!("{NAME}: state row {row} has no group");
+            };
+            self.add_to(g, |s, grid| s.push_arrays(grid, t.values(), |i| t.is_valid(i), v))
+        })
+    }
+
+    /// Each input row becomes a one-point state (no points when filtered out or NULL).
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let (times, vals) = input_arrays(values)?;
+        let kept: Vec<bool> = (0..times.len())
+            .map(|row| {
+                opt_filter.is_none_or(|f| f.is_valid(row) && f.value(row)) && times.is_valid(row) && vals.is_valid(row)
+            })
+            .collect();
+        let offsets = OffsetBuffer::from_lengths(kept.iter().map(|&k| usize::from(k)));
+        let rows = || kept.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i);
+        let list = |a: ArrayRef, t: DataType| -> ArrayRef {
+            Arc::new(ListArray::new(Arc::new(Field::new_list_field(t, true)), offsets.clone(), a, None))
+        };
+        Ok(vec![
+            list(Arc::new(Int64Array::from_iter_values(rows().map(|i| times.value(i)))), DataType::Int64),
+            list(Arc::new(Float64Array::from_iter_values(rows().map(|i| vals.value(i)))), DataType::Float64),
+        ])
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + self.series.capacity() * size_of::<Series>() + self.sample_bytes
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn grid(buckets: usize, fill: Fill, agg: Agg) -> Grid {
+        let item = Field::new_list_field(
+            DataType::Struct(item_fields(&DataType::Timestamp(TimeUnit::Nanosecond, None))),
+            true,
+        );
+        Grid { start: 1000, stop: 1000 + 10 * buckets as i64, interval: 10, buckets, fill, agg, item: Arc::new(item) }
+    }
+
+    /// The grid filled bucket by bucket, as `gap_fill` did before it built its lists in place.
+    fn reference(grid: &Grid, series: &Series) -> Vec<Option<f64>> {
+        let mut samples = series.samples.clone();
+        samples.sort_unstable_by(order);
+        let mut vals: Vec<Option<f64>> = vec![None; grid.buckets];
+        let mut counts = vec![0u32; grid.buckets];
+        for &(t, v) in &samples {
+            let b = grid.bucket(t);
+            vals[b] = Some(match (vals[b], grid.agg) {
+                (None, _) => v,
+                (Some(a), Agg::Avg | Agg::Sum) => a + v,
+                (Some(a), Agg::Min) => std::cmp::min_by(a, v, |x, y| nan_greatest(*x, *y)),
+                (Some(a), Agg::Max) => std::cmp::max_by(a, v, |x, y| nan_greatest(*x, *y)),
+                (Some(a), Agg::First) => a,
+                (Some(_), Agg::Last) => v,
+            });
+            counts[b] += 1;
+        }
+        if grid.agg == Agg::Avg {
+            for (v, c) in vals.iter_mut().zip(&counts) {
+                if let Some(x) = v {
+                    *x /= f64::from(*c);
+                }
+            }
+        }
+        match grid.fill {
+            Fill::Null => {}
+            Fill::Locf => {
+                let mut prev = series.seed.map(|s| s.1);
+                for v in vals.iter_mut() {
+                    match v {
+                        Some(x) => prev = Some(*x),
+                        None => *v = prev,
+                    }
+                }
+            }
+            Fill::Linear => {
+                let known: Vec<(usize, f64)> = vals.iter().enumerate().filter_map(|(k, v)| v.map(|x| (k, x))).collect();
+                let mut next_known = 0;
+                let mut prev = series.seed;
+                for (k, slot) in vals.iter_mut().enumerate() {
+                    if let Some(x) = *slot {
+                        prev = Some((grid.at(k), x));
+                        next_known += 1;
+                        continue;
+                    }
+                    let next = known.get(next_known).map(|&(j, x)| (grid.at(j), x)).or(series.anchor);
+                    if let (Some((ta, va)), Some((tb, vb))) = (prev, next) {
+                        let w = (grid.at(k) - ta) as f64 / (tb - ta) as f64;
+                        *slot = Some(va + (vb - va) * w);
+                    }
+                }
+            }
+        }
+        vals
+    }
+
+    /// Lists built in place hold, group by group, what the bucket-by-bucket fill gives, for
+    /// every fill and aggregation, over sparse and dense series with and without seed/anchor.
+    #[test]
+    fn lists_built_in_place_match_the_bucket_by_bucket_fill() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for fill in [Fill::Null, Fill::Locf, Fill::Linear] {
+            for agg in [Agg::Avg, Agg::Sum, Agg::Min, Agg::Max, Agg::First, Agg::Last] {
+                let g = grid(50, fill, agg);
+                let mut series: Vec<Series> = (0..6)
+                    .map(|i| {
+                        let mut s = Series::default();
+                        let n = [0, 1, 5, 30, 200, 40][i];
+                        for _ in 0..n {
+                            let t = 900 + next(700) as i64;
+                            let v = match next(20) {
+                                0 => f64::NAN,
+                                1 => f64::INFINITY,
+                                x => x as f64 - 5.0,
+                            };
+                            s.push(&g, (t, v));
+                        }
+                        s
+                    })
+                    .collect();
+                let want: Vec<Vec<Option<f64>>> = series.iter().map(|s| reference(&g, s)).collect();
+                let lists = g.lists(&mut series).unwrap();
+                assert_eq!(lists.len(), 6);
+                for (i, want) in want.iter().enumerate() {
+                    let items = lists.value(i);
+                    let items = items.as_struct();
+                    let times = items.column(0).as_primitive::<TimestampNanosecondType>();
+                    assert_eq!(times.values().to_vec(), (0..50).map(|k| g.at(k)).collect::<Vec<_>>());
+                    let got: Vec<Option<f64>> = items.column(1).as_primitive::<Float64Type>().iter().collect();
+                    let same = got.iter().zip(want).all(|(a, b)| match (a, b) {
+                        (Some(a), Some(b)) => a.to_bits() == b.to_bits(),
+                        (a, b) => a.is_none() && b.is_none(),
+                    });
+                    assert!(same, "{fill:?} {agg:?} group {i}: {got:?} != {want:?}");
+                }
+            }
+        }
+    }
+
+    /// A result over what the pool has left fails before it is built, with the pool's error
+    /// naming `gap_fill`; one that fits is held until the next emission replaces it.
+    #[test]
+    fn results_are_reserved_in_the_pool() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(10_000));
+        let g = grid(100, Fill::Locf, Agg::Avg);
+        let mut groups = GapFillGroups {
+            grid: g,
+            series: Vec::new(),
+            sample_bytes: 0,
+            memory: ResultMemory::new(Some(pool.clone())),
+        };
+        groups.grow(8);
+        // 8 × 100 buckets × 17 bytes > 10,000.
+        let error = groups.evaluate(EmitTo::All).unwrap_err().to_string();
+        assert!(error.contains("gap_fill (a result of 8 lists of 100 buckets)"), "{error}");
+        assert_eq!(pool.reserved(), 0);
+        assert_eq!(groups.series.len(), 8, "nothing taken");
+        let first = groups.evaluate(EmitTo::First(2)).unwrap();
+        assert_eq!(first.len(), 2);
+        let held = pool.reserved();
+        assert!(held >= 2 * 100 * 16, "{held}");
+        let rest = groups.evaluate(EmitTo::First(5)).unwrap();
+        assert_eq!(rest.len(), 5);
+        assert!(pool.reserved() > held && pool.reserved() < 2 * held + 5 * 100 * BUCKET_BYTES);
+        drop(groups);
+        assert_eq!(pool.reserved(), 0);
+    }
+
+    /// Under `GROUP BY` the same lists come out whether the rows are added, merged from a
+    /// partial state, or merged from per-row states (partial aggregation skipped); filtered
+    /// and NULL rows count nowhere.
+    #[test]
+    fn groups_update_state_merge_and_converted_rows_agree() {
+        let groups = || GapFillGroups {
+            grid: grid(10, Fill::Linear, Agg::Avg),
+            series: Vec::new(),
+            sample_bytes: 0,
+            memory: ResultMemory::new(None),
+        };
+        let times = TimestampNanosecondArray::from(vec![
+            Some(995),
+            Some(1003),
+            None,
+            Some(1047),
+            Some(1111),
+            Some(1020),
+            Some(1021),
+        ]);
+        let values = Float64Array::from(vec![Some(1.0), Some(2.0), Some(9.0), None, Some(5.0), Some(4.0), Some(100.0)]);
+        let batch: Vec<ArrayRef> = vec![Arc::new(times), Arc::new(values)];
+        let (indices, filter) =
+            ([0, 1, 0, 1, 0, 0, 0], BooleanArray::from(vec![true, true, true, true, true, true, false]));
+
+        let mut direct = groups();
+        direct.update_batch(&batch, &indices, Some(&filter), 2).unwrap();
+        assert!(direct.size() >= 4 * 16);
+        let mut partial = groups();
+        partial.update_batch(&batch, &indices, Some(&filter), 2).unwrap();
+        let state = partial.state(EmitTo::All).unwrap();
+        let mut merged = groups();
+        merged.merge_batch(&state, &[0, 1], 2).unwrap();
+        let rows = direct.convert_to_state(&batch, Some(&filter)).unwrap();
+        let mut converted = groups();
+        converted.merge_batch(&rows, &indices, 2).unwrap();
+
+        let want = direct.evaluate(EmitTo::All).unwrap();
+        assert_eq!(want.len(), 2);
+        assert_eq!(merged.evaluate(EmitTo::All).unwrap().as_ref(), want.as_ref());
+        assert_eq!(converted.evaluate(EmitTo::All).unwrap().as_ref(), want.as_ref());
+        // Group 0: seed 1.0 at 995, 4.0 in bucket 2 (1020), anchor 5.0 at 1111; interpolated
+        // between them.
+        let g0 = want.as_list::<i32>().value(0);
+        let got: Vec<Option<f64>> = g0.as_struct().column(1).as_primitive::<Float64Type>().iter().collect();
+        assert_eq!(&got[..4], &[Some(1.6), Some(2.8), Some(4.0), Some(4.0 + 10.0 / 91.0)]);
+        assert_eq!(direct.size(), size_of_val(&direct) + direct.series.capacity() * size_of::<Series>());
     }
 }

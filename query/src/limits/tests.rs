@@ -204,6 +204,46 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
     }
 }
 
+/// `gap_fill`'s lists (one per group, one item per bucket: 100,000 buckets here, about
+/// 1.7 MB a group whatever the samples) count against the limit: 40 groups do not fit 16 MiB
+/// and fail with the limit error naming `gap_fill` before their lists are built (under
+/// `GROUP BY`, without, and in a window frame, which keeps every row's list), and the same
+/// query runs with a limit that holds them. Its state alone (4,000 samples) is far below
+/// either limit: once all of a group's lists were built outside the pool, and a read-only
+/// user's `GROUP BY` took `lockstep serve` to 11 GB under a 256 MiB limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gap_fill_results_count_against_the_limit() {
+    let fill = "gap_fill(value, CAST(value AS DOUBLE), TIMESTAMP '1970-01-01T00:00:00', \
+                TIMESTAMP '1970-01-01T00:00:01', 10000, 'locf')";
+    let grouped = format!(
+        "SELECT count(*) AS groups, CAST(sum(n) AS BIGINT) AS buckets \
+         FROM (SELECT value % 40 AS g, cardinality({fill}) AS n FROM generate_series(1, 4000) GROUP BY g)"
+    );
+    let small = crate::plan::context_with_limits(config(), &limited(16, false)).unwrap();
+    for (sql, what) in [
+        (grouped.as_str(), "gap_fill (a result of "),
+        (
+            "SELECT cardinality(gap_fill(value, CAST(value AS DOUBLE), TIMESTAMP '1970-01-01T00:00:00', \
+             TIMESTAMP '1970-01-01T00:00:10', INTERVAL '1 microsecond', 'null')) FROM generate_series(1, 10)",
+            "gap_fill (a result list of 10000000 buckets)",
+        ),
+        (
+            &format!(
+                "SELECT sum(cardinality(l)) FROM (SELECT {fill} OVER (ORDER BY value) AS l FROM generate_series(1, 2000))"
+            ),
+            "gap_fill (a result list of 100000 buckets)",
+        ),
+    ] {
+        let error = run(&small, sql).await.unwrap_err();
+        assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
+        let text = error.to_string();
+        assert!(text.starts_with("query exceeded the memory limit of 16 MiB: ") && text.contains(what), "{text}");
+    }
+    let large = crate::plan::context_with_limits(config(), &limited(256, false)).unwrap();
+    let (batches, _) = run(&large, &grouped).await.unwrap();
+    assert_eq!((column(&batches, 0), column(&batches, 1)), (vec![40], vec![4_000_000]));
+}
+
 /// A sort of ~48 MB of rows needs more than a 32 MiB limit in memory: without spilling it
 /// fails with the limit error, with spilling it completes, in order, having written spill files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
