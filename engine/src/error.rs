@@ -230,7 +230,7 @@ pub enum Error {
     /// A store directory has data files or WAL segments but no manifest: refused instead of
     /// being "repaired" into an empty store.
     #[error(
-        "store {path} has {files} data or wal files but no manifest.json; refusing to open it. Restore manifest.json from a backup, or move data/ and wal/ away to start an empty store"
+        "store {path} has {files} data or wal files but no manifest.json; refusing to open it. If it is the local --data-dir of a store on object storage, give that store's --data-url (its wal/ holds acknowledged writes not yet in the bucket); otherwise restore manifest.json from a backup. Moving data/ and wal/ away starts an empty store and discards what they hold"
     )]
     ManifestMissing {
         /// The store directory.

@@ -632,7 +632,11 @@ fn refuses_what_looks_wrong() {
     let before = tree(&db);
     for e in [Store::open_read_only(&db).unwrap_err(), Store::open(&db, cfg()).unwrap_err()] {
         assert!(matches!(e, Error::ManifestMissing { files, .. } if files >= 1), "{e}");
-        assert!(e.to_string().contains("Restore manifest.json"), "{e}");
+        // It names the way that keeps acknowledged writes first (a writer's local directory of a
+        // store on object storage), and what moving the files away costs.
+        let text = e.to_string();
+        assert!(text.contains("restore manifest.json") && text.contains("give that store's --data-url"), "{e}");
+        assert!(text.contains("discards what they hold"), "{e}");
     }
     let mut after = tree(&db);
     after.remove(&db.join("LOCK"));

@@ -27,8 +27,17 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
         let dt = schema.field(i).data_type();
         if ok(dt) { Ok(()) } else { Err(bad_file(format!("column {} has type {dt}, expected {want}", names[i]))) }
     };
+    if let Some((i, name)) = names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)) {
+        return Err(bad_file(format!(
+            "column {name} appears twice (columns {} and {}); name each column once",
+            names.iter().position(|n| n == name).unwrap_or(0) + 1,
+            i + 1
+        )));
+    }
+    // A column of type null holds no value: pandas writes an object column of only None (a
+    // label unset in this export, or any column of an empty frame) as one. Absent everywhere.
     let is_string = |dt: &DataType| {
-        matches!(dt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        matches!(dt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
             || matches!(dt, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8))
     };
     check_type(time_i, &|dt| matches!(dt, DataType::Int64 | DataType::Timestamp(_, _)), "Int64 ns or a timestamp")?;
@@ -90,20 +99,38 @@ fn codes(
 /// The time column as ns since the epoch: Int64 as it is; a timestamp of any unit (pandas
 /// writes `timestamp[us]` by default since 3.0, DuckDB's `TIMESTAMP` is microseconds) scaled to
 /// ns, with or without a time zone (the stored instant is UTC either way). A value outside the
-/// ns range (years before 1677 or after 2262) is an error naming it, not a null.
-fn time_ns(column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef, String> {
-    use arrow::compute::{CastOptions, cast_with_options};
+/// ns range (years before 1677 or after 2262, such as an "end of time" 9999-12-31) is null in
+/// the result and its row is in the returned list with the value, so that it is a bad row
+/// naming it (skipped with `--skip-bad-rows`), not a failed file.
+fn time_ns(column: &arrow::array::ArrayRef) -> Result<(arrow::array::ArrayRef, Vec<(usize, i64)>), String> {
     use arrow::datatypes::TimeUnit;
-    let strict = CastOptions { safe: false, ..Default::default() };
-    let column = match column.data_type() {
-        // Keeping the zone: a cast to a zone-less type would shift to its local time.
-        DataType::Timestamp(unit, zone) if *unit != TimeUnit::Nanosecond => {
-            cast_with_options(column, &DataType::Timestamp(TimeUnit::Nanosecond, zone.clone()), &strict)
-                .map_err(|e| format!("time {} does not fit ns since 1970 (years 1677-2262): {e}", column.data_type()))?
-        }
-        _ => column.clone(),
+    let DataType::Timestamp(unit, _) = column.data_type() else {
+        return Ok((cast(column, &DataType::Int64).map_err(|e| e.to_string())?, Vec::new()));
     };
-    cast(&column, &DataType::Int64).map_err(|e| e.to_string())
+    // The raw count of the column's unit (a cast to Int64 keeps it, whatever the zone).
+    let raw = cast(column, &DataType::Int64).map_err(|e| e.to_string())?;
+    let scale: i64 = match unit {
+        TimeUnit::Nanosecond => return Ok((raw, Vec::new())),
+        TimeUnit::Microsecond => 1_000,
+        TimeUnit::Millisecond => 1_000_000,
+        TimeUnit::Second => 1_000_000_000,
+    };
+    let raw = raw.as_primitive::<Int64Type>();
+    let mut outside = Vec::new();
+    let ns: arrow::array::Int64Array = (0..raw.len())
+        .map(|r| {
+            if raw.is_null(r) {
+                return None;
+            }
+            let v = raw.value(r);
+            let scaled = v.checked_mul(scale);
+            if scaled.is_none() {
+                outside.push((r, v));
+            }
+            scaled
+        })
+        .collect();
+    Ok((std::sync::Arc::new(ns), outside))
 }
 
 /// Pushes one batch; returns the new row count. Errors: Ok(import error) or Err(file reason).
@@ -116,8 +143,10 @@ fn push_batch(
     label_idx: &[usize],
     sink: &mut RowSink<'_>,
 ) -> Result<u64, Result<ImportError, String>> {
-    let time = time_ns(batch.column(time_i)).map_err(Err)?;
+    let (time, outside) = time_ns(batch.column(time_i)).map_err(Err)?;
     let time = time.as_primitive::<Int64Type>();
+    let unit = batch.column(time_i).data_type().clone();
+    let mut outside = outside.into_iter().peekable();
     let value = cast(batch.column(value_i), &DataType::Float64).map_err(|e| Err(e.to_string()))?;
     let value = value.as_primitive::<Float64Type>();
     // Column-wise interning: field 0 is the metric, then the labels.
@@ -129,7 +158,11 @@ fn push_batch(
     for r in 0..batch.num_rows() {
         row += 1;
         if time.is_null(r) {
-            sink.bad_row(row, "time is null".into()).map_err(Ok)?;
+            let reason = match outside.next_if(|&(at, _)| at == r) {
+                Some((_, v)) => format!("time {v} ({unit}) does not fit ns since 1970 (years 1677-2262)"),
+                None => "time is null".into(),
+            };
+            sink.bad_row(row, reason).map_err(Ok)?;
             continue;
         }
         if value.is_null(r) {
