@@ -295,6 +295,13 @@ impl Labels {
         &mut self.0
     }
 
+    /// Labels of pairs already sorted by key, each key once (the catalog's own names for a
+    /// key it checked, see [`crate::series::SeriesCatalog::get_or_insert_parts`]).
+    pub(crate) fn from_sorted(pairs: Vec<(Name, Name)>) -> Self {
+        debug_assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0), "labels not sorted");
+        Labels(pairs)
+    }
+
     /// Pairs allocated for (tests: a loaded catalog keeps no spare room).
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
@@ -465,43 +472,57 @@ impl SeriesKey {
     /// [`MAX_METRIC_NAME_BYTES`] / [`MAX_LABEL_KEY_BYTES`] bytes without control characters,
     /// whitespace or `{ } = , "`; values are at most [`MAX_LABEL_VALUE_BYTES`] bytes without NUL.
     pub fn validate(&self) -> Result<()> {
-        if let Some(reason) = check_name("metric name", &self.metric, MAX_METRIC_NAME_BYTES) {
-            return Err(Error::InvalidSeries { reason });
+        validate_parts(&self.metric, self.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// Whether this is the key `metric{labels}`, `labels` given sorted by key, each key once
+    /// (as [`Labels`] holds them).
+    pub fn eq_parts(&self, metric: &str, labels: &[(&str, &str)]) -> bool {
+        self.metric.as_str() == metric
+            && self.labels.len() == labels.len()
+            && self.labels.iter().zip(labels).all(|((k, v), (k2, v2))| k.as_str() == *k2 && v.as_str() == *v2)
+    }
+}
+
+/// [`SeriesKey::validate`] of the key `metric{labels}`, `labels` sorted by key, each key once
+/// (no key is built: the catalog checks a WAL record's definitions on the record's bytes).
+pub(crate) fn validate_parts<'a>(
+    metric: &str,
+    labels: impl ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
+) -> Result<()> {
+    if let Some(reason) = check_name("metric name", metric, MAX_METRIC_NAME_BYTES) {
+        return Err(Error::InvalidSeries { reason });
+    }
+    if !labels.clone().any(|(k, _)| k == HOST_LABEL) {
+        return Err(Error::MissingHost { metric: metric.to_string() });
+    }
+    if labels.len() > MAX_LABELS {
+        return Err(Error::InvalidSeries {
+            reason: format!("series {metric} has {} labels (at most {MAX_LABELS})", labels.len()),
+        });
+    }
+    for (key, value) in labels {
+        if let Some(reason) = check_name("label key", key, MAX_LABEL_KEY_BYTES) {
+            return Err(Error::InvalidSeries { reason: format!("{reason} (series {metric})") });
         }
-        if self.host().is_none() {
-            return Err(Error::MissingHost { metric: self.metric.to_string() });
+        if RESERVED_LABELS.contains(&key) {
+            return Err(Error::InvalidSeries { reason: format!("label key {key:?} is reserved (series {metric})") });
         }
-        if self.labels.len() > MAX_LABELS {
+        if value.len() > MAX_LABEL_VALUE_BYTES {
             return Err(Error::InvalidSeries {
-                reason: format!("series {} has {} labels (at most {MAX_LABELS})", self.metric, self.labels.len()),
+                reason: format!(
+                    "value of label {key:?} is {} bytes long (at most {MAX_LABEL_VALUE_BYTES}; series {metric})",
+                    value.len(),
+                ),
             });
         }
-        for (key, value) in self.labels.iter() {
-            if let Some(reason) = check_name("label key", key, MAX_LABEL_KEY_BYTES) {
-                return Err(Error::InvalidSeries { reason: format!("{reason} (series {})", self.metric) });
-            }
-            if RESERVED_LABELS.contains(&key.as_str()) {
-                return Err(Error::InvalidSeries {
-                    reason: format!("label key {key:?} is reserved (series {})", self.metric),
-                });
-            }
-            if value.len() > MAX_LABEL_VALUE_BYTES {
-                return Err(Error::InvalidSeries {
-                    reason: format!(
-                        "value of label {key:?} is {} bytes long (at most {MAX_LABEL_VALUE_BYTES}; series {})",
-                        value.len(),
-                        self.metric
-                    ),
-                });
-            }
-            if value.contains('\0') {
-                return Err(Error::InvalidSeries {
-                    reason: format!("value of label {key:?} contains NUL (series {})", self.metric),
-                });
-            }
+        if value.contains('\0') {
+            return Err(Error::InvalidSeries {
+                reason: format!("value of label {key:?} contains NUL (series {metric})"),
+            });
         }
-        Ok(())
     }
+    Ok(())
 }
 
 impl SeriesKey {

@@ -8,7 +8,6 @@
 mod files;
 mod parse;
 
-use std::collections::HashMap as StdHashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -18,14 +17,15 @@ use hashbrown::hash_table::Entry;
 use roaring::RoaringBitmap;
 
 use crate::error::{Error, Result};
-use crate::model::{HOST_LABEL, Name, SeriesId, SeriesKey};
+use crate::model::{HOST_LABEL, Labels, Name, SeriesId, SeriesKey, validate_parts};
 
 pub use files::{CATALOG_DIR, CATALOG_FILE, CatalogFiles, CatalogSave};
 
 /// The catalog's hash maps: foldhash (seeded per process) instead of SipHash. Every write
 /// looks its series up here, and loading a million-series catalog does several lookups per
-/// series.
-type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
+/// series. hashbrown's rather than std's for `get_key_value_mut`: one lookup both finds a
+/// name's shared copy and its posting list.
+type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// In-memory series catalog with postings for metric names and label pairs.
 ///
@@ -36,13 +36,36 @@ type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
 pub struct SeriesCatalog {
     keys: Vec<Arc<SeriesKey>>,
     /// Each key's first id, found by the key's hash; the key itself is `keys[id]`, so the
-    /// table holds 4 bytes a series (a map from `Arc<SeriesKey>` held 16).
-    ids: HashTable<SeriesId>,
+    /// table holds 8 bytes a series (a map from `Arc<SeriesKey>` held 16): the id and 32 bits
+    /// of the key's hash, of which the table's hash of the entry is made again when the table
+    /// grows. Without them each growth hashed every key again through its pointers: a quarter
+    /// of a reader's replay of a WAL that defines a million series.
+    ids: HashTable<Slot>,
     hasher: foldhash::fast::RandomState,
     metric_postings: HashMap<Name, RoaringBitmap>,
     label_postings: HashMap<Name, HashMap<Name, RoaringBitmap>>,
     /// Label keys in first-seen order (stable, so that table schemas only ever grow at the end).
     label_order: Vec<Name>,
+}
+
+/// An entry of the ids table: a series id and the bits of its key's hash that the table's hash
+/// of the entry is made of ([`slot_hash`]).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    id: SeriesId,
+    hash: u32,
+}
+
+/// The 32 bits of a key's hash (`BuildHasher::hash_one`) that its [`Slot`] keeps.
+fn fold_hash(hash: u64) -> u32 {
+    (hash ^ (hash >> 32)) as u32
+}
+
+/// The ids table's hash of a slot, from the bits it keeps: spread over 64 bits by an odd
+/// multiplier (hashbrown takes the bucket from the low bits, which stay those of `hash`, and a
+/// tag from the top seven, which mix all 32).
+fn slot_hash(hash: u32) -> u64 {
+    u64::from(hash).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A filter on series: each present condition must hold (conjunction).
@@ -73,7 +96,9 @@ impl SeriesCatalog {
     /// The id of a key, if known.
     pub fn get(&self, key: &SeriesKey) -> Option<SeriesId> {
         let keys = &self.keys;
-        self.ids.find(self.hasher.hash_one(key), |&id| keys.get(id as usize).is_some_and(|k| **k == *key)).copied()
+        let hash = fold_hash(self.hasher.hash_one(key));
+        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| **k == *key);
+        self.ids.find(slot_hash(hash), same).map(|s| s.id)
     }
 
     /// The key of an id.
@@ -96,6 +121,68 @@ impl SeriesCatalog {
         let mut key = key.clone();
         self.intern(&mut key);
         let (id, _) = self.push(key)?;
+        Ok((id, true))
+    }
+
+    /// [`SeriesCatalog::get_or_insert`] of the key `metric{labels}`, given as text borrowed
+    /// from elsewhere (a WAL record's definition, replayed): the same id, flag and errors as
+    /// `get_or_insert` of the key that [`crate::store::record::def_key`] builds of the same
+    /// parts. With `labels` sorted by key and each key once (as writers write them), no key is
+    /// built to look it up: the text is hashed once (as the key would hash), checked in place,
+    /// and each name is looked up once, in the postings that both hold its shared copy and
+    /// take the new id; only a name new to the catalog is allocated. Other labels go through
+    /// `get_or_insert`.
+    pub fn get_or_insert_parts(&mut self, metric: &str, labels: &[(&str, &str)]) -> Result<(SeriesId, bool)> {
+        if !labels.windows(2).all(|w| w[0].0 < w[1].0) {
+            return self.get_or_insert(&crate::store::record::def_key(metric, labels));
+        }
+        // `SeriesKey`'s derived `Hash` hashes the metric's text, then the labels as a slice of
+        // pairs of text: the same calls as this tuple's (`key_hash_matches_parts_hash`).
+        let hash = fold_hash(self.hasher.hash_one((metric, labels)));
+        let keys = &self.keys;
+        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| k.eq_parts(metric, labels));
+        if let Some(s) = self.ids.find(slot_hash(hash), same) {
+            return Ok((s.id, false));
+        }
+        validate_parts(metric, labels.iter().copied())?;
+        let id = SeriesId::try_from(self.keys.len())
+            .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
+        let metric = match self.metric_postings.get_key_value_mut(metric) {
+            Some((name, p)) => {
+                append(p, id);
+                name.clone()
+            }
+            None => {
+                let name = Name::from(metric);
+                self.metric_postings.insert(name.clone(), RoaringBitmap::from_iter([id]));
+                name
+            }
+        };
+        let mut pairs = Vec::with_capacity(labels.len());
+        for &(k, v) in labels {
+            let (k, values) = match self.label_postings.get_key_value_mut(k) {
+                Some((k, values)) => (k.clone(), values),
+                None => {
+                    let k = Name::from(k);
+                    self.label_order.push(k.clone());
+                    (k.clone(), self.label_postings.entry(k).or_default())
+                }
+            };
+            let v = match values.get_key_value_mut(v) {
+                Some((v, p)) => {
+                    append(p, id);
+                    v.clone()
+                }
+                None => {
+                    let v = Name::from(v);
+                    values.insert(v.clone(), RoaringBitmap::from_iter([id]));
+                    v
+                }
+            };
+            pairs.push((k, v));
+        }
+        self.keys.push(Arc::new(SeriesKey { metric, labels: Labels::from_sorted(pairs) }));
+        self.ids.insert_unique(slot_hash(hash), Slot { id, hash }, |s| slot_hash(s.hash));
         Ok((id, true))
     }
 
@@ -128,7 +215,6 @@ impl SeriesCatalog {
         let id = SeriesId::try_from(self.keys.len())
             .map_err(|_| Error::ResourceExhausted { what: "series catalog", limit: format!("{} series", u32::MAX) })?;
         let new = self.insert_id(&key, id);
-        // Ids only grow: appending to a posting list is a push, not a search.
         match self.metric_postings.get_mut(key.metric.as_str()) {
             Some(p) => append(p, id),
             None => {
@@ -157,13 +243,13 @@ impl SeriesCatalog {
     /// Records `id` as the id of `key` unless the key has one (`false`). `id` must be
     /// `keys.len()`, the key pushed after.
     fn insert_id(&mut self, key: &SeriesKey, id: SeriesId) -> bool {
-        let (keys, hasher) = (&self.keys, &self.hasher);
-        let same = |&i: &SeriesId| keys.get(i as usize).is_some_and(|k| **k == *key);
-        let rehash = |&i: &SeriesId| keys.get(i as usize).map_or(0, |k| hasher.hash_one(k));
-        match self.ids.entry(hasher.hash_one(key), same, rehash) {
+        let keys = &self.keys;
+        let hash = fold_hash(self.hasher.hash_one(key));
+        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| **k == *key);
+        match self.ids.entry(slot_hash(hash), same, |s| slot_hash(s.hash)) {
             Entry::Occupied(_) => false,
             Entry::Vacant(e) => {
-                e.insert(id);
+                e.insert(Slot { id, hash });
                 true
             }
         }
@@ -171,8 +257,7 @@ impl SeriesCatalog {
 
     /// Room for `n` more series.
     fn reserve(&mut self, n: usize) {
-        let (keys, hasher) = (&self.keys, &self.hasher);
-        self.ids.reserve(n, |&i| keys.get(i as usize).map_or(0, |k| hasher.hash_one(k)));
+        self.ids.reserve(n, |s| slot_hash(s.hash));
         self.keys.reserve(n);
     }
 
@@ -282,7 +367,7 @@ impl SeriesCatalog {
             let Some(key) = self.keys.pop() else { break };
             let id = self.keys.len() as SeriesId;
             // `ids` holds a key's first id (a dataset union may hold a key twice).
-            if let Ok(e) = self.ids.find_entry(self.hasher.hash_one(&*key), |&i| i == id) {
+            if let Ok(e) = self.ids.find_entry(slot_hash(fold_hash(self.hasher.hash_one(&*key))), |s| s.id == id) {
                 e.remove();
             }
             remove_posting(&mut self.metric_postings, &key.metric, id);
@@ -310,18 +395,21 @@ fn remove_posting(postings: &mut HashMap<Name, RoaringBitmap>, name: &str, id: S
     }
 }
 
-/// Adds `id` to a posting list: a push when it is past the list's end (ids are assigned in
-/// increasing order), an insert otherwise.
+/// Adds `id` to a posting list (ids are assigned in increasing order, so it is past the
+/// list's end). An insert, not `try_push`: on a container in bitmap form (4,096 ids or more of
+/// 65,536) `try_push` first finds the container's largest id by scanning its words down from
+/// the top, up to 1,024 a push, where an insert sets the bit (on an array it searches, 12
+/// steps at most); adding 1.2 M series to 6 postings each took 2.4-5x longer with `try_push`
+/// (benches/README.md, "Readers of a WAL full of new series").
 fn append(postings: &mut RoaringBitmap, id: SeriesId) {
-    if postings.try_push(id).is_err() {
-        postings.insert(id);
-    }
+    postings.insert(id);
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn key(metric: &str, host: &str, gpu: &str) -> SeriesKey {
         SeriesKey::new(metric, [("host", host), ("gpu", gpu)])
@@ -384,6 +472,98 @@ mod tests {
         assert!(Name::ptr_eq(&a[1].1, &t[1].1), "host n1");
         assert!(Name::ptr_eq(&b[0].1, &t[0].1), "gpu 1");
         assert!(!Name::ptr_eq(&a[0].1, &b[0].1), "gpu 0 and gpu 1 differ");
+    }
+
+    /// The hash `get_or_insert_parts` computes of borrowed text is the key's own: a series
+    /// defined from a WAL record is found by `get` and the ids table grows by the same hash.
+    #[test]
+    fn key_hash_matches_parts_hash() {
+        let c = SeriesCatalog::new();
+        for key in [
+            key("util", "n1", "0"),
+            SeriesKey::new("m", [("host", "h")]),
+            SeriesKey::new("ünits", [("host", "nöde"), ("a", ""), ("b", "x")]),
+            SeriesKey { metric: "m".into(), labels: Labels::new() },
+        ] {
+            let labels: Vec<(&str, &str)> = key.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            assert_eq!(c.hasher.hash_one(&key), c.hasher.hash_one((key.metric.as_str(), labels.as_slice())), "{key}");
+        }
+    }
+
+    /// A series definition's parts, as a WAL record may hold them: labels sorted or not, a key
+    /// twice, invalid or reserved names, no host.
+    fn def_parts() -> impl Strategy<Value = (String, Vec<(String, String)>)> {
+        let name = prop_oneof![
+            8 => prop::sample::select(vec!["host", "gpu", "pod", "rank", "a", "zz"]).prop_map(String::from),
+            1 => Just("value".to_string()),
+            1 => Just("bad key".to_string()),
+            1 => Just(String::new()),
+        ];
+        let value = prop_oneof![
+            8 => (0..6u8).prop_map(|i| format!("v{i}")),
+            1 => Just("nöde 1".to_string()),
+            1 => Just("nul\0".to_string()),
+        ];
+        let metric = prop_oneof![
+            8 => prop::sample::select(vec!["util", "temp", "ünits"]).prop_map(String::from),
+            1 => Just("bad metric".to_string()),
+        ];
+        let labels = prop::collection::vec((name, value), 0..5).prop_map(|mut pairs| {
+            // Mostly as writers write them: sorted by key, each once, with a host.
+            if pairs.len() % 4 != 3 {
+                pairs.push(("host".into(), "h".into()));
+                pairs.sort();
+                pairs.dedup_by(|a, b| a.0 == b.0);
+            }
+            pairs
+        });
+        (metric, labels)
+    }
+
+    proptest::proptest! {
+        /// `get_or_insert_parts` of borrowed parts is `get_or_insert` of the key `def_key`
+        /// builds of them: the same ids, flags and errors, the same keys, label keys and
+        /// postings, and names shared the same way.
+        #[test]
+        fn get_or_insert_parts_is_get_or_insert_of_the_key(defs in prop::collection::vec(def_parts(), 1..60)) {
+            let (mut owned, mut parts) = (SeriesCatalog::new(), SeriesCatalog::new());
+            for (metric, labels) in &defs {
+                let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let want = owned.get_or_insert(&crate::store::record::def_key(metric, &labels));
+                let got = parts.get_or_insert_parts(metric, &labels);
+                proptest::prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
+            }
+            proptest::prop_assert_eq!(parts.keys(), owned.keys());
+            proptest::prop_assert_eq!(parts.label_keys(), owned.label_keys());
+            for key in owned.keys() {
+                proptest::prop_assert_eq!(parts.get(key), owned.get(key));
+            }
+            let mut filters = vec![SeriesFilter { metrics: Some(vec!["util".into(), "ünits".into()]), labels: vec![] }];
+            for k in ["host", "gpu", "pod", "zz"] {
+                proptest::prop_assert_eq!(parts.label_values(k), owned.label_values(k));
+                let values = vec![Some("v1".to_string()), Some("h".to_string()), Some("nöde 1".to_string()), None];
+                for v in values {
+                    filters.push(SeriesFilter { metrics: None, labels: vec![(k.into(), vec![v])] });
+                }
+            }
+            for f in &filters {
+                proptest::prop_assert_eq!(parts.select(f), owned.select(f), "{:?}", f);
+            }
+            // Each distinct name held once: two series with the same host share its text.
+            let hosts: Vec<&Name> = parts.keys().iter().filter_map(|k| k.labels.get("host")).collect();
+            for pair in hosts.windows(2) {
+                proptest::prop_assert_eq!(Name::ptr_eq(pair[0], pair[1]), pair[0] == pair[1]);
+            }
+            // And the catalog truncates and grows again as one built the other way.
+            let n = parts.len() / 2;
+            parts.truncate(n);
+            owned.truncate(n);
+            proptest::prop_assert_eq!(parts.keys(), owned.keys());
+            let (metric, labels) = &defs[0];
+            let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let want = owned.get_or_insert(&crate::store::record::def_key(metric, &labels));
+            proptest::prop_assert_eq!(format!("{:?}", parts.get_or_insert_parts(metric, &labels)), format!("{want:?}"));
+        }
     }
 
     #[test]

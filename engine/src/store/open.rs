@@ -13,7 +13,7 @@ use crate::clock::ClockRegistry;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::model::Rows;
-use crate::model::{SeriesId, SeriesKey};
+use crate::model::SeriesId;
 use crate::series::{CatalogFiles, SeriesCatalog};
 use crate::storage::{OsStorage, ReadOnlyStorage, Storage};
 use crate::wal::Wal;
@@ -412,12 +412,13 @@ fn replay_record(
         offset: rec.offset,
         reason,
     };
-    let mut decoded = record::decode(rec.payload).map_err(bad)?;
+    // The definitions' names are read in place: the catalog allocates only those it lacks.
+    let mut decoded = record::decode_ref(rec.payload).map_err(bad)?;
     match remap {
         // The WAL's own ids are the catalog's: a definition must match it exactly.
         None => {
-            for (id, key) in &decoded.defs {
-                apply_def(catalog, *id, key).map_err(bad)?;
+            for (id, metric, labels) in decoded.defs.iter() {
+                apply_def(catalog, id, metric, labels).map_err(bad)?;
             }
         }
         // Another node wrote the store since this WAL was written (see `wal_remap`): the ids
@@ -425,9 +426,11 @@ fn replay_record(
         // key, and the samples follow; ids it did not define are the ones it shared with the
         // store when it opened, which no writer renames.
         Some(map) => {
-            for (id, key) in &decoded.defs {
-                let (now, _) = catalog.get_or_insert(key).map_err(|e| bad(format!("bad series definition: {e}")))?;
-                map.insert(*id, now);
+            for (id, metric, labels) in decoded.defs.iter() {
+                let (now, _) = catalog
+                    .get_or_insert_parts(metric, labels)
+                    .map_err(|e| bad(format!("bad series definition: {e}")))?;
+                map.insert(id, now);
             }
             for id in decoded.rows.series.iter_mut() {
                 if let Some(&now) = map.get(id) {
@@ -470,13 +473,30 @@ fn live_files(dir: &Path, manifest: &Manifest, storage: &Arc<dyn Storage>) -> Ve
         .collect()
 }
 
-/// Applies a series definition replayed from the WAL.
-fn apply_def(catalog: &mut SeriesCatalog, id: SeriesId, key: &SeriesKey) -> std::result::Result<(), String> {
+/// Applies a series definition replayed from the WAL: `metric{labels}` with the labels as
+/// the record holds them (see [`record::DefsRef::iter`]).
+fn apply_def(
+    catalog: &mut SeriesCatalog,
+    id: SeriesId,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> std::result::Result<(), String> {
     match catalog.key(id) {
-        Some(existing) if existing.as_ref() == key => Ok(()),
-        Some(existing) => Err(format!("series id {id} is {existing} in the catalog but {key} in the wal")),
+        Some(existing) => {
+            let same = if labels.windows(2).all(|w| w[0].0 < w[1].0) {
+                existing.eq_parts(metric, labels)
+            } else {
+                **existing == record::def_key(metric, labels)
+            };
+            if same {
+                Ok(())
+            } else {
+                let key = record::def_key(metric, labels);
+                Err(format!("series id {id} is {existing} in the catalog but {key} in the wal"))
+            }
+        }
         None if id as usize == catalog.len() => {
-            catalog.get_or_insert(key).map(|_| ()).map_err(|e| format!("bad series definition: {e}"))
+            catalog.get_or_insert_parts(metric, labels).map(|_| ()).map_err(|e| format!("bad series definition: {e}"))
         }
         None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
     }

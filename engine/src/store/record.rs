@@ -32,6 +32,57 @@ pub struct WriteRecord {
     pub rows: Rows,
 }
 
+/// A decoded write record whose series definitions borrow their names from the record's
+/// bytes ([`decode_ref`]): what a WAL replay reads, so that defining a million series allocates
+/// no string for a name the catalog already has.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WriteRecordRef<'a> {
+    /// Series first defined by this write.
+    pub defs: DefsRef<'a>,
+    /// The samples, in write order.
+    pub rows: Rows,
+}
+
+/// The series definitions of a record, as written: per definition its id, metric and label
+/// pairs, in the record's order (a writer writes the pairs sorted by key, each key once; a
+/// damaged record may not, see [`DefsRef::iter`]). The pairs of all definitions share one
+/// vector.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DefsRef<'a> {
+    /// Id, metric and the end of the definition's pairs in `labels`.
+    defs: Vec<(SeriesId, &'a str, usize)>,
+    labels: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> DefsRef<'a> {
+    /// Number of definitions.
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    /// Each definition: id, metric and its label pairs as written (not sorted or deduplicated:
+    /// [`crate::series::SeriesCatalog::get_or_insert_parts`] takes them as they are).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (SeriesId, &'a str, &[(&'a str, &'a str)])> + '_ {
+        let mut start = 0;
+        self.defs.iter().map(move |&(id, metric, end)| {
+            let labels = self.labels.get(start..end).unwrap_or_default();
+            start = end;
+            (id, metric, labels)
+        })
+    }
+}
+
+/// The key of a definition as written: labels sorted by key, the last value of a key given
+/// twice winning (what [`decode`] gives).
+pub fn def_key(metric: &str, labels: &[(&str, &str)]) -> SeriesKey {
+    SeriesKey { metric: metric.into(), labels: labels.iter().copied().collect::<Labels>() }
+}
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u32).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
@@ -161,36 +212,47 @@ impl<'a> Cursor<'a> {
         }));
         Ok(())
     }
-    fn str(&mut self) -> Result<String, String> {
+    fn str(&mut self) -> Result<&'a str, String> {
         let n = self.u32()? as usize;
         let b = self.take(n)?;
-        String::from_utf8(b.to_vec()).map_err(|_| "string is not utf-8".to_string())
+        std::str::from_utf8(b).map_err(|_| "string is not utf-8".to_string())
     }
 }
 
 /// Decodes a record; every malformed input is an error, never a panic.
 pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
+    let WriteRecordRef { defs, rows } = decode_ref(buf)?;
+    // One sort per key whatever the order (the encoder writes keys sorted; a damaged record
+    // must not cost quadratic time).
+    let defs = defs.iter().map(|(id, metric, labels)| (id, def_key(metric, labels))).collect();
+    Ok(WriteRecord { defs, rows })
+}
+
+/// [`decode`] with the definitions' names borrowed from `buf`; the same errors for the same
+/// input.
+pub fn decode_ref(buf: &[u8]) -> Result<WriteRecordRef<'_>, String> {
     let mut c = Cursor { buf, pos: 0 };
     let tag = c.u8()?;
     if tag != TAG_WRITE && tag != TAG_WRITE_V1 {
         return Err(format!("unknown record tag {tag}"));
     }
     let n_defs = c.u32()? as usize;
-    let mut defs = Vec::with_capacity(n_defs.min(buf.len() / 8));
+    // A definition takes at least 10 bytes and a pair at least 8: no more room is reserved
+    // than the record can hold, whatever its counts say.
+    let mut defs = DefsRef {
+        defs: Vec::with_capacity(n_defs.min(buf.len() / 8)),
+        labels: Vec::with_capacity(n_defs.saturating_mul(4).min(buf.len() / 8)),
+    };
     for _ in 0..n_defs {
         let id = c.u32()?;
         let metric = c.str()?;
         let n_labels = c.u16()?;
-        let mut pairs = Vec::with_capacity(usize::from(n_labels).min((buf.len() - c.pos) / 8));
         for _ in 0..n_labels {
             let k = c.str()?;
             let v = c.str()?;
-            pairs.push((k, v));
+            defs.labels.push((k, v));
         }
-        // One sort whatever the order (the encoder writes keys sorted; a damaged record must
-        // not cost quadratic time).
-        let labels: Labels = pairs.into_iter().collect();
-        defs.push((id, SeriesKey { metric: metric.into(), labels }));
+        defs.defs.push((id, metric, defs.labels.len()));
     }
     let n_runs = c.u32()? as usize;
     let mut rows = Rows::default();
@@ -239,7 +301,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRecord, String> {
     if c.pos != buf.len() {
         return Err(format!("{} trailing bytes", buf.len() - c.pos));
     }
-    Ok(WriteRecord { defs, rows })
+    Ok(WriteRecordRef { defs, rows })
 }
 
 /// The tag-1 layout, as the first releases wrote it (the encoder of the first release, kept

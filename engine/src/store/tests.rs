@@ -12,6 +12,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::error::ErrorKind;
+use crate::model::Name;
+use crate::series::SeriesFilter;
 use crate::storage::{FaultyStorage, OsStorage};
 use std::sync::atomic::Ordering;
 
@@ -518,6 +520,71 @@ fn one_writer_and_readers_that_change_nothing() {
     let writer = Store::open(dir.path(), cfg()).unwrap();
     assert_eq!(dump(&writer), model);
     assert!(!orphan.exists(), "orphans are removed by the next writer");
+}
+
+/// A reader replaying a WAL that defines thousands of series (with its names read in place,
+/// `SeriesCatalog::get_or_insert_parts`) ends with the writer's catalog: the same key under
+/// every id, the same label keys in the same order (one first seen in the WAL included), the
+/// same postings for label matchers, names shared, and every acknowledged sample.
+#[test]
+fn a_reader_replaying_many_new_series_has_the_writers_ids_and_postings() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), cfg()).unwrap();
+    let pod_key = |generation: usize, i: usize| {
+        let mut labels = vec![
+            ("host".to_string(), format!("node-{:02}", i % 13)),
+            ("gpu".to_string(), (i % 8).to_string()),
+            ("pod".to_string(), format!("trainer-{generation}-{:04}", i / 8)),
+        ];
+        if generation >= 2 {
+            labels.push(("rank".to_string(), i.to_string()));
+        }
+        SeriesKey::new(if i.is_multiple_of(3) { "gpu.util" } else { "gpu.temp" }, labels)
+    };
+    let mut sent = 0;
+    for generation in 0..4usize {
+        for chunk in 0..5 {
+            let mut b = WriteBatch::default();
+            for i in chunk * 400..(chunk + 1) * 400 {
+                // Each series twice in its batch, and the previous generation's again: known
+                // series in the records beside the new ones.
+                for (j, t) in [(generation, 0), (generation, 1), (generation.saturating_sub(1), 2)] {
+                    b.push(pod_key(j, i), T0 + (generation * 10 + t) as i64, i as f64);
+                    sent += 1;
+                }
+            }
+            assert_eq!(writer.write(&b).unwrap().accepted, 1200);
+        }
+        if generation == 0 {
+            writer.flush().unwrap(); // generation 0 in the catalog file, the rest only in the WAL
+        }
+    }
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    let catalog = |s: &Store| s.with_catalog(|c| (c.keys().to_vec(), c.label_keys())).unwrap();
+    let (keys, label_keys) = catalog(&reader);
+    assert_eq!(keys.len(), 4 * 2000);
+    assert_eq!((&keys, &label_keys), (&catalog(&writer).0, &catalog(&writer).1));
+    assert_eq!(label_keys, ["host", "gpu", "pod", "rank"]);
+    let filters = [
+        SeriesFilter { metrics: Some(vec!["gpu.util".into()]), labels: vec![] },
+        SeriesFilter { metrics: None, labels: vec![("pod".into(), vec![Some("trainer-3-0017".into())])] },
+        SeriesFilter {
+            metrics: Some(vec!["gpu.temp".into()]),
+            labels: vec![("host".into(), vec![Some("node-05".into())]), ("rank".into(), vec![None])],
+        },
+        SeriesFilter { metrics: None, labels: vec![("rank".into(), vec![Some("1999".into()), Some("7".into())])] },
+    ];
+    for f in &filters {
+        let (got, want) =
+            (reader.with_catalog(|c| c.select(f)).unwrap(), writer.with_catalog(|c| c.select(f)).unwrap());
+        assert!(!got.is_empty(), "{f:?}");
+        assert_eq!(got, want, "{f:?}");
+    }
+    let (a, b) = (&keys[2500], &keys[7999]);
+    assert_eq!((a.metric.as_str(), b.metric.as_str()), ("gpu.temp", "gpu.temp"));
+    assert!(Name::ptr_eq(&a.metric, &b.metric) && Name::ptr_eq(&a.labels["host"], &keys[2500 + 13].labels["host"]));
+    assert_eq!(reader.scan_all(ScanRequest::default()).unwrap().len(), sent);
+    assert_eq!(dump(&reader), dump(&writer));
 }
 
 /// The WAL segments of a store directory, in seq order.
