@@ -125,6 +125,30 @@ fn diagnoses_ib_link_errors() {
     check_scenario(Scenario::IbLinkErrors, 11);
 }
 
+/// A window far wider than the data (the last week around a 8-minute job) gives the verdict of
+/// the job's own window: the grid covers the data, not the window.
+#[test]
+fn a_window_far_wider_than_the_data_gives_the_same_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, truth) = prepare(tmp.path(), Scenario::IbLinkErrors, 11, &no_skew);
+    let d = run(&db, &truth.job, ClockMode::Corrected);
+    let store = open(&db);
+    let day = 86_400_000_000_000_i64;
+    let wide = DiagnoseOptions {
+        from: Some(truth.start_ns - 3 * day),
+        to: Some(truth.end_ns + 3 * day),
+        clock: ClockMode::Corrected,
+        ..Default::default()
+    };
+    let w = diagnose(&store, &truth.job, &wide).unwrap();
+    let text = lockstep::report::text::render(&w);
+    assert_eq!(w.bottleneck, d.bottleneck, "{text}");
+    assert_eq!(w.suspects.first().map(|s| &s.entity), d.suspects.first().map(|s| &s.entity), "{text}");
+    let (a, b) = (w.slowdown.time.unwrap(), d.slowdown.time.unwrap());
+    assert!((a - b).abs() < 30_000_000_000, "onset {a} vs {b}\n{text}");
+    assert!(!text.contains("fewer than 30 seconds"), "{text}");
+}
+
 #[test]
 fn diagnoses_roce_congestion() {
     check_scenario(Scenario::RoceCongestion, 12);

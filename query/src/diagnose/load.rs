@@ -172,14 +172,27 @@ pub(crate) fn load(
         let grids: Vec<Vec<f32>> = signals.iter().map(|s| to_grid(s, grid)).collect();
         across_median(&grids, grid)
     };
-    let mut grid = Grid::new(ctx.from, ctx.to);
+    // A window far wider than the pace data (the last week, a long job's whole span) would
+    // spread the data over a few of the grid's MAX_SLOTS slots: the grid then covers the data.
+    let covering = |from: i64, to: i64| {
+        let first = signals.iter().filter_map(|s| s.t.get(s.t.partition_point(|&t| t < from)).copied()).min();
+        let last = signals
+            .iter()
+            .filter_map(|s| s.t.partition_point(|&t| t < to).checked_sub(1).and_then(|i| s.t.get(i).copied()))
+            .max();
+        match (first, last) {
+            (Some(a), Some(b)) if a <= b && (b - a).saturating_mul(2) < to - from => Grid::new(a, b.saturating_add(1)),
+            _ => Grid::new(from, to),
+        }
+    };
+    let mut grid = covering(ctx.from, ctx.to);
     let mut step_points = pace_points(&grid);
     let mut found = episodes::find(&step_points);
     // No episode, or one that starts with the window: the window may lie inside a slowdown.
     let inside = found.spans.first().is_none_or(|s| s.start == 0) || !found.has_healthy;
     if inside && lookback_from < ctx.from {
         // No healthy time at the start of the window: look before it.
-        let wide = Grid::new(lookback_from, ctx.to);
+        let wide = covering(lookback_from, ctx.to);
         let points = pace_points(&wide);
         let before = points.iter().filter(|p| p.0 < ctx.from).count();
         let wider = episodes::find(&points);
