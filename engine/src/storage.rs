@@ -113,7 +113,12 @@ pub(crate) fn refetching<T>(
         {
             let name = storage.describe(path).unwrap_or_else(|| path.display().to_string());
             let error = describe_error(storage, &e);
-            tracing::warn!(file = %name, %error, "dropped a damaged cached copy; reading the original");
+            tracing::warn!(
+                file = %name,
+                %error,
+                "a read through the local cache failed its checks: dropped the cached copy and reading the original \
+                 (if that fails too, the original is damaged)"
+            );
             read()
         }
         other => other,

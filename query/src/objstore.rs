@@ -119,6 +119,15 @@ impl ObjectStorage {
         match parsed.scheme() {
             "s3" | "s3a" => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+                // The client refuses a plain-HTTP endpoint unless told, and says only "builder
+                // error" at the first request.
+                let endpoint = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().find_map(|k| std::env::var(k).ok());
+                let allow_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+                if let Some(endpoint) = endpoint.filter(|e| e.starts_with("http://") && !allow_http) {
+                    return Err(invalid(format!(
+                        "the endpoint {endpoint} is plain HTTP: set AWS_ALLOW_HTTP=true to use it (or use https://)"
+                    )));
+                }
                 use object_store::{ClientConfigKey, RetryConfig};
                 // Bounded retries: a flush against an unreachable bucket fails within seconds
                 // (its rows stay in the WAL and the buffer; the store retries the flush later).

@@ -654,3 +654,19 @@ fn lease_refuses_a_second_writer_and_a_dead_node_is_replaced() {
     );
     assert!(lease.contains("\"released\":true"), "{lease}");
 }
+
+/// A plain-HTTP endpoint without `AWS_ALLOW_HTTP=true` is refused at open with what to set (the
+/// client said only "builder error", at the first request).
+#[test]
+fn a_plain_http_endpoint_needs_aws_allow_http() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("local");
+    let out = lockstep_s3("http://127.0.0.1:9", &["sql", "--data-dir", local.to_str().unwrap()])
+        .args(["--data-url", "s3://bucket/prefix", "SELECT 1"])
+        .env_remove("AWS_ALLOW_HTTP")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the endpoint http://127.0.0.1:9 is plain HTTP: set AWS_ALLOW_HTTP=true"), "{err}");
+}
