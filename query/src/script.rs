@@ -1,9 +1,11 @@
 //! Splitting SQL text into statements: what `lockstep sql` runs from a file, standard input or
 //! its interactive shell.
 //!
-//! Statements end at `;` outside string literals (`'it''s'`), quoted identifiers (`"a;b"`),
-//! line comments (`-- …`) and block comments (`/* … */`). Statements holding nothing but
-//! whitespace and comments are dropped; the last statement needs no `;`.
+//! Statements end at `;` outside string literals (`'it''s'`, escape strings `E'it\'s'`,
+//! dollar-quoted strings `$$a;b$$` and `$tag$…$tag$`), quoted identifiers (`"a;b"`), line
+//! comments (`-- …`) and block comments (`/* … */`, nested as PostgreSQL nests them).
+//! Statements holding nothing but whitespace and comments are dropped; the last statement
+//! needs no `;`.
 
 /// One statement of a script.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,9 +21,22 @@ pub struct Statement {
 enum State {
     Code,
     Str,
+    /// An escape string (`E'…'`): a backslash escapes the next character.
+    EscStr,
     Ident,
     LineComment,
     BlockComment,
+}
+
+/// The tag of a dollar quote opening at `text[i..]` (`$$` or `$tag$`, the tag not starting
+/// with a digit: `$1` is a parameter), as the whole delimiter.
+fn dollar_quote(text: &str, i: usize) -> Option<&str> {
+    let rest = text.get(i + 1..)?;
+    let end = rest.find('$')?;
+    let tag = &rest[..end];
+    let ok = tag.chars().next().is_none_or(|c| c.is_alphabetic() || c == '_')
+        && tag.chars().all(|c| c.is_alphanumeric() || c == '_');
+    ok.then(|| &text[i..i + end + 2])
 }
 
 /// Splits `text` into statements (see the module documentation).
@@ -37,7 +52,7 @@ pub fn split_statements(text: &str) -> Vec<Statement> {
 /// asks for another line).
 pub fn is_incomplete(text: &str) -> bool {
     let scan = scan(text);
-    scan.tail_line.is_some() || matches!(scan.state, State::Str | State::Ident | State::BlockComment)
+    scan.tail_line.is_some() || matches!(scan.state, State::Str | State::EscStr | State::Ident | State::BlockComment)
 }
 
 /// The result of scanning a text.
@@ -58,6 +73,8 @@ fn scan(text: &str) -> Scan {
     let (mut start, mut line, mut first_line) = (0usize, 1usize, None::<usize>);
     let bytes = text.as_bytes();
     let mut i = 0;
+    // Open block comments (they nest); the byte after a backslash in an escape string.
+    let (mut depth, mut escaped) = (0usize, false);
     while i < bytes.len() {
         let (c, next) = (bytes[i], bytes.get(i + 1).copied());
         let was = state;
@@ -67,17 +84,53 @@ fn scan(text: &str) -> Scan {
                     push(&mut statements, &text[start..i], first_line.take());
                     start = i + 1;
                 }
-                b'\'' => state = State::Str,
+                b'\'' => {
+                    // `E'…'`: the E not the end of a longer word.
+                    let e = i >= 1 && matches!(bytes[i - 1], b'E' | b'e');
+                    let word = i >= 2 && (bytes[i - 2].is_ascii_alphanumeric() || bytes[i - 2] == b'_');
+                    state = if e && !word { State::EscStr } else { State::Str };
+                }
                 b'"' => state = State::Ident,
                 b'-' if next == Some(b'-') => state = State::LineComment,
-                b'/' if next == Some(b'*') => state = State::BlockComment,
+                b'/' if next == Some(b'*') => {
+                    state = State::BlockComment;
+                    depth = 1;
+                    i += 1;
+                }
+                b'$' if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_') => {
+                    if let Some(quote) = dollar_quote(text, i) {
+                        // Skip to after the closing delimiter (or to the end: unfinished).
+                        let body = i + quote.len();
+                        let close = text[body..].find(quote).map_or(text.len(), |at| body + at + quote.len());
+                        if first_line.is_none() {
+                            first_line = Some(line);
+                        }
+                        line += text[i..close].matches('\n').count();
+                        if close == text.len() && !text[body..].contains(quote) {
+                            // An open dollar quote holds the rest: the statement is unfinished.
+                            return Scan { statements, tail: start, tail_line: first_line, state: State::Str };
+                        }
+                        i = close;
+                        continue;
+                    }
+                }
                 _ => {}
             },
             State::Str if c == b'\'' => state = State::Code,
+            State::EscStr if escaped => escaped = false,
+            State::EscStr if c == b'\\' => escaped = true,
+            State::EscStr if c == b'\'' => state = State::Code,
             State::Ident if c == b'"' => state = State::Code,
             State::LineComment if c == b'\n' => state = State::Code,
+            State::BlockComment if c == b'/' && next == Some(b'*') => {
+                depth += 1;
+                i += 1;
+            }
             State::BlockComment if c == b'*' && next == Some(b'/') => {
-                state = State::Code;
+                depth -= 1;
+                if depth == 0 {
+                    state = State::Code;
+                }
                 i += 1;
             }
             _ => {}
@@ -120,6 +173,27 @@ mod tests {
                 (5, "SELECT 'it''s;'".to_string()),
             ]
         );
+    }
+
+    /// PostgreSQL's other quotes: escape strings, dollar quotes, nested block comments (`;`
+    /// inside them cut the statement before); `$1` is a parameter, not a quote.
+    #[test]
+    fn escape_strings_dollar_quotes_and_nested_comments_hold_semicolons() {
+        let text = "SELECT E'it\\'s; fine', e'\\\\'; SELECT $$a;b$$, $x$c;$$;d$x$;\n/* x; /* y; */ z; */ SELECT $1;SELECT a$b; SELECT 3";
+        assert_eq!(
+            sqls(text),
+            vec![
+                (1, "SELECT E'it\\'s; fine', e'\\\\'".to_string()),
+                (1, "SELECT $$a;b$$, $x$c;$$;d$x$".to_string()),
+                (2, "/* x; /* y; */ z; */ SELECT $1".to_string()),
+                (2, "SELECT a$b".to_string()),
+                (2, "SELECT 3".to_string()),
+            ]
+        );
+        assert!(is_incomplete("SELECT $$a;"));
+        assert!(is_incomplete("SELECT E'a\\';"));
+        assert!(is_incomplete("/* a /* b */ ;"));
+        assert!(!is_incomplete("SELECT $$a;$$;"));
     }
 
     #[test]
