@@ -31,11 +31,11 @@ pub struct ListenerOptions {
     pub limits: QueryLimits,
     /// Time limit of each statement (planning and streaming its rows).
     pub timeout: Duration,
-    /// The runtime statements plan and run on (`None`: the listener's own). `serve` gives its
-    /// listeners one apart from the ingestion's, so that statements that keep their threads
-    /// busy (a whole-series aggregate over millions of rows computes without yielding) do not
-    /// hold up writes, nor the watchdog that ends them at their time limit.
-    pub runtime: Option<tokio::runtime::Handle>,
+    /// The runtime statements plan and run on, apart from the listener's: statements that keep
+    /// their threads busy (a whole-series aggregate over millions of rows computes without
+    /// yielding) then hold up neither the writes nor the watchdog that ends them at their time
+    /// limit.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// What every statement of a listener shares: the store and the statement limits.
@@ -48,7 +48,7 @@ pub struct Shared {
     /// Time limit of each statement (planning and streaming its rows).
     pub timeout: Duration,
     /// See [`ListenerOptions::runtime`].
-    runtime: Option<tokio::runtime::Handle>,
+    runtime: tokio::runtime::Handle,
 }
 
 /// How many result batches a statement running on the statements' runtime sends ahead of
@@ -63,9 +63,9 @@ impl Shared {
 
     /// Plans `sql` in a fresh session, binds `parameters` (`$1`, ...) and starts it: the
     /// result schema as sent (timestamps without a zone in `zone`) and the batches as
-    /// DataFusion produces them (see [`wire_batch`]). With a statements' runtime
-    /// ([`ListenerOptions::runtime`]) the statement plans and runs there, [`AHEAD`] batches
-    /// ahead of the returned stream; dropping this future or the stream stops it.
+    /// DataFusion produces them (see [`wire_batch`]). The statement plans and runs on the
+    /// statements' runtime ([`ListenerOptions::runtime`]), [`AHEAD`] batches ahead of the
+    /// returned stream; dropping this future or the stream stops it.
     pub async fn execute(
         &self,
         sql: &str,
@@ -73,13 +73,10 @@ impl Shared {
         zone: &str,
     ) -> Result<(SchemaRef, SendableRecordBatchStream), QueryError> {
         let engine = self.engine()?;
-        let Some(runtime) = &self.runtime else {
-            return start(engine, sql, parameters, zone, &self.store).await;
-        };
         let (sql, zone, store) = (sql.to_owned(), zone.to_owned(), self.store.clone());
         let (started, planned) = tokio::sync::oneshot::channel();
         let (send, receive) = tokio::sync::mpsc::channel(AHEAD);
-        let task = runtime.spawn(async move {
+        let task = self.runtime.spawn(async move {
             let mut batches = match start(engine, &sql, parameters, &zone, &store).await {
                 Ok((schema, batches)) => {
                     let inner = batches.schema();

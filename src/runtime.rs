@@ -11,16 +11,18 @@ pub const STACK_BYTES: usize = 16 << 20;
 
 /// A multi-threaded runtime with every driver enabled and [`STACK_BYTES`] stacks.
 pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(STACK_BYTES).build()
+    builder().build()
+}
+
+fn builder() -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().thread_stack_size(STACK_BYTES);
+    builder
 }
 
 /// The runtime of `serve`'s SQL statements, apart from the one that takes writes: a statement
 /// that keeps its threads busy without yielding (a whole-series aggregate over millions of
 /// rows) holds up only other statements. One worker per core, as the ingestion's runtime.
 pub fn build_for_statements() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(STACK_BYTES)
-        .thread_name("lockstep-sql")
-        .build()
+    builder().thread_name("lockstep-sql").build()
 }

@@ -116,7 +116,8 @@ impl QueryEngine {
 
     /// Plans a read-only SQL statement.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        let dialect = self.ctx.state().config().options().sql_parser.dialect;
+        // The dialect only: `state()` would clone the whole session state for every statement.
+        let dialect = self.ctx.state_ref().read().config().options().sql_parser.dialect;
         crate::nesting::check(sql, dialect_from_str(dialect.as_ref()).as_deref().unwrap_or(&GenericDialect {}))?;
         self.ctx.sql_with_options(sql, Self::read_only_options()).await.map_err(|e| {
             let msg = e.to_string();

@@ -356,16 +356,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let query_timeout = Duration::from_secs(args.query_timeout_secs.or(file.query.timeout_secs).unwrap_or(300).max(1));
     // Statements run on their own runtime, so that a busy one does not hold up writes.
-    let sql_runtime = (pg_listen.is_some() || flight_listen.is_some())
-        .then(crate::runtime::build_for_statements)
-        .transpose()
-        .context("starting the SQL statements' runtime")?;
+    let sql_runtime = crate::runtime::build_for_statements().context("starting the SQL statements' runtime")?;
     let sql_options = crate::netsql::ListenerOptions {
         tokens: tokens.clone(),
         tls: tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
         limits: query_limits,
         timeout: query_timeout,
-        runtime: sql_runtime.as_ref().map(|r| r.handle().clone()),
+        runtime: sql_runtime.handle().clone(),
     };
     let pg = pg_listen.map(|_| sql_options.clone());
     let flight = flight_listen.map(|_| sql_options);
@@ -429,9 +426,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     drop(runtime);
     // A statement still computing is given a moment; one that does not end keeps its threads
     // (and its hold on the store, which is then flushed rather than closed) until the exit.
-    if let Some(statements) = sql_runtime {
-        statements.shutdown_timeout(Duration::from_secs(2));
-    }
+    sql_runtime.shutdown_timeout(Duration::from_secs(2));
     stop_maintenance.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(m) = maintenance {
         let _ = m.join();

@@ -172,95 +172,68 @@ fn parquet_imports_and_checks_types() {
 fn parquet_null_columns_repeated_names_and_times_beyond_2262() {
     use arrow::array::TimestampMicrosecondArray;
     use arrow::array::{ArrayRef, Float64Array, Int64Array, NullArray, RecordBatch, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    use arrow::datatypes::{Field, Schema};
     use std::sync::Arc;
     let tmp = tempfile::tempdir().unwrap();
-    let write_pq = |name: &str, fields: Vec<Field>, columns: Vec<ArrayRef>| {
+    // A file of the named columns, each nullable, of its array's type.
+    let write_pq = |name: &str, columns: Vec<(&str, ArrayRef)>| {
+        let fields: Vec<Field> = columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
         let schema = Arc::new(Schema::new(fields));
-        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
         let p = tmp.path().join(name);
         let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&p).unwrap(), schema, None).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
         p
     };
-    let field = |name: &str, t: DataType| Field::new(name, t, true);
     let strings = |v: &str, n: usize| Arc::new(StringArray::from(vec![v; n])) as ArrayRef;
+    let nulls = |n: usize| Arc::new(NullArray::new(n)) as ArrayRef;
+    let times = |t: Vec<i64>| Arc::new(Int64Array::from(t)) as ArrayRef;
+    let values = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
     let s = store(&tmp.path().join("db"));
     let run = |p: &PathBuf, skip: bool| import_file(&s, p, &ImportOptions { skip_bad_rows: skip }, &mut |_, _| {});
 
     let null_label = write_pq(
         "null_label.parquet",
         vec![
-            field("time", DataType::Int64),
-            field("host", DataType::Utf8),
-            field("metric", DataType::Utf8),
-            field("value", DataType::Float64),
-            field("gpu", DataType::Null),
-        ],
-        vec![
-            Arc::new(Int64Array::from(vec![T, T + 1])),
-            strings("h", 2),
-            strings("m", 2),
-            Arc::new(Float64Array::from(vec![1.0, 2.0])),
-            Arc::new(NullArray::new(2)),
+            ("time", times(vec![T, T + 1])),
+            ("host", strings("h", 2)),
+            ("metric", strings("m", 2)),
+            ("value", values(vec![1.0, 2.0])),
+            ("gpu", nulls(2)),
         ],
     );
     let r = run(&null_label, false).unwrap();
     assert_eq!((r.samples, r.series), (2, 1));
     let empty = write_pq(
         "empty.parquet",
-        vec![
-            field("time", DataType::Int64),
-            field("host", DataType::Null),
-            field("metric", DataType::Null),
-            field("value", DataType::Float64),
-        ],
-        vec![
-            Arc::new(Int64Array::from(Vec::<i64>::new())),
-            Arc::new(NullArray::new(0)),
-            Arc::new(NullArray::new(0)),
-            Arc::new(Float64Array::from(Vec::<f64>::new())),
-        ],
+        vec![("time", times(vec![])), ("host", nulls(0)), ("metric", nulls(0)), ("value", values(vec![]))],
     );
     assert_eq!(run(&empty, false).unwrap().samples, 0);
 
     let twice = write_pq(
         "twice.parquet",
         vec![
-            field("time", DataType::Int64),
-            field("host", DataType::Utf8),
-            field("metric", DataType::Utf8),
-            field("value", DataType::Float64),
-            field("gpu", DataType::Utf8),
-            field("gpu", DataType::Utf8),
-        ],
-        vec![
-            Arc::new(Int64Array::from(vec![T])),
-            strings("h", 1),
-            strings("m", 1),
-            Arc::new(Float64Array::from(vec![1.0])),
-            strings("0", 1),
-            strings("x", 1),
+            ("time", times(vec![T])),
+            ("host", strings("h", 1)),
+            ("metric", strings("m", 1)),
+            ("value", values(vec![1.0])),
+            ("gpu", strings("0", 1)),
+            ("gpu", strings("x", 1)),
         ],
     );
     let e = run(&twice, false).unwrap_err().to_string();
     assert!(e.contains("column gpu appears twice (columns 5 and 6)"), "{e}");
 
     let end_of_time = 253_402_214_400_000_000; // 9999-12-31 in µs
+    let micros = TimestampMicrosecondArray::from(vec![T / 1000, end_of_time, T / 1000 + 1]).with_timezone("UTC");
     let micros = write_pq(
         "micros.parquet",
         vec![
-            field("time", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))),
-            field("host", DataType::Utf8),
-            field("metric", DataType::Utf8),
-            field("value", DataType::Float64),
-        ],
-        vec![
-            Arc::new(TimestampMicrosecondArray::from(vec![T / 1000, end_of_time, T / 1000 + 1]).with_timezone("UTC")),
-            strings("h", 3),
-            strings("m2", 3),
-            Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0])),
+            ("time", Arc::new(micros) as ArrayRef),
+            ("host", strings("h", 3)),
+            ("metric", strings("m2", 3)),
+            ("value", values(vec![1.0, 2.0, 3.0])),
         ],
     );
     let e = run(&micros, false).unwrap_err().to_string();
