@@ -221,7 +221,7 @@ pub enum Error {
     },
     /// A read-only open of a path that holds no store.
     #[error(
-        "no Lockstep store at {path} (no manifest.json); check --data-dir, or create one with `lockstep serve` or `lockstep import`"
+        "no Lockstep store at {path} (no manifest.json); check --data-dir (or --data-url), or create one with `lockstep serve` or `lockstep import`"
     )]
     NoStore {
         /// The path given.

@@ -22,7 +22,7 @@ use crate::metrics::entity::{gpu_name, nic_port_name, normalize_guid, switch_por
 pub use index::{EntityJob, JobEntity, JobIndex, job_entities};
 pub use jobs::{Job, check_jobs, parse_jobs};
 pub use paths::{Hop, PathFinder, Route, rail_pairs};
-pub use time::parse_rfc3339;
+pub use time::{parse_rfc3339, rfc3339_error};
 
 /// The document name used in topology errors.
 const TOPOLOGY_DOC: &str = "topology.json";

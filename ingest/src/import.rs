@@ -88,6 +88,13 @@ pub struct ImportReport {
     pub file: PathBuf,
     /// Samples imported.
     pub samples: u64,
+    /// Integer values beyond 2^53 that were stored as the nearest f64 (the stored `value` is a
+    /// float: 9007199254740993 becomes 9007199254740992), with the first such row.
+    pub rounded: (u64, Option<String>),
+    /// Of `samples`, those that repeated the series and timestamp of another sample of the
+    /// import: only the last of each is stored (last write wins), so the store holds
+    /// `samples - duplicates` new rows.
+    pub duplicates: u64,
     /// Rows skipped (only with `skip_bad_rows`).
     pub skipped: u64,
     /// The first few skipped rows' reasons.
@@ -113,15 +120,29 @@ pub struct ImportReport {
 /// Progress callback: called with (rows read so far, total rows if known).
 pub type Progress<'a> = &'a mut dyn FnMut(u64, Option<u64>);
 
-/// Finds the samples file of a bundle.
+/// Finds the samples file of a bundle: `samples.parquet` or `samples.csv`. Both at once is an
+/// error (one would be left out without a word), and so is a directory of that name (a
+/// partitioned dataset, whose partition columns are in its directory names).
 pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
-    for name in ["samples.parquet", "samples.csv"] {
-        let p = bundle.join(name);
-        if p.is_file() {
-            return Ok(p);
-        }
+    let found: Vec<PathBuf> =
+        ["samples.parquet", "samples.csv"].into_iter().map(|n| bundle.join(n)).filter(|p| p.exists()).collect();
+    if let Some(dir) = found.iter().find(|p| p.is_dir()) {
+        return Err(ImportError::BadFile {
+            file: dir.clone(),
+            reason: "is a directory (a partitioned dataset?), not a file: write the samples as one file \
+                     (pandas: to_parquet without partition_cols; DuckDB: COPY … TO 'samples.parquet')"
+                .into(),
+        });
     }
-    Err(ImportError::NoSamples { dir: bundle.to_path_buf() })
+    match found.as_slice() {
+        [] => Err(ImportError::NoSamples { dir: bundle.to_path_buf() }),
+        [one] => Ok(one.clone()),
+        _ => Err(ImportError::BadFile {
+            file: bundle.to_path_buf(),
+            reason: "has both samples.parquet and samples.csv; an import reads one samples file, so remove the other"
+                .into(),
+        }),
+    }
 }
 
 /// Imports a bundle directory into `store`: its `topology.json`, `jobs.json` and `metrics.toml`
@@ -271,6 +292,8 @@ pub(crate) struct RowSink<'a> {
     now: i64,
     skipped: u64,
     skipped_examples: Vec<String>,
+    rounded: u64,
+    rounded_example: Option<String>,
 }
 
 impl<'a> RowSink<'a> {
@@ -285,6 +308,17 @@ impl<'a> RowSink<'a> {
             now: store.now_ns(),
             skipped: 0,
             skipped_examples: Vec::new(),
+            rounded: 0,
+            rounded_example: None,
+        }
+    }
+
+    /// Notes that row `row`'s integer value `exact` is stored as the nearest f64, `stored`
+    /// (an integer beyond 2^53: values are f64).
+    pub(crate) fn rounded(&mut self, row: u64, exact: i128, stored: f64) {
+        self.rounded += 1;
+        if self.rounded_example.is_none() {
+            self.rounded_example = Some(format!("row {row}: {exact} is stored as {}", stored as i128));
         }
     }
 
@@ -365,8 +399,10 @@ impl<'a> RowSink<'a> {
         Ok(ImportReport {
             file: self.file,
             samples: summary.samples,
+            duplicates: summary.samples.saturating_sub(summary.stored),
             skipped: self.skipped,
             skipped_examples: self.skipped_examples,
+            rounded: (self.rounded, self.rounded_example),
             series: summary.series,
             time_span: summary.min_time.zip(summary.max_time),
             ..ImportReport::default()
@@ -378,3 +414,9 @@ impl<'a> RowSink<'a> {
 mod codec_tests;
 #[cfg(test)]
 mod tests;
+
+/// The integer a value field or cell holds exactly, when it is one beyond 2^53 that `value`
+/// (its nearest f64) does not equal: what [`RowSink::rounded`] reports.
+pub(crate) fn inexact_integer(exact: i128, value: f64) -> Option<i128> {
+    (exact.unsigned_abs() > 1 << 53 && value as i128 != exact).then_some(exact)
+}

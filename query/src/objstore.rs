@@ -407,6 +407,10 @@ impl Storage for ObjectStorage {
 
     /// An object by its URL: `s3://bucket/prefix/data/p…/….parquet`.
     fn describe(&self, path: &Path) -> Option<String> {
+        // The store itself (a prefix with no store, say) is the URL, not the data directory.
+        if path == self.inner.root {
+            return Some(self.inner.url.clone());
+        }
         match self.inner.route(path) {
             Route::Object(rel) => Some(format!("{}/{rel}", self.inner.url.trim_end_matches('/'))),
             Route::Local => None,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use lockstep::report::{html, text};
 
 use crate::output::print_stdout;
-use lockstep_engine::topology::parse_rfc3339;
+use lockstep_engine::topology::{parse_rfc3339, rfc3339_error};
 use lockstep_query::diagnose::{ClockMode, DiagnoseOptions, compare, diagnose};
 
 /// Output formats of `lockstep diagnose`.
@@ -57,7 +57,10 @@ pub fn parse_time(text: &str) -> anyhow::Result<i64> {
     if let Ok(ns) = t.parse::<i64>() {
         return Ok(ns);
     }
-    parse_rfc3339(t).with_context(|| format!("{t:?} is neither RFC 3339 nor integer ns"))
+    parse_rfc3339(t).with_context(|| match rfc3339_error(t) {
+        Some(e) if e.contains("outside") => e,
+        _ => format!("{t:?} is neither RFC 3339 nor integer ns"),
+    })
 }
 
 fn opt_time(t: &Option<String>) -> anyhow::Result<Option<i64>> {

@@ -8,7 +8,7 @@ use crate::output::outln;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_ingest::import::prom::{PromImportOptions, import_prom_files};
-use lockstep_ingest::import::{ImportOptions, import_bundle};
+use lockstep_ingest::import::{ImportOptions, ImportReport, import_bundle};
 
 /// Arguments of `lockstep import`.
 #[derive(Debug, clap::Args)]
@@ -81,6 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outln!("no samples file in {}", bundle.display());
     } else {
         outln!("imported {} samples of {} series from {}", report.samples, report.series, report.file.display());
+        print_notes(&report)?;
         outln!("time span: {span}");
         outln!("took {:.2} s ({:.0} samples/s)", report.seconds, report.samples as f64 / report.seconds.max(1e-9));
     }
@@ -134,6 +135,7 @@ fn import_scrapes(args: Args) -> anyhow::Result<()> {
         None => "empty".into(),
     };
     outln!("imported {} samples of {} series from {} scrape file(s)", report.samples, report.series, args.paths.len());
+    print_notes(&report)?;
     if report.skipped > 0 {
         outln!("not stored: {} NaN or ±inf samples (empty summary windows, gauges without a value)", report.skipped);
         for example in &report.skipped_examples {
@@ -141,5 +143,24 @@ fn import_scrapes(args: Args) -> anyhow::Result<()> {
         }
     }
     outln!("time span: {span}");
+    Ok(())
+}
+
+/// Says how many integer values were rounded to a float, and how many of the imported samples
+/// repeated a series and timestamp (the count of samples overstates the rows stored by that many).
+fn print_notes(report: &ImportReport) -> anyhow::Result<()> {
+    if let (n @ 1.., example) = &report.rounded {
+        outln!(
+            "  {n} integer value(s) beyond 2^53 were stored as the nearest float (values are f64), e.g. {}",
+            example.as_deref().unwrap_or("")
+        );
+    }
+    if report.duplicates > 0 {
+        outln!(
+            "  {} of them repeated a series and timestamp earlier in the import: the last of each is kept, {} rows stored",
+            report.duplicates,
+            report.samples - report.duplicates
+        );
+    }
     Ok(())
 }

@@ -346,11 +346,26 @@ fn parameter(
             Type::TIMESTAMP | Type::TIMESTAMPTZ => {
                 ScalarValue::TimestampMicrosecond(Some(int(8)? + 946_684_800_000_000), Some(UTC.into()))
             }
+            Type::BYTEA => ScalarValue::Binary(Some(bytes.to_vec())),
             _ => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?)),
         }
     } else {
         match portal.parameters.get(i).cloned().flatten() {
-            Some(bytes) => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?)),
+            Some(bytes) if ty == Type::BYTEA => ScalarValue::Binary(Some(bytea_text(&bytes).map_err(bad)?)),
+            Some(bytes) => {
+                let text = String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?;
+                // A number in text format is of the type the client declared (psycopg sends its
+                // ints so), where nothing in the statement says more (a function's argument).
+                match ty {
+                    Type::INT2 | Type::INT4 | Type::INT8 => ScalarValue::Int64(Some(
+                        text.trim().parse().map_err(|e| bad(format!("{text:?} is not an integer: {e}")))?,
+                    )),
+                    Type::FLOAT4 | Type::FLOAT8 => ScalarValue::Float64(Some(
+                        text.trim().parse().map_err(|e| bad(format!("{text:?} is not a number: {e}")))?,
+                    )),
+                    _ => ScalarValue::Utf8(Some(text)),
+                }
+            }
             None => ScalarValue::Null,
         }
     };
@@ -363,11 +378,64 @@ fn parameter(
     }
 }
 
+/// The bytes of a `bytea` value in PostgreSQL's text format: hex (`\x` then two hex digits a
+/// byte) or the older escape format (`\\` a backslash, `\ooo` an octal byte, other bytes as
+/// they are).
+fn bytea_text(text: &[u8]) -> Result<Vec<u8>, String> {
+    if let Some(hex) = text.strip_prefix(b"\\x") {
+        let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+        let digits: Vec<u8> = hex.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+        if !digits.len().is_multiple_of(2) {
+            return Err(format!("bytea hex value has an odd number of digits ({})", digits.len()));
+        }
+        return digits
+            .chunks(2)
+            .map(|p| match (digit(p[0]), digit(p[1])) {
+                (Some(hi), Some(lo)) => Ok(hi << 4 | lo),
+                _ => Err(format!("bytea hex value has a non-hex digit in {:?}", String::from_utf8_lossy(p))),
+            })
+            .collect();
+    }
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((&c, tail)) = rest.split_first() {
+        if c != b'\\' {
+            out.push(c);
+            rest = tail;
+            continue;
+        }
+        match tail {
+            [b'\\', tail @ ..] => {
+                out.push(b'\\');
+                rest = tail;
+            }
+            [a @ b'0'..=b'3', b @ b'0'..=b'7', c @ b'0'..=b'7', tail @ ..] => {
+                out.push((a - b'0') << 6 | (b - b'0') << 3 | (c - b'0'));
+                rest = tail;
+            }
+            _ => return Err("bytea escape value has a backslash not followed by \\\\ or three octal digits".into()),
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use arrow::datatypes::{Field, Schema};
+
+    /// `bytea` parameters in text format, as PostgreSQL writes them (QA finding 8).
+    #[test]
+    fn bytea_text_parameters_decode() {
+        assert_eq!(bytea_text(b"\\x00ff10").unwrap(), [0, 255, 16]);
+        assert_eq!(bytea_text(b"\\xDEAD beef").unwrap(), [0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(bytea_text(b"\\x").unwrap(), [0u8; 0]);
+        assert_eq!(bytea_text(b"a\\\\b\\001\\377").unwrap(), [b'a', b'\\', b'b', 1, 255]);
+        assert!(bytea_text(b"\\x0").unwrap_err().contains("odd number"));
+        assert!(bytea_text(b"\\xzz").unwrap_err().contains("non-hex"));
+        assert!(bytea_text(b"\\9").unwrap_err().contains("octal"));
+    }
 
     #[test]
     fn statements_are_classified() {

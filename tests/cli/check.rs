@@ -136,4 +136,13 @@ fn object_storage_errors_name_files_by_url() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(&format!("manifest {url}/manifest.json is corrupt")), "{err}");
     }
+    // A prefix with no store is named by its URL, not by the local directory (QA finding 13).
+    std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let empty = format!("file://{}", tmp.path().join("empty").display());
+    let out = lockstep(&["sql", "--data-dir", &local("reader-3"), "--data-url", &empty, "SELECT 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(&format!("no Lockstep store at {empty} (no manifest.json)")),
+        "{err}"
+    );
 }

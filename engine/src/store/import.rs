@@ -27,6 +27,10 @@ type SpillHandle = std::thread::JoinHandle<(Vec<Staged>, Result<()>)>;
 pub struct ImportSummary {
     /// Samples accepted (before deduplication).
     pub samples: u64,
+    /// Rows published: `samples` less those that repeated a series and timestamp within the
+    /// import (the last of each is kept). Rows already in the store at a timestamp the import
+    /// also has are replaced on read (last write wins), and not counted here.
+    pub stored: u64,
     /// Distinct series touched.
     pub series: u64,
     /// Smallest local timestamp.
@@ -225,6 +229,7 @@ impl BulkImport<'_> {
             entries.push(FileEntry::new(next_id, *partition, rel, stats, 0));
         }
         self.summary.files = entries.len() as u64;
+        self.summary.stored = self.staged.iter().map(|(_, _, stats)| stats.rows).sum();
         self.summary.series = self.series.len();
         self.store.commit(entries, &[], None)?;
         drop(guard);

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
-use crate::topology::{Topology, parse_rfc3339};
+use crate::topology::{Topology, parse_rfc3339, rfc3339_error};
 
 const JOBS_DOC: &str = "jobs.json";
 
@@ -61,6 +61,18 @@ pub fn parse_jobs(text: &str) -> Result<Vec<Job>> {
     for job in &jobs {
         if job.job.is_empty() {
             return Err(invalid("a job has an empty name".to_owned()));
+        }
+        // The name is the `job` label of series and a path segment of the jobs API: no control
+        // characters (a NUL or a newline breaks both), no padding, a label value's length.
+        if job.job.chars().any(char::is_control) || job.job.trim() != job.job {
+            return Err(invalid(format!("job name {:?} has a control character or is padded with spaces", job.job)));
+        }
+        if job.job.len() > crate::model::MAX_LABEL_VALUE_BYTES {
+            return Err(invalid(format!(
+                "a job name of {} bytes is longer than a label value may be ({} bytes)",
+                job.job.len(),
+                crate::model::MAX_LABEL_VALUE_BYTES
+            )));
         }
         if !names.insert(job.job.as_str()) {
             return Err(invalid(format!("job {} is declared twice", job.job)));
@@ -125,9 +137,7 @@ enum TimeValue {
 fn time_value<E: serde::de::Error>(v: TimeValue) -> std::result::Result<i64, E> {
     match v {
         TimeValue::Ns(ns) => Ok(ns),
-        TimeValue::Text(s) => {
-            parse_rfc3339(&s).ok_or_else(|| E::custom(format!("time {s:?} is neither integer ns nor RFC 3339")))
-        }
+        TimeValue::Text(s) => parse_rfc3339(&s).ok_or_else(|| E::custom(rfc3339_error(&s).unwrap_or_default())),
         TimeValue::Other(v) => Err(E::custom(format!("time {v} is neither integer ns (i64) nor an RFC 3339 string"))),
     }
 }
@@ -198,5 +208,15 @@ mod tests {
         }
         let err = parse_jobs(r#"[{"job":"a","nodes":["n1","n2","n1"],"start":0}]"#).unwrap_err().to_string();
         assert!(err.contains("job a lists node n1 twice"), "{err}");
+        // An RFC 3339 time outside 1970-2262 says so, not that it is not RFC 3339.
+        let err = parse_jobs(r#"[{"job":"a","nodes":["n"],"start":"1960-01-01T00:00:00Z"}]"#).unwrap_err().to_string();
+        assert!(err.contains("\"1960-01-01T00:00:00Z\" is outside the time range stored"), "{err}");
+        // Job names with a NUL, a newline or padding, or longer than a label value, are refused.
+        let long = "j".repeat(crate::model::MAX_LABEL_VALUE_BYTES + 1);
+        for name in ["a\\u0000b", "a\\nb", " a", &long] {
+            let err = parse_jobs(&format!(r#"[{{"job":"{name}","nodes":["n"],"start":0}}]"#)).unwrap_err().to_string();
+            assert!(err.contains("control character") || err.contains("longer than a label value"), "{name}: {err}");
+        }
+        assert!(parse_jobs(r#"[{"job":"llm 70b/ä","nodes":["n"],"start":0}]"#).is_ok());
     }
 }

@@ -4,8 +4,30 @@ use crate::model::{MAX_TIME_NS, MIN_TIME_NS};
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (`T` may be `t` or a space, `Z` may be
 /// `z`) to ns since the Unix epoch. Fractions beyond 9 digits are truncated. `None` when the
-/// text is not RFC 3339 or the instant is outside the accepted time range.
+/// text is not RFC 3339 or the instant is outside the accepted time range
+/// ([`rfc3339_error`] says which).
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let (seconds, nanos) = rfc3339_seconds(text)?;
+    let ns = seconds.checked_mul(crate::model::SEC)?.checked_add(nanos)?;
+    (MIN_TIME_NS..=MAX_TIME_NS).contains(&ns).then_some(ns)
+}
+
+/// Why [`parse_rfc3339`] refuses `text` (`None` when it does not): not RFC 3339, or an instant
+/// outside the time range stored (1970 to 2262: ns since the epoch in an i64).
+pub fn rfc3339_error(text: &str) -> Option<String> {
+    if parse_rfc3339(text).is_some() {
+        return None;
+    }
+    Some(match rfc3339_seconds(text) {
+        Some(_) => format!(
+            "time {text:?} is outside the time range stored (1970-01-01T00:00:00Z to 2262-04-10, ns since the Unix epoch)"
+        ),
+        None => format!("time {text:?} is not RFC 3339 (YYYY-MM-DDTHH:MM:SS[.fraction] then Z or ±HH:MM)"),
+    })
+}
+
+/// Seconds since the Unix epoch (any year 0000-9999) and the nanoseconds of an RFC 3339 time.
+fn rfc3339_seconds(text: &str) -> Option<(i64, i64)> {
     let b = text.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
         return None;
@@ -56,9 +78,7 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
         _ => return None,
     };
     let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    let ns = seconds.checked_mul(crate::model::SEC)?.checked_add(nanos)?;
-    (MIN_TIME_NS..=MAX_TIME_NS).contains(&ns).then_some(ns)
+    Some((days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds, nanos))
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
@@ -119,6 +139,13 @@ mod tests {
             "2024-01-01X00:00:00Z",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
+            assert!(rfc3339_error(bad).is_some(), "{bad}");
         }
+        // Out of range is told from malformed.
+        for far in ["1969-12-31T23:59:59Z", "2262-04-12T00:00:00Z", "9999-12-31T23:59:59Z", "0000-01-01T00:00:00Z"] {
+            assert!(rfc3339_error(far).unwrap().contains("outside the time range stored"), "{far}");
+        }
+        assert!(rfc3339_error("2024-02-30T00:00:00Z").unwrap().contains("is not RFC 3339"));
+        assert_eq!(rfc3339_error("2024-02-29T00:00:00Z"), None);
     }
 }

@@ -91,8 +91,16 @@ pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) 
                 continue;
             }
         };
-        let value = match parse(&record, value_i).map(str::trim).map(str::parse::<f64>) {
-            Some(Ok(v)) => v,
+        let value = match parse(&record, value_i).map(str::trim).map(|t| (t, t.parse::<f64>())) {
+            Some((t, Ok(v))) => {
+                // An integer of more than 15 digits may be beyond what a f64 holds exactly.
+                if t.len() > 15
+                    && let Some(exact) = t.parse::<i128>().ok().and_then(|i| super::inexact_integer(i, v))
+                {
+                    sink.rounded(row, exact, v);
+                }
+                v
+            }
             _ => {
                 sink.bad_row(
                     row,

@@ -149,6 +149,18 @@ fn push_batch(
     let mut outside = outside.into_iter().peekable();
     let value = cast(batch.column(value_i), &DataType::Float64).map_err(|e| Err(e.to_string()))?;
     let value = value.as_primitive::<Float64Type>();
+    // 64-bit integers beyond 2^53 lose their last digits as f64: each such row is counted.
+    let exact: Option<Box<dyn Fn(usize) -> i128 + '_>> = match batch.column(value_i).data_type() {
+        DataType::Int64 => {
+            let ints = batch.column(value_i).as_primitive::<Int64Type>();
+            Some(Box::new(move |r| i128::from(ints.value(r))))
+        }
+        DataType::UInt64 => {
+            let ints = batch.column(value_i).as_primitive::<arrow::datatypes::UInt64Type>();
+            Some(Box::new(move |r| i128::from(ints.value(r))))
+        }
+        _ => None,
+    };
     // Column-wise interning: field 0 is the metric, then the labels.
     let mut columns: Vec<Vec<u32>> = vec![Vec::with_capacity(batch.num_rows()); label_idx.len() + 1];
     for (field, &i) in std::iter::once(&metric_i).chain(label_idx).enumerate() {
@@ -168,6 +180,11 @@ fn push_batch(
         if value.is_null(r) {
             sink.bad_row(row, "value is null".into()).map_err(Ok)?;
             continue;
+        }
+        if let Some(exact) = &exact
+            && let Some(exact) = super::inexact_integer(exact(r), value.value(r))
+        {
+            sink.rounded(row, exact, value.value(r));
         }
         for (slot, column) in row_codes.iter_mut().zip(&columns) {
             *slot = column[r];

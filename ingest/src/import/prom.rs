@@ -65,6 +65,7 @@ pub fn import_prom_files(
     Ok(ImportReport {
         file: files.first().cloned().unwrap_or_default(),
         samples: summary.samples,
+        duplicates: summary.samples.saturating_sub(summary.stored),
         series: summary.series,
         time_span: summary.min_time.zip(summary.max_time),
         seconds: started.elapsed().as_secs_f64(),

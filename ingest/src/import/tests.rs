@@ -38,6 +38,47 @@ fn csv_imports_with_labels_and_reports() {
     assert_eq!(keys[0], r#"DCGM_FI_DEV_GPU_UTIL{gpu="3",host="node-01"}"#);
 }
 
+/// Samples that repeat a series and timestamp within the import are counted as duplicates:
+/// the store keeps the last of each, so the report does not overstate the rows stored (QA
+/// finding 9).
+#[test]
+fn duplicates_within_an_import_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    std::fs::create_dir(&bundle).unwrap();
+    let mut body = String::from("time,host,metric,value\n");
+    for round in 0..3 {
+        for i in 0..4 {
+            body.push_str(&format!("{},h,m,{}\n", T + i * 1_000_000_000, round * 10 + i));
+        }
+    }
+    write(&bundle, "samples.csv", &body);
+    let s = store(&tmp.path().join("db"));
+    let report = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!((report.samples, report.duplicates, report.series), (12, 8, 1));
+    let rows = s.scan_all(ScanRequest::default()).unwrap();
+    assert_eq!(rows.value, vec![20.0, 21.0, 22.0, 23.0], "the last of each is kept");
+}
+
+/// A bundle with both samples files, or a `samples.parquet` directory (a partitioned
+/// dataset), is refused, saying why, instead of one file winning without a word.
+#[test]
+fn ambiguous_samples_files_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    std::fs::create_dir(&bundle).unwrap();
+    write(&bundle, "samples.csv", &format!("time,host,metric,value\n{T},h,m,1\n"));
+    assert_eq!(samples_file(&bundle).unwrap(), bundle.join("samples.csv"));
+    std::fs::create_dir(bundle.join("samples.parquet")).unwrap();
+    let err = samples_file(&bundle).unwrap_err().to_string();
+    assert!(err.contains("samples.parquet: is a directory (a partitioned dataset?)"), "{err}");
+    std::fs::remove_dir(bundle.join("samples.parquet")).unwrap();
+    write(&bundle, "samples.parquet", "");
+    let s = store(&tmp.path().join("db"));
+    let err = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap_err().to_string();
+    assert!(err.contains("has both samples.parquet and samples.csv"), "{err}");
+}
+
 #[test]
 fn bad_rows_fail_the_file_or_are_skipped() {
     let tmp = tempfile::tempdir().unwrap();
@@ -162,6 +203,23 @@ fn parquet_imports_and_checks_types() {
     let bad = write_pq("bad.parquet", DataType::Utf8, Arc::new(StringArray::from(vec!["a", "b"])));
     let e = import_file(&s, &bad, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("column value has type Utf8, expected Float64"), "{e}");
+    // Integers beyond 2^53 are stored as the nearest f64, and the report says so (QA finding
+    // 12b); 2^53 itself and i64::MIN (a power of two) are exact.
+    for (ints, rounded) in
+        [(vec![(1i64 << 53) + 1, 5], 1), (vec![1 << 53, i64::MIN], 0), (vec![i64::MAX, -(1 << 60) - 1], 2)]
+    {
+        let big = write_pq("big.parquet", DataType::Int64, Arc::new(Int64Array::from(ints.clone())));
+        let r = import_file(&s, &big, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+        assert_eq!(r.rounded.0, rounded, "{ints:?}");
+        if rounded > 0 {
+            let shown = format!("row 1: {} is stored as {}", ints[0], ints[0] as f64 as i128);
+            assert_eq!(r.rounded.1.as_deref(), Some(shown.as_str()));
+        }
+    }
+    let csv =
+        write(tmp.path(), "big.csv", &format!("time,host,metric,value\n{T},h,m,9007199254740993\n{T},h,n,12.5\n"));
+    let r = import_file(&s, &csv, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+    assert_eq!(r.rounded, (1, Some("row 1: 9007199254740993 is stored as 9007199254740992".into())));
 }
 
 /// What pandas, pyarrow and DuckDB write by default, beyond the plain case: a label column of

@@ -27,7 +27,7 @@ use datafusion::common::{ScalarValue, plan_err};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use lockstep_engine::Store;
-use lockstep_engine::topology::parse_rfc3339;
+use lockstep_engine::topology::{parse_rfc3339, rfc3339_error};
 
 use super::{DiagnoseOptions, Diagnosis, diagnose};
 
@@ -49,8 +49,9 @@ fn literal_time(expr: &Expr, i: usize) -> Result<i64> {
         Expr::Literal(
             ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
             _,
-        ) => parse_rfc3339(s)
-            .ok_or_else(|| DataFusionError::Plan(format!("diagnose: argument {i} {s:?} is not an RFC 3339 time"))),
+        ) => parse_rfc3339(s).ok_or_else(|| {
+            DataFusionError::Plan(format!("diagnose: argument {i}: {}", rfc3339_error(s).unwrap_or_default()))
+        }),
         Expr::Literal(ScalarValue::Int64(Some(v)), _) => Ok(*v),
         Expr::Literal(ScalarValue::TimestampNanosecond(Some(v), _), _) => Ok(*v),
         Expr::Literal(ScalarValue::TimestampMicrosecond(Some(v), _), _) => Ok(v.saturating_mul(1_000)),

@@ -81,10 +81,28 @@ pub(crate) fn constant_timestamp_ns(expr: &Arc<dyn PhysicalExpr>, function: &str
 }
 
 /// Reads a constant fixed-length interval (days, hours, .. nanoseconds) as nanoseconds.
-/// Month intervals have no fixed length and are rejected; so are zero and negative ones.
+/// Month intervals have no fixed length and are rejected; so are zero and negative ones. An
+/// integer is nanoseconds; text is either (`'60000000000'`, `'1 minute'`), as an untyped
+/// parameter of a PostgreSQL client arrives.
 pub(crate) fn constant_interval_ns(expr: &Arc<dyn PhysicalExpr>, function: &str, argument: &str) -> Result<i64> {
     const DAY_NS: i64 = 86_400_000_000_000;
-    let value = constant(expr, function, argument)?;
+    let mut value = constant(expr, function, argument)?;
+    if let ScalarValue::Utf8(Some(text)) | ScalarValue::LargeUtf8(Some(text)) | ScalarValue::Utf8View(Some(text)) =
+        &value
+    {
+        let text = text.trim();
+        value = match text.parse::<i64>() {
+            Ok(ns) => ScalarValue::Int64(Some(ns)),
+            Err(_) => match arrow::compute::kernels::cast_utils::parse_interval_month_day_nano(text) {
+                Ok(v) => ScalarValue::IntervalMonthDayNano(Some(v)),
+                Err(_) => {
+                    return plan_err!(
+                        "{function}: argument {argument} {text:?} is neither an interval ('1 minute') nor integer nanoseconds"
+                    );
+                }
+            },
+        };
+    }
     let nanos = match &value {
         ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
             i64::from(v.days).checked_mul(DAY_NS).and_then(|d| d.checked_add(v.nanoseconds))
@@ -106,6 +124,18 @@ pub(crate) fn constant_interval_ns(expr: &Arc<dyn PhysicalExpr>, function: &str,
     match nanos {
         Some(n) if n > 0 => Ok(n),
         _ => plan_err!("{function}: argument {argument} must be a positive interval"),
+    }
+}
+
+/// Coerces an interval argument read by [`constant_interval_ns`]: an interval as it is, an
+/// integer (nanoseconds) to Int64, text to Utf8 (read as either), and NULL (an untyped
+/// parameter while a statement is prepared) to Int64.
+pub(crate) fn coerce_interval(function: &str, argument: &str, dt: &DataType) -> Result<DataType> {
+    match dt {
+        DataType::Interval(_) => Ok(dt.clone()),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok(DataType::Utf8),
+        t if t.is_integer() || t.is_null() => Ok(DataType::Int64),
+        other => plan_err!("{function}: argument {argument} must be an interval or integer nanoseconds, got {other}"),
     }
 }
 

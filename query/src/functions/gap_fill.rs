@@ -47,7 +47,8 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility};
 
 use super::constant_args::{
-    check_arity, coerce_float, coerce_time, constant_interval_ns, constant_str, constant_timestamp_ns, reject_distinct,
+    check_arity, coerce_float, coerce_interval, coerce_time, constant_interval_ns, constant_str, constant_timestamp_ns,
+    reject_distinct,
 };
 use super::counter;
 
@@ -143,13 +144,7 @@ impl AggregateUDFImpl for GapFill {
             coerce_time(NAME, "start", &arg_types[2])?,
             coerce_time(NAME, "stop", &arg_types[3])?,
         ];
-        out.push(match &arg_types[4] {
-            t @ DataType::Interval(_) => t.clone(),
-            t if t.is_integer() => DataType::Int64,
-            other => {
-                return plan_err!("{NAME}: argument interval must be an interval, got {other}");
-            }
-        });
+        out.push(coerce_interval(NAME, "interval", &arg_types[4])?);
         for (t, name) in arg_types[5..].iter().zip(["fill", "agg"]) {
             match t {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => out.push(DataType::Utf8),

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, Fields};
-use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::AccumulatorArgs;
 use lockstep_engine::analysis::grid::snap_pairs;
 use lockstep_engine::analysis::lag_corr::{LagCorrConfig, LagCorrelator};
 
-use super::constant_args::{check_arity, coerce_float, coerce_time, constant_interval_ns};
+use super::constant_args::{check_arity, coerce_float, coerce_interval, coerce_time, constant_interval_ns};
 use super::whole_series::{SeriesFunction, WholeSeries};
 
 const NAME: &str = "lag_corr";
@@ -61,15 +61,7 @@ impl SeriesFunction<2> for LagCorrFn {
             coerce_float(NAME, "y", &arg_types[2])?,
         ];
         if let Some(t) = arg_types.get(3) {
-            out.push(match t {
-                DataType::Interval(_) => t.clone(),
-                t if t.is_integer() => DataType::Int64,
-                other => {
-                    return plan_err!(
-                        "{NAME}: argument max_lag must be an interval or integer nanoseconds, got {other}"
-                    );
-                }
-            });
+            out.push(coerce_interval(NAME, "max_lag", t)?);
         }
         Ok(out)
     }

@@ -122,6 +122,8 @@ pub(super) struct LeaseState {
     /// was sent).
     valid_until: Mutex<Instant>,
     lost: AtomicBool,
+    /// Why the lease was lost, once it is (for the fence's errors).
+    lost_why: Mutex<String>,
 }
 
 /// A held writer lease; dropping it stops the renewals and releases the lease.
@@ -225,21 +227,33 @@ impl LeaseState {
         let (record, version) = self.current.lock().map_err(|_| io::Error::other("lease lock poisoned"))?.clone();
         let next = LeaseRecord { expires_unix_ms: unix_ms() + self.ttl.as_millis() as u64, ..record };
         let written = match self.write(&next, Some(version))? {
-            Some(v) => Some(v),
+            Some(v) => Ok(v),
             // A retried put whose first attempt landed fails its precondition against our own
             // write: the lease still holds exactly what we wrote.
-            None => self.read()?.filter(|(r, _)| *r == next).map(|(_, v)| v),
+            None => match self.read()? {
+                Some((r, v)) if r == next => Ok(v),
+                Some((r, _)) => {
+                    Err(format!("taken over by another writer (node {}, host {}, pid {})", r.holder, r.host, r.pid))
+                }
+                None => Err(format!(
+                    "{LEASE_OBJECT} was deleted from the bucket (by hand, by a lifecycle rule, or with the prefix); \
+                     restart the writer to take a new lease"
+                )),
+            },
         };
         match written {
-            Some(v) => {
+            Ok(v) => {
                 *self.current.lock().map_err(|_| io::Error::other("lease lock poisoned"))? = (next, v);
                 *self.valid_until.lock().map_err(|_| io::Error::other("lease lock poisoned"))? =
                     sent + self.ttl * 2 / 3;
                 Ok(())
             }
-            None => {
+            Err(why) => {
+                if let Ok(mut w) = self.lost_why.lock() {
+                    w.clone_from(&why);
+                }
                 self.lost.store(true, Ordering::SeqCst);
-                Err(lease_error(&self.url, "taken over by another writer; this writer stops writing the bucket"))
+                Err(lease_error(&self.url, format!("{why}; this writer stops writing the bucket")))
             }
         }
     }
@@ -247,7 +261,8 @@ impl LeaseState {
     /// The fence: whether this writer may still change the store's objects.
     pub(super) fn check(&self, rel: &str) -> io::Result<()> {
         if self.lost.load(Ordering::SeqCst) {
-            return Err(lease_error(&self.url, format!("lost to another writer; refusing to write {rel}")));
+            let why = self.lost_why.lock().map(|w| w.clone()).unwrap_or_default();
+            return Err(lease_error(&self.url, format!("lost ({why}); refusing to write {rel}")));
         }
         let until = *self.valid_until.lock().map_err(|_| io::Error::other("lease lock poisoned"))?;
         if Instant::now() >= until {
@@ -295,6 +310,7 @@ impl WriterLease {
             current: Mutex::new((me.clone(), UpdateVersion { e_tag: None, version: None })),
             valid_until: Mutex::new(Instant::now()),
             lost: AtomicBool::new(false),
+            lost_why: Mutex::new(String::new()),
         };
         for _ in 0..8 {
             let sent = Instant::now();
@@ -427,13 +443,34 @@ mod tests {
         // The same node id: a restart after a crash (the flock is the guard) takes over.
         let a2 = acquire(&store, "node-a", ttl).unwrap();
         // The first holder's next renewal finds the lease changed: lost, and fenced.
-        assert!(a.state().renew().is_err());
-        assert!(a.state().check("manifest.json").unwrap_err().to_string().contains("lost"));
+        let err = a.state().renew().unwrap_err().to_string();
+        assert!(err.contains("taken over by another writer (node node-a, host"), "{err}");
+        let err = a.state().check("manifest.json").unwrap_err().to_string();
+        assert!(err.contains("lost (taken over by another writer"), "{err}");
         drop(a); // lost: no release
         a2.state().renew().unwrap();
         drop(a2); // released
         let b = acquire(&store, "node-b", ttl).unwrap();
         b.state().check("data/p1/1.parquet").unwrap();
+    }
+
+    /// A lease object deleted from the bucket fences its writer with an error that says so,
+    /// not as taken over by another writer (QA finding 13).
+    #[test]
+    fn a_deleted_lease_says_so() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let a = acquire(&store, "node-a", Duration::from_secs(60)).unwrap();
+        block({
+            let store = store.clone();
+            async move { Ok(store.delete(&ObjectPath::from("p/writer-lease.json")).await) }
+        })
+        .unwrap()
+        .unwrap();
+        let err = a.state().renew().unwrap_err().to_string();
+        assert!(err.contains("writer-lease.json was deleted from the bucket"), "{err}");
+        assert!(!err.contains("another writer"), "{err}");
+        let err = a.state().check("manifest.json").unwrap_err().to_string();
+        assert!(err.contains("lost (writer-lease.json was deleted"), "{err}");
     }
 
     /// An expired lease is taken over by another node.
