@@ -36,6 +36,8 @@ pub struct ListenerOptions {
     /// yielding) then hold up neither the writes nor the watchdog that ends them at their time
     /// limit.
     pub runtime: tokio::runtime::Handle,
+    /// Connections open at once (the PostgreSQL listener's; one more is refused with 53300).
+    pub max_connections: usize,
 }
 
 /// What every statement of a listener shares: the store and the statement limits.

@@ -30,7 +30,7 @@ use lockstep_ingest::server::TokenSet;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers, PidSecretKeyGenerator};
-use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::startup::Authentication;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -153,24 +153,52 @@ impl CancelHandler for Handlers {
     }
 }
 
-/// `PgWireServerHandlers` over the shared [`Handlers`].
-struct Factory(Arc<Handlers>);
+/// `PgWireServerHandlers` of one connection over the shared [`Handlers`]: `refuse` (the limit)
+/// when it came past `--pg-max-connections`.
+struct Factory {
+    handlers: Arc<Handlers>,
+    refuse: Option<usize>,
+}
 
 impl PgWireServerHandlers for Factory {
     fn simple_query_handler(&self) -> Arc<impl pgwire::api::query::SimpleQueryHandler> {
-        self.0.clone()
+        self.handlers.clone()
     }
 
     fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
-        self.0.clone()
+        self.handlers.clone()
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        self.0.clone()
+        Arc::new(Startup { handlers: self.handlers.clone(), refuse: self.refuse })
     }
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
-        self.0.clone()
+        self.handlers.clone()
+    }
+}
+
+/// The start-up of one connection: [`Handlers`]' authentication, or, past the connection
+/// limit, the error PostgreSQL gives past its max_connections (FATAL, 53300), which ends it.
+struct Startup {
+    handlers: Arc<Handlers>,
+    refuse: Option<usize>,
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(max) = self.refuse {
+            tracing::warn!(peer = %client.socket_addr(), max, "refused a PostgreSQL connection: too many open");
+            let message = format!("sorry, too many clients already (--pg-max-connections {max})");
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), "53300".into(), message))));
+        }
+        self.handlers.on_startup(client, message).await
     }
 }
 
@@ -200,18 +228,25 @@ pub async fn serve(
         Some((cert, key)) => Some(tls_acceptor(cert, key)?),
         None => None,
     };
-    let factory = Arc::new(Factory(Arc::new(Handlers::new(store, &options))));
+    let handlers = Arc::new(Handlers::new(store, &options));
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections));
     tokio::pin!(stop);
     loop {
         tokio::select! {
             () = &mut stop => return Ok(()),
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let (factory, tls) = (factory.clone(), tls.clone());
+                    // Past the limit the connection is refused at its startup message (after
+                    // TLS, with SQLSTATE 53300); a cancel request has none, so it is still
+                    // served: a client at the limit must be able to stop its statements.
+                    let slot = slots.clone().try_acquire_owned().ok();
+                    let refuse = slot.is_none().then_some(options.max_connections);
+                    let (factory, tls) = (Factory { handlers: handlers.clone(), refuse }, tls.clone());
                     tokio::spawn(async move {
                         if let Err(e) = pgwire::tokio::process_socket(socket, tls, factory).await {
                             tracing::debug!(%peer, error = %e, "PostgreSQL connection ended with an error");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => {

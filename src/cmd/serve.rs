@@ -43,6 +43,10 @@ pub struct Args {
     /// this address (port 0 picks a free port); same tokens (as the password) and TLS.
     #[arg(long, env = "LOCKSTEP_PG_LISTEN")]
     pg_listen: Option<SocketAddr>,
+    /// Connections the PostgreSQL listener keeps open at once; one more is refused with
+    /// SQLSTATE 53300, as PostgreSQL refuses past its max_connections (default 100).
+    #[arg(long, env = "LOCKSTEP_PG_MAX_CONNECTIONS")]
+    pg_max_connections: Option<usize>,
     /// Also serve read-only SQL over Arrow Flight SQL (ADBC, JDBC, Grafana's Flight SQL data
     /// source) on this address (port 0 picks a free port); same tokens (bearer, or as the
     /// password) and TLS.
@@ -162,6 +166,7 @@ struct FileConfig {
     listen: Option<SocketAddr>,
     http_listen: Option<SocketAddr>,
     pg_listen: Option<SocketAddr>,
+    pg_max_connections: Option<usize>,
     flight_listen: Option<SocketAddr>,
     token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
@@ -363,6 +368,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         limits: query_limits,
         timeout: query_timeout,
         runtime: sql_runtime.handle().clone(),
+        max_connections: args.pg_max_connections.or(file.pg_max_connections).unwrap_or(100).max(1),
     };
     let pg = pg_listen.map(|_| sql_options.clone());
     let flight = flight_listen.map(|_| sql_options);

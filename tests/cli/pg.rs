@@ -386,7 +386,8 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
 
 /// With a tokens file the password must be a token with the read role (the user name is
 /// free); a statement over the memory limit fails with a clear error while another client
-/// keeps working; the time limit and a cancel request stop a running statement; TLS works.
+/// keeps working; the time limit and a cancel request stop a running statement, also when the
+/// connections are at `--pg-max-connections` (one more is refused with 53300); TLS works.
 #[test]
 fn pg_auth_limits_cancel_and_tls() {
     if !have_psql() || !have_psycopg() {
@@ -400,7 +401,16 @@ fn pg_auth_limits_cancel_and_tls() {
     let server = Serve::start(
         &db,
         "127.0.0.1:0",
-        &["--token-file", tokens.to_str().unwrap(), "--query-memory-limit-mb", "1", "--query-timeout-secs", "4"],
+        &[
+            "--token-file",
+            tokens.to_str().unwrap(),
+            "--query-memory-limit-mb",
+            "1",
+            "--query-timeout-secs",
+            "4",
+            "--pg-max-connections",
+            "2",
+        ],
     )
     .unwrap();
     write_live_samples(&server, Some(WRITE_TOKEN));
@@ -428,8 +438,23 @@ fn pg_auth_limits_cancel_and_tls() {
     let script = r#"
 import json, sys, threading, time, psycopg
 url, big, small, slow = sys.argv[1:5]
-a, b = psycopg.connect(url, autocommit=True), psycopg.connect(url, autocommit=True)
+def connect():
+    # The connections of the commands before may take a moment to end on the server.
+    for attempt in range(50):
+        try:
+            return psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as e:
+            if "53300" not in str(e) and "too many clients" not in str(e):
+                raise
+            time.sleep(0.1)
+    return psycopg.connect(url, autocommit=True)
+a, b = connect(), connect()
 out = {}
+# --pg-max-connections 2: a third connection is refused as PostgreSQL refuses one.
+try:
+    psycopg.connect(url, autocommit=True)
+except psycopg.OperationalError as e:
+    out["third"] = str(e).strip()
 try:
     a.execute(big).fetchall()
 except psycopg.Error as e:
@@ -471,6 +496,9 @@ print(json.dumps(out))
     assert_eq!(result["timeout"][0], "57014", "{result}");
     assert!(result["timeout"][1].as_str().unwrap().contains("statement timeout"), "{result}");
     assert!(result["timeout"][2].as_f64().unwrap() < 15.0, "{result}");
+    let third = result["third"].as_str().unwrap_or_else(|| panic!("a third connection was accepted: {result}"));
+    assert!(third.contains("sorry, too many clients already (--pg-max-connections 2)"), "{result}");
+    // The cancel request came while both connections were open: it needs no slot.
     assert_eq!(result["cancel"][0], "57014", "{result}");
     assert!(result["cancel"][1].as_str().unwrap().contains("user request"), "{result}");
     assert!(result["cancel"][2].as_f64().unwrap() < 3.5, "{result}");
