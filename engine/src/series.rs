@@ -4,6 +4,11 @@
 //! the WAL record of the write that created them, and the series new since the last save are
 //! saved (atomically, as an increment or a new snapshot: [`CatalogFiles`]) before every
 //! manifest update, so a reopened store knows every series that any durable sample refers to.
+//!
+//! A series that retention left without any sample is *retired* ([`SeriesCatalog::retire`],
+//! by the store's compaction pass): its id stays assigned (data files and older read
+//! snapshots hold ids) but names no series any more: [`SeriesCatalog::key`] is `None`, no
+//! lookup or filter finds it, and writing its key again defines a new series under a new id.
 
 mod files;
 mod parse;
@@ -19,7 +24,7 @@ use roaring::RoaringBitmap;
 use crate::error::{Error, Result};
 use crate::model::{HOST_LABEL, Labels, Name, SeriesId, SeriesKey, validate_parts};
 
-pub use files::{CATALOG_DIR, CATALOG_FILE, CatalogFiles, CatalogSave};
+pub use files::{CATALOG_DIR, CATALOG_FILE, CatalogFiles, CatalogSave, PendingSave};
 
 /// The catalog's hash maps: foldhash (seeded per process) instead of SipHash. Every write
 /// looks its series up here, and loading a million-series catalog does several lookups per
@@ -34,7 +39,10 @@ type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::RandomState>;
 /// series on 2,000 hosts hold 2,000 host names, not a million.
 #[derive(Debug, Default, Clone)]
 pub struct SeriesCatalog {
-    keys: Vec<Arc<SeriesKey>>,
+    /// The key of each id; `None` for a retired id (8 bytes each: an id is never reused).
+    keys: Vec<Option<Arc<SeriesKey>>>,
+    /// The retired ids (those whose `keys` entry is `None`).
+    retired: RoaringBitmap,
     /// Each key's first id, found by the key's hash; the key itself is `keys[id]`, so the
     /// table holds 8 bytes a series (a map from `Arc<SeriesKey>` held 16): the id and 32 bits
     /// of the key's hash, of which the table's hash of the entry is made again when the table
@@ -83,9 +91,19 @@ impl SeriesCatalog {
         Self::default()
     }
 
-    /// Number of series.
+    /// Number of ids assigned, retired ones included: the next new series gets this id.
     pub fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Number of live series (ids assigned and not retired).
+    pub fn live_len(&self) -> usize {
+        self.keys.len() - self.retired.len() as usize
+    }
+
+    /// The retired ids: assigned once, naming no series now (see [`SeriesCatalog::retire`]).
+    pub fn retired(&self) -> &RoaringBitmap {
+        &self.retired
     }
 
     /// Whether the catalog is empty.
@@ -97,18 +115,23 @@ impl SeriesCatalog {
     pub fn get(&self, key: &SeriesKey) -> Option<SeriesId> {
         let keys = &self.keys;
         let hash = fold_hash(self.hasher.hash_one(key));
-        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| **k == *key);
+        let same = |s: &Slot| s.hash == hash && live(keys, s.id).is_some_and(|k| **k == *key);
         self.ids.find(slot_hash(hash), same).map(|s| s.id)
     }
 
-    /// The key of an id.
+    /// The key of an id (`None` for an id not assigned or retired).
     pub fn key(&self, id: SeriesId) -> Option<&Arc<SeriesKey>> {
-        self.keys.get(id as usize)
+        live(&self.keys, id)
     }
 
-    /// All keys in id order.
-    pub fn keys(&self) -> &[Arc<SeriesKey>] {
+    /// The key of every id in id order, `None` for a retired id.
+    pub fn keys(&self) -> &[Option<Arc<SeriesKey>>] {
         &self.keys
+    }
+
+    /// The live series with their ids, in id order.
+    pub fn live(&self) -> impl Iterator<Item = (SeriesId, &Arc<SeriesKey>)> {
+        self.keys.iter().enumerate().filter_map(|(id, k)| Some((id as SeriesId, k.as_ref()?)))
     }
 
     /// Returns the id of `key`, inserting it (after validation) if new. The flag says whether
@@ -140,7 +163,7 @@ impl SeriesCatalog {
         // pairs of text: the same calls as this tuple's (`key_hash_matches_parts_hash`).
         let hash = fold_hash(self.hasher.hash_one((metric, labels)));
         let keys = &self.keys;
-        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| k.eq_parts(metric, labels));
+        let same = |s: &Slot| s.hash == hash && live(keys, s.id).is_some_and(|k| k.eq_parts(metric, labels));
         if let Some(s) = self.ids.find(slot_hash(hash), same) {
             return Ok((s.id, false));
         }
@@ -181,7 +204,7 @@ impl SeriesCatalog {
             };
             pairs.push((k, v));
         }
-        self.keys.push(Arc::new(SeriesKey { metric, labels: Labels::from_sorted(pairs) }));
+        self.keys.push(Some(Arc::new(SeriesKey { metric, labels: Labels::from_sorted(pairs) })));
         self.ids.insert_unique(slot_hash(hash), Slot { id, hash }, |s| slot_hash(s.hash));
         Ok((id, true))
     }
@@ -236,7 +259,7 @@ impl SeriesCatalog {
                 }
             }
         }
-        self.keys.push(Arc::new(key));
+        self.keys.push(Some(Arc::new(key)));
         Ok((id, new))
     }
 
@@ -245,7 +268,7 @@ impl SeriesCatalog {
     fn insert_id(&mut self, key: &SeriesKey, id: SeriesId) -> bool {
         let keys = &self.keys;
         let hash = fold_hash(self.hasher.hash_one(key));
-        let same = |s: &Slot| s.hash == hash && keys.get(s.id as usize).is_some_and(|k| **k == *key);
+        let same = |s: &Slot| s.hash == hash && live(keys, s.id).is_some_and(|k| **k == *key);
         match self.ids.entry(slot_hash(hash), same, |s| slot_hash(s.hash)) {
             Entry::Occupied(_) => false,
             Entry::Vacant(e) => {
@@ -275,6 +298,7 @@ impl SeriesCatalog {
     /// `0..n`; ids are never reused, so they are the series `other` had when it had `n`).
     pub fn append_catalog_prefix(&mut self, other: &SeriesCatalog, n: usize) -> Result<SeriesId> {
         let keys = other.keys.get(..n).unwrap_or(&other.keys);
+        // Retired ids of `other` are retired here too: the node's data files keep its ids.
         let offset = SeriesId::try_from(self.keys.len())
             .ok()
             .filter(|o| o.checked_add(u32::try_from(keys.len()).unwrap_or(u32::MAX)).is_some())
@@ -285,7 +309,7 @@ impl SeriesCatalog {
         // The keys of the appended series, in `other`'s first-seen order (a key's first use
         // by `other` is among the first `n` series if any of them uses it).
         let used: std::collections::HashSet<&str> =
-            keys.iter().flat_map(|k| k.labels.iter().map(|(k, _)| k.as_str())).collect();
+            keys.iter().flatten().flat_map(|k| k.labels.iter().map(|(k, _)| k.as_str())).collect();
         for k in other.label_order.iter().filter(|k| used.contains(k.as_str())) {
             if !self.label_postings.contains_key(k) {
                 self.label_order.push(k.clone());
@@ -294,25 +318,33 @@ impl SeriesCatalog {
         }
         for (i, key) in keys.iter().enumerate() {
             let id = offset + i as SeriesId;
+            let Some(key) = key else {
+                self.retired.insert(id);
+                self.keys.push(None);
+                continue;
+            };
             append(self.metric_postings.entry(key.metric.clone()).or_default(), id);
             for (k, v) in &key.labels {
                 append(self.label_postings.entry(k.clone()).or_default().entry(v.clone()).or_default(), id);
             }
             self.insert_id(key, id);
-            self.keys.push(key.clone());
+            self.keys.push(Some(key.clone()));
         }
         Ok(offset)
     }
 
     /// All label keys in use: `host` first, then in first-seen order (new keys only ever
-    /// append, so column positions derived from this list stay stable).
+    /// append, so column positions derived from this list stay stable). A key whose last
+    /// series was retired stays in the list of this catalog (positions stay stable for the
+    /// readers of this process); a catalog loaded from the files afterwards lists only the
+    /// keys of live series.
     pub fn label_keys(&self) -> Vec<String> {
         let mut keys = vec![HOST_LABEL.to_string()];
         keys.extend(self.label_order.iter().filter(|k| *k != HOST_LABEL).map(Name::to_string));
         keys
     }
 
-    /// Distinct values of a label.
+    /// Distinct values of a label among the live series.
     pub fn label_values(&self, key: &str) -> Vec<String> {
         let mut v: Vec<String> =
             self.label_postings.get(key).map(|m| m.keys().map(Name::to_string).collect()).unwrap_or_default();
@@ -320,10 +352,9 @@ impl SeriesCatalog {
         v
     }
 
-    /// The series matching `filter`, via postings intersections.
+    /// The live series matching `filter`, via postings intersections.
     pub fn select(&self, filter: &SeriesFilter) -> RoaringBitmap {
-        let mut out = RoaringBitmap::new();
-        out.insert_range(0..self.keys.len() as u32);
+        let mut out = self.all_live();
         if let Some(metrics) = &filter.metrics {
             let mut m = RoaringBitmap::new();
             for name in metrics {
@@ -344,8 +375,7 @@ impl SeriesCatalog {
                         }
                     }
                     None => {
-                        let mut absent = RoaringBitmap::new();
-                        absent.insert_range(0..self.keys.len() as u32);
+                        let mut absent = self.all_live();
                         if let Some(p) = postings {
                             for bm in p.values() {
                                 absent -= bm;
@@ -360,12 +390,68 @@ impl SeriesCatalog {
         out
     }
 
+    /// Every live id.
+    fn all_live(&self) -> RoaringBitmap {
+        let mut all = RoaringBitmap::new();
+        all.insert_range(0..self.keys.len() as u32);
+        all -= &self.retired;
+        all
+    }
+
+    /// Retires the live series among `ids`: each keeps its id (never reused), but no lookup,
+    /// filter or posting finds it any more, [`SeriesCatalog::key`] is `None`, and writing its
+    /// key again defines a new series. A label key whose last series is retired stays in
+    /// [`SeriesCatalog::label_keys`] (column positions stay stable). Returns how many were
+    /// live. The store calls this for series that retention left without any sample
+    /// (`Store::compact`); the files are rewritten as a snapshot by the next save.
+    pub fn retire(&mut self, ids: &RoaringBitmap) -> usize {
+        let mut n = 0;
+        for id in ids.iter() {
+            let Some(key) = self.keys.get_mut(id as usize).and_then(Option::take) else { continue };
+            n += 1;
+            self.retired.insert(id);
+            self.unindex(&key, id);
+        }
+        n
+    }
+
+    /// Removes `id` (whose key was `key`) from the ids table and the postings; a label key
+    /// keeps its (possibly empty) map of values, so that it stays in `label_order` once.
+    fn unindex(&mut self, key: &SeriesKey, id: SeriesId) {
+        // `ids` holds a key's first id (a dataset union may hold a key twice).
+        if let Ok(e) = self.ids.find_entry(slot_hash(fold_hash(self.hasher.hash_one(key))), |s| s.id == id) {
+            e.remove();
+        }
+        remove_posting(&mut self.metric_postings, &key.metric, id);
+        for (k, v) in &key.labels {
+            if let Some(values) = self.label_postings.get_mut(k.as_str()) {
+                remove_posting(values, v, id);
+            }
+        }
+    }
+
+    /// Appends `n` ids that are retired from the start (a loaded catalog's retired ranges).
+    fn push_retired(&mut self, n: usize) -> Result<()> {
+        let start = self.keys.len();
+        let end = start.checked_add(n).filter(|&e| e <= u32::MAX as usize).ok_or_else(|| Error::ResourceExhausted {
+            what: "series catalog",
+            limit: format!("{} series", u32::MAX),
+        })?;
+        self.retired.insert_range(start as u32..end as u32);
+        self.keys.resize(end, None);
+        Ok(())
+    }
+
     /// Removes the series from id `n` on, as if they had never been added (what a read-only
     /// snapshot that retries does to the series its WAL replay defined).
     pub fn truncate(&mut self, n: usize) {
         while self.keys.len() > n {
             let Some(key) = self.keys.pop() else { break };
             let id = self.keys.len() as SeriesId;
+            let Some(key) = key else {
+                self.retired.remove(id);
+                continue;
+            };
             // `ids` holds a key's first id (a dataset union may hold a key twice).
             if let Ok(e) = self.ids.find_entry(slot_hash(fold_hash(self.hasher.hash_one(&*key))), |s| s.id == id) {
                 e.remove();
@@ -383,6 +469,11 @@ impl SeriesCatalog {
             }
         }
     }
+}
+
+/// The live key of `id` in `keys`.
+fn live(keys: &[Option<Arc<SeriesKey>>], id: SeriesId) -> Option<&Arc<SeriesKey>> {
+    keys.get(id as usize).and_then(Option::as_ref)
 }
 
 /// Removes `id` from the posting list of `name`, and the list once it is empty.
@@ -535,7 +626,7 @@ mod tests {
             }
             proptest::prop_assert_eq!(parts.keys(), owned.keys());
             proptest::prop_assert_eq!(parts.label_keys(), owned.label_keys());
-            for key in owned.keys() {
+            for key in owned.keys().iter().flatten() {
                 proptest::prop_assert_eq!(parts.get(key), owned.get(key));
             }
             let mut filters = vec![SeriesFilter { metrics: Some(vec!["util".into(), "ünits".into()]), labels: vec![] }];
@@ -550,7 +641,7 @@ mod tests {
                 proptest::prop_assert_eq!(parts.select(f), owned.select(f), "{:?}", f);
             }
             // Each distinct name held once: two series with the same host share its text.
-            let hosts: Vec<&Name> = parts.keys().iter().filter_map(|k| k.labels.get("host")).collect();
+            let hosts: Vec<&Name> = parts.keys().iter().flatten().filter_map(|k| k.labels.get("host")).collect();
             for pair in hosts.windows(2) {
                 proptest::prop_assert_eq!(Name::ptr_eq(pair[0], pair[1]), pair[0] == pair[1]);
             }
@@ -564,6 +655,53 @@ mod tests {
             let want = owned.get_or_insert(&crate::store::record::def_key(metric, &labels));
             proptest::prop_assert_eq!(format!("{:?}", parts.get_or_insert_parts(metric, &labels)), format!("{want:?}"));
         }
+    }
+
+    /// A retired id keeps its place (ids are not reused) but names no series: no key, no
+    /// lookup, no posting or filter (the "label absent" one included), no label value; its
+    /// label key stays listed; its key written again is a new series under a new id; a union
+    /// numbers past it.
+    #[test]
+    fn retired_ids_name_no_series() {
+        let mut c = SeriesCatalog::new();
+        let a = SeriesKey::new("m", [("host", "h1"), ("pod", "p1")]);
+        let b = SeriesKey::new("m", [("host", "h2")]);
+        let d = key("n", "h1", "0");
+        for k in [&a, &b, &d] {
+            c.get_or_insert(k).unwrap();
+        }
+        assert_eq!(c.retire(&RoaringBitmap::from_iter([0, 2, 7])), 2);
+        assert_eq!(c.retire(&RoaringBitmap::from_iter([0])), 0, "retired once");
+        assert_eq!((c.len(), c.live_len()), (3, 1));
+        assert!(c.key(0).is_none() && c.key(2).is_none());
+        assert_eq!((c.get(&a), c.get(&b), c.get(&d)), (None, Some(1), None));
+        let all = SeriesFilter::default();
+        assert_eq!(c.select(&all).iter().collect::<Vec<_>>(), [1]);
+        let m = SeriesFilter { metrics: Some(vec!["m".into(), "n".into()]), labels: vec![] };
+        assert_eq!(c.select(&m).iter().collect::<Vec<_>>(), [1]);
+        let no_pod = SeriesFilter { metrics: None, labels: vec![("pod".into(), vec![None, Some("p1".into())])] };
+        assert_eq!(c.select(&no_pod).iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(c.label_values("host"), ["h2"]);
+        assert!(c.label_values("pod").is_empty());
+        assert_eq!(c.label_keys(), ["host", "pod", "gpu"], "label keys stay in place");
+        assert_eq!(c.live().map(|(id, k)| (id, k.to_string())).collect::<Vec<_>>(), [(1, b.to_string())]);
+        // Written again: a new series.
+        assert_eq!(c.get_or_insert(&a).unwrap(), (3, true));
+        assert_eq!(c.get_or_insert_parts("n", &[("gpu", "0"), ("host", "h1")]).unwrap(), (4, true));
+        assert_eq!(c.get(&a), Some(3));
+        assert_eq!(c.label_keys(), ["host", "pod", "gpu"], "no key listed twice");
+        assert_eq!(c.select(&no_pod).iter().collect::<Vec<_>>(), [1, 3, 4]);
+        // A union keeps the node's ids: retired ones stay retired, offsets count them.
+        let mut union = SeriesCatalog::new();
+        union.get_or_insert(&SeriesKey::new("x", [("host", "h9")])).unwrap();
+        assert_eq!(union.append_catalog(&c).unwrap(), 1);
+        assert_eq!((union.len(), union.live_len()), (6, 4));
+        assert_eq!(union.retired().iter().collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(union.key(4).map(|k| k.to_string()), Some(a.to_string()));
+        // Truncating over retired ids forgets them too.
+        c.truncate(1);
+        assert_eq!((c.len(), c.live_len(), c.retired().len()), (1, 0, 1));
+        assert_eq!(c.get_or_insert(&b).unwrap(), (1, true));
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod import;
 pub mod lock;
 mod open;
 pub mod record;
+mod retire;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -38,7 +39,7 @@ mod union;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::buffer::WriteBuffer;
@@ -164,6 +165,8 @@ pub struct StoreMetrics {
     pub maintenance_failures: AtomicU64,
     /// Data files dropped by retention.
     pub files_expired: AtomicU64,
+    /// Series retired: retention left them without samples (see `Store::compact`).
+    pub series_retired: AtomicU64,
     /// Times a poisoned WAL was replaced by a new one after a successful flush.
     pub wal_reopens: AtomicU64,
     /// Writes refused because the store could not make data durable (flush or WAL failing).
@@ -214,6 +217,12 @@ pub struct Store {
     /// The writer lock (`None` for a read-only store).
     writer_lock: Option<WriterLock>,
     catalog: RwLock<SeriesCatalog>,
+    /// Changed by every retirement of series ([`Store::catalog_generation`]).
+    catalog_generation: AtomicU64,
+    /// Bulk imports open ([`Store::bulk_import`]): no series is retired meanwhile.
+    active_imports: AtomicUsize,
+    /// Whether the next compaction pass looks for series to retire (`store/retire.rs`).
+    retire_due: AtomicBool,
     /// The catalog's files: what is saved, what the next save writes.
     catalog_files: Mutex<CatalogFiles>,
     /// The sorted copy of the write buffer a flush builds, kept between flushes so that each
@@ -336,7 +345,9 @@ impl Store {
     }
 
     /// Resolves a series key to its id, defining it if new (bulk-import path; the WAL path
-    /// defines series inside [`Store::write`]).
+    /// defines series inside [`Store::write`]). Call it while the [`Store::bulk_import`] that
+    /// writes the rows is open: no series is retired while an import is open, and the id of
+    /// one resolved outside may be retired before its rows are written.
     pub fn resolve_series(&self, key: &SeriesKey) -> Result<SeriesId> {
         if self.is_read_only() {
             return Err(self.read_only_error());
@@ -519,7 +530,8 @@ impl Store {
     /// Writes samples of series resolved with [`Store::series_id`], durably, like
     /// [`Store::write`] but without hashing and comparing series keys: the path of a long
     /// ingest stream that names the same series in every batch. An id not in the catalog
-    /// rejects that series' samples.
+    /// (never assigned, or retired) rejects that series' samples: a client that caches ids
+    /// forgets them when [`Store::catalog_generation`] changed.
     pub fn write_resolved(&self, batch: &[(SeriesId, crate::SeriesSamples)]) -> Result<WriteOutcome> {
         let total = batch.iter().map(|(_, s)| s.timestamps.len().min(s.values.len())).sum();
         let mut rows = Rows::with_capacity(total);
@@ -564,6 +576,15 @@ impl Store {
                 ),
             });
         }
+        if rows.is_empty() {
+            let rejected_count: usize = rejected.iter().map(|r| r.samples).sum();
+            self.metrics.samples_rejected.fetch_add(rejected_count as u64, Ordering::Relaxed);
+            return Ok(WriteOutcome { accepted: 0, rejected });
+        }
+        self.admit()?;
+        // The gate is held from the ids' check to the buffer insert: a retirement of series
+        // (which takes it exclusively) sees these rows in the buffer, or these ids retired.
+        let gate = self.gate.read().map_err(lock_poisoned)?;
         {
             let catalog = self.catalog.read().map_err(lock_poisoned)?;
             let mut clean = true;
@@ -605,8 +626,6 @@ impl Store {
         if rows.is_empty() {
             return Ok(WriteOutcome { accepted: 0, rejected });
         }
-        self.admit()?;
-        let gate = self.gate.read().map_err(lock_poisoned)?;
         let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
         let ticket = wal.submit(record::encode(&[], &rows))?;
         self.finish_write(gate, ticket, rows, rejected)

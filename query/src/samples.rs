@@ -373,9 +373,12 @@ struct BuiltDictionaries {
 /// builds `host` only), then kept with the table's cache for later scans.
 #[derive(Debug)]
 pub(crate) struct SeriesStrings {
-    /// The catalog's keys when this was made (ids are never reused or renamed: a catalog with
-    /// as many series and the same last key has the same keys).
-    keys: Vec<Arc<lockstep_engine::SeriesKey>>,
+    /// The catalog's keys when this was made, `None` for a retired id (ids are never reused
+    /// or renamed, and retired ids only ever grow: a catalog with as many ids, as many retired
+    /// and the same last key has the same keys).
+    keys: Vec<Option<Arc<lockstep_engine::SeriesKey>>>,
+    /// How many of `keys` are retired.
+    retired: u64,
     /// The metric catalog the `domain` and `entity` values come from.
     catalog: MetricCatalog,
     labels: Vec<String>,
@@ -383,9 +386,10 @@ pub(crate) struct SeriesStrings {
 }
 
 impl SeriesStrings {
-    fn new(keys: &[Arc<lockstep_engine::SeriesKey>], catalog: &MetricCatalog, labels: &[String]) -> SeriesStrings {
+    fn new(c: &lockstep_engine::series::SeriesCatalog, catalog: &MetricCatalog, labels: &[String]) -> SeriesStrings {
         SeriesStrings {
-            keys: keys.to_vec(),
+            keys: c.keys().to_vec(),
+            retired: c.retired().len(),
             catalog: catalog.clone(),
             labels: labels.to_vec(),
             columns: (0..3 + labels.len()).map(|_| std::sync::OnceLock::new()).collect(),
@@ -401,24 +405,28 @@ impl SeriesStrings {
     pub(crate) fn column(&self, i: usize) -> DfResult<&ArrayRef> {
         let cell = self.columns.get(i).ok_or_else(|| DataFusionError::Internal(format!("no string column {i}")))?;
         Ok(cell.get_or_init(|| {
-            let keys = self.keys.iter();
+            // A retired id has no rows in the files a scan reads after its retirement: nulls.
+            let keys = self.keys.iter().map(Option::as_deref);
             let values: StringViewArray = match i {
-                0 => keys.map(|k| Some(k.metric.as_str())).collect(),
-                1 => keys.map(|k| self.catalog.classify(k).map(|m| m.info.domain.as_str())).collect(),
-                2 => keys.map(|k| self.catalog.entity(k).map(|e| e.name)).collect(),
+                0 => keys.map(|k| Some(k?.metric.as_str())).collect(),
+                1 => keys.map(|k| self.catalog.classify(k?).map(|m| m.info.domain.as_str())).collect(),
+                2 => keys.map(|k| self.catalog.entity(k?).map(|e| e.name)).collect(),
                 _ => {
                     let label = self.labels.get(i - 3).map_or("", String::as_str);
-                    keys.map(|k| k.labels.get(label).map(|v| v.as_str())).collect()
+                    keys.map(|k| k?.labels.get(label).map(|v| v.as_str())).collect()
                 }
             };
             Arc::new(values)
         }))
     }
 
-    /// Whether these are the strings of `keys` with `labels` and `catalog`.
-    fn is_for(&self, keys: &[Arc<lockstep_engine::SeriesKey>], labels: &[String], catalog: &MetricCatalog) -> bool {
+    /// Whether these are the strings of the series of `c` with `labels` and `catalog`.
+    fn is_for(&self, c: &lockstep_engine::series::SeriesCatalog, labels: &[String], catalog: &MetricCatalog) -> bool {
+        let keys = c.keys();
+        let last = |k: &[Option<Arc<lockstep_engine::SeriesKey>>]| k.last().map(|k| k.as_ref().map(Arc::as_ptr));
         self.keys.len() == keys.len()
-            && self.keys.last().map(Arc::as_ptr) == keys.last().map(Arc::as_ptr)
+            && self.retired == c.retired().len()
+            && last(&self.keys) == last(keys)
             && self.labels == labels
             && self.catalog == *catalog
     }
@@ -448,15 +456,14 @@ impl Dictionaries {
         let mut cached = self.0.lock().map_err(|_| DataFusionError::Internal("dictionary cache poisoned".into()))?;
         store
             .with_catalog(|c| {
-                let keys = c.keys();
                 let same = cached
                     .as_ref()
-                    .is_some_and(|b| Arc::ptr_eq(&b.clocks, &clocks) && b.values.is_for(keys, labels, catalog));
+                    .is_some_and(|b| Arc::ptr_eq(&b.clocks, &clocks) && b.values.is_for(c, labels, catalog));
                 if !same {
                     *cached = Some(BuiltDictionaries {
-                        series_clocks: Arc::new(SeriesClocks::for_keys(keys, clocks.clone())),
+                        series_clocks: Arc::new(SeriesClocks::for_keys(c.keys(), clocks.clone())),
                         clocks,
-                        values: Arc::new(SeriesStrings::new(keys, catalog, labels)),
+                        values: Arc::new(SeriesStrings::new(c, catalog, labels)),
                     });
                 }
             })

@@ -452,6 +452,49 @@ fn serve_killed_after_ack_keeps_data() {
     assert_eq!(rows[0]["n"], 10_000);
 }
 
+/// Pod churn under `serve --retention`: a pod whose samples are all older than the retention
+/// is retired from the catalog by the server's maintenance (its `series.json` becomes version
+/// 3), while the other pod stays. Processes opened before (`sql`), beside the server after the
+/// retirement (`sql`), and after it stopped (`sql`, `check`) all name the live pod right.
+#[test]
+fn serve_retention_retires_series_of_expired_pods() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let (old, recent) = (now - 3 * 86_400_000_000_000, now - 600_000_000_000);
+    let csv =
+        format!("time,host,metric,value,pod\n{old},n1,util,1,gone\n{old},n1,util,2,kept\n{recent},n1,util,3,kept\n");
+    std::fs::write(bundle.join("samples.csv"), csv).unwrap();
+    let db = tmp.path().join("db");
+    let dbs = db.to_str().unwrap();
+    ok(&["import", "--data-dir", dbs, bundle.to_str().unwrap()]);
+    let pods = |db: &Path| -> Vec<(String, i64)> {
+        sql_json(db, "SELECT CAST(pod AS VARCHAR) AS pod, CAST(value AS BIGINT) AS v FROM samples WHERE metric = 'util' ORDER BY 1, 2")
+            .iter()
+            .map(|r| (r["pod"].as_str().unwrap().to_string(), r["v"].as_i64().unwrap()))
+            .collect()
+    };
+    let all = vec![("gone".to_string(), 1), ("kept".to_string(), 2), ("kept".to_string(), 3)];
+    assert_eq!(pods(&db), all, "before");
+    let server = ServerProc::start(&db, &["--insecure", "--retention", "1d", "--maintenance-interval-secs", "1"]);
+    // Wait (bounded) for the maintenance pass to retire the pod: the catalog snapshot's version.
+    let catalog = db.join("series.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&catalog).unwrap().starts_with(r#"{"version":3,"#) {
+        assert!(std::time::Instant::now() < deadline, "no retirement: {}", std::fs::read_to_string(&catalog).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let live = vec![("kept".to_string(), 3)];
+    assert_eq!(pods(&db), live, "a reader beside the server");
+    server.stop();
+    assert_eq!(pods(&db), live, "a reader after");
+    let check = ok(&["check", "--data-dir", dbs]);
+    assert!(check.contains("no problems found"), "{check}");
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    assert!(text.contains(r#""retired":[[0,1]]"#) && !text.contains("gone"), "{text}");
+}
+
 /// No tokens on a non-loopback address: refuses to start unless `--insecure`.
 #[test]
 fn serve_refuses_unauthenticated_public_listen() {

@@ -21,6 +21,9 @@ struct SnapshotRef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     first: Option<usize>,
     series: Vec<&'a SeriesKey>,
+    /// Version 3 only: the retired ids, as sorted half-open ranges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retired: Option<&'a [(u32, u32)]>,
 }
 
 impl SeriesCatalog {
@@ -41,25 +44,35 @@ impl SeriesCatalog {
             let corrupt = |reason: String| Error::CatalogCorrupt { path: base.clone(), reason };
             let sealed = crate::seal::check(&bytes).map_err(&corrupt)?;
             let snapshot: Snapshot = parse(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            if snapshot.version != 1 && snapshot.version != CATALOG_VERSION {
+            if !matches!(snapshot.version, 1 | CATALOG_VERSION | RETIRED_VERSION) {
                 return Err(corrupt(format!("unknown version {}", snapshot.version)));
             }
-            // Version 2 was always written sealed: without its seal, the seal itself was hit.
-            if snapshot.version == CATALOG_VERSION && !sealed {
-                return Err(corrupt("a version 2 snapshot must be sealed (end in its checksum)".into()));
+            // Versions 2 and 3 were always written sealed: without its seal, the seal itself was hit.
+            if snapshot.version != 1 && !sealed {
+                return Err(corrupt(format!(
+                    "a version {} snapshot must be sealed (end in its checksum)",
+                    snapshot.version
+                )));
             }
             if snapshot.first.is_some() {
                 return Err(corrupt("a snapshot must not have `first` (that is an increment's field)".into()));
             }
+            let retired = match (snapshot.version, snapshot.retired) {
+                (RETIRED_VERSION, Some(r)) => r,
+                (RETIRED_VERSION, None) => return Err(corrupt("a version 3 snapshot must have `retired`".into())),
+                (v, Some(_)) => return Err(corrupt(format!("a version {v} snapshot must not have `retired`"))),
+                (_, None) => Vec::new(),
+            };
             files.base_bytes = bytes.len();
-            files.base_current = snapshot.version == CATALOG_VERSION;
+            files.base_current = snapshot.version != 1;
             files.base_seal = sealed.then(|| {
                 bytes.get(bytes.len().saturating_sub(crate::seal::SEALED_TAIL)..).unwrap_or_default().to_vec()
             });
             let mut catalog = Self::new();
             catalog.reserve(snapshot.series.len());
             // One file's names are shared already (`parse`), and the catalog is empty.
-            catalog.extend_checked(snapshot.series, false, &corrupt)?;
+            catalog.extend_with_retired(snapshot.series, &retired, &corrupt)?;
+            files.retired_saved = catalog.retired.len();
             catalog
         } else {
             Self::new()
@@ -71,10 +84,13 @@ impl SeriesCatalog {
 
     /// [`SeriesCatalog::load_dir`] again, for a read-only snapshot that retries: `previous` is
     /// what an earlier load of the same store returned (or less: its first series). Ids are
-    /// never reused, so those are still the store's first series; when the snapshot file is the
-    /// one read then (its size and checksum are unchanged: every new snapshot holds more
-    /// series), only the increments after them are read, not the snapshot again (tens of MB
-    /// for a million series). Otherwise this is a full [`SeriesCatalog::load_dir`].
+    /// never reused, and a snapshot is rewritten only with a change (more series, or more
+    /// retired ones: its bytes differ, so its size or its checksum do); when the snapshot file
+    /// is the one read then (its size and checksum are unchanged), the ids known are still the
+    /// store's first ones with the same series, retired or not, and only the increments after
+    /// them are read, not the snapshot again (tens of MB for a million series). Otherwise
+    /// (another snapshot: it may retire series the previous load had) this is a full
+    /// [`SeriesCatalog::load_dir`].
     pub fn load_dir_after(
         storage: &dyn Storage,
         dir: &Path,
@@ -83,6 +99,7 @@ impl SeriesCatalog {
         let (mut catalog, previous) = previous;
         let inc_dir = dir.join(CATALOG_DIR);
         let mut files = CatalogFiles {
+            retired_saved: previous.retired_saved,
             base_len: previous.base_len,
             base_bytes: previous.base_bytes,
             base_current: previous.base_current,
@@ -167,12 +184,13 @@ impl SeriesCatalog {
             // those it shares with the snapshot must be the same series.
             let known = catalog.len() - inc.first;
             let shared = catalog.keys.get(inc.first..).unwrap_or_default();
-            if let Some(i) = (0..known).find(|&i| snapshot.series.get(i) != shared.get(i).map(|k| k.as_ref())) {
+            let shared = |i: usize| shared.get(i).and_then(Option::as_deref);
+            if let Some(i) = (0..known).find(|&i| snapshot.series.get(i) != shared(i)) {
                 return Err(corrupt(format!(
                     "series {} is {} here but {} in the catalog before it",
                     inc.first + i,
                     snapshot.series.get(i).map_or_else(String::new, ToString::to_string),
-                    shared.get(i).map_or_else(String::new, ToString::to_string)
+                    shared(i).map_or_else(|| "retired".to_string(), ToString::to_string)
                 )));
             }
             catalog.extend_checked(snapshot.series.into_iter().skip(known), true, &corrupt)?;
@@ -180,6 +198,40 @@ impl SeriesCatalog {
         }
         files.saved = catalog.len();
         Ok(())
+    }
+
+    /// Adds a snapshot's live `keys` and `retired` id ranges (sorted half-open ranges; the keys
+    /// fill the ids between them in order) under the next ids, to an empty catalog, checking
+    /// the ranges: each non-empty, after the one before, and within the ids.
+    fn extend_with_retired(
+        &mut self,
+        keys: Vec<SeriesKey>,
+        retired: &[(u64, u64)],
+        corrupt: &dyn Fn(String) -> Error,
+    ) -> Result<()> {
+        let total = (keys.len() as u64).saturating_add(retired.iter().map(|&(a, b)| b.saturating_sub(a)).sum());
+        let mut keys = keys.into_iter();
+        let mut prev_end = 0;
+        for &(start, end) in retired {
+            if start >= end {
+                return Err(corrupt(format!("retired range [{start}, {end}) is empty or reversed")));
+            }
+            if start < prev_end {
+                return Err(corrupt(format!(
+                    "retired range [{start}, {end}) is not after the one before it (ending at {prev_end})"
+                )));
+            }
+            if end > total {
+                return Err(corrupt(format!(
+                    "retired range [{start}, {end}) ends past the {total} ids of the snapshot"
+                )));
+            }
+            let live = (start - prev_end) as usize;
+            self.extend_checked(keys.by_ref().take(live), false, corrupt)?;
+            self.push_retired((end - start) as usize).map_err(|e| corrupt(e.to_string()))?;
+            prev_end = end;
+        }
+        self.extend_checked(keys, false, corrupt)
     }
 
     /// Adds loaded keys under the next ids, validating each and refusing duplicates; with
@@ -198,7 +250,7 @@ impl SeriesCatalog {
             // A duplicate is pushed too (one hash of the key, not two); the half-built catalog
             // is dropped.
             if !self.push(key).map_err(|e| corrupt(e.to_string()))?.1 {
-                let key = self.keys.last().map_or_else(String::new, ToString::to_string);
+                let key = self.keys.last().and_then(Option::as_ref).map_or_else(String::new, ToString::to_string);
                 return Err(corrupt(format!("duplicate series {key}")));
             }
         }
@@ -222,7 +274,14 @@ pub const CATALOG_FILE: &str = "series.json";
 pub const CATALOG_DIR: &str = "series";
 /// The catalog format written: version 2 may continue in increments; version 1 (read too) is a
 /// snapshot alone. Binaries from before increments refuse version 2 instead of missing series.
+/// Increments are always version 2.
 const CATALOG_VERSION: u32 = 2;
+/// The snapshot version written when some ids are retired: version 2 plus `retired`, the
+/// retired ids as sorted half-open ranges (the `series` fill the other ids in order); it may
+/// continue in (version 2) increments. Binaries from before retirement refuse it ("unknown
+/// version 3") instead of numbering the series wrongly. A store that never retired a series
+/// keeps being written as version 2.
+const RETIRED_VERSION: u32 = 3;
 /// A save writes a new snapshot (and deletes the increments) instead of one more increment
 /// once there are this many increments.
 const MAX_INCREMENTS: usize = 64;
@@ -240,9 +299,11 @@ const MAX_INCREMENTS: usize = 64;
 /// 64 increments.
 #[derive(Debug, Default)]
 pub struct CatalogFiles {
-    /// Series in the files; the next save writes the series from here on.
+    /// Series ids in the files; the next save writes the series from here on.
     saved: usize,
-    /// Series in the snapshot.
+    /// Retired ids in the files: a catalog with more is saved as a new snapshot.
+    retired_saved: u64,
+    /// Series ids in the snapshot (retired ones included).
     base_len: usize,
     /// Size of the snapshot file.
     base_bytes: usize,
@@ -319,8 +380,13 @@ impl CatalogFiles {
         self.increments.len()
     }
 
-    /// What saving a catalog of `len` series writes.
-    pub fn plan(&self, len: usize) -> CatalogSave {
+    /// What saving `catalog` writes: a retirement since the last save (the increments only
+    /// add ids) forces a new snapshot.
+    pub fn plan(&self, catalog: &SeriesCatalog) -> CatalogSave {
+        let len = catalog.len();
+        if catalog.retired.len() != self.retired_saved {
+            return CatalogSave::Snapshot;
+        }
         if len <= self.saved {
             return CatalogSave::Nothing;
         }
@@ -338,24 +404,36 @@ impl CatalogFiles {
     }
 
     /// What the next save writes for `catalog`, copied out (so that the caller need not hold a
-    /// lock on the catalog while it is written): the first series id and the keys from there,
-    /// 0 and every key for a snapshot, or `None` when the files hold every series.
-    pub fn pending(&self, catalog: &SeriesCatalog) -> Option<(usize, Vec<Arc<SeriesKey>>)> {
-        let from = match self.plan(catalog.len()) {
+    /// lock on the catalog while it is written), or `None` when the files hold every series
+    /// and every retirement.
+    pub fn pending(&self, catalog: &SeriesCatalog) -> Option<PendingSave> {
+        let from = match self.plan(catalog) {
             CatalogSave::Nothing => return None,
             CatalogSave::Increment(from) => from,
             CatalogSave::Snapshot => 0,
         };
-        Some((from, catalog.keys().get(from..).unwrap_or_default().to_vec()))
+        let keys: Vec<Arc<SeriesKey>> =
+            catalog.keys().get(from..).unwrap_or_default().iter().flatten().cloned().collect();
+        let retired = if from == 0 { retired_ranges(&catalog.retired) } else { Vec::new() };
+        Some(PendingSave { from, end: catalog.len(), keys, retired })
     }
 
-    /// Saves `keys` (the catalog's series `from..`, where `from` is what [`CatalogFiles::plan`]
-    /// returned: the increment's first series, or 0 for a snapshot) durably: after it returns,
-    /// a load finds every series up to `from + keys.len()`.
-    pub fn save(&mut self, storage: &dyn Storage, dir: &Path, from: usize, keys: &[Arc<SeriesKey>]) -> Result<()> {
-        let end = from + keys.len();
-        if end <= self.saved {
+    /// Saves `pending` (what [`CatalogFiles::pending`] returned) durably: after it returns, a
+    /// load finds every series up to `pending.end`, and every retirement of a snapshot.
+    pub fn save(&mut self, storage: &dyn Storage, dir: &Path, pending: &PendingSave) -> Result<()> {
+        let PendingSave { from, end, ref keys, ref retired } = *pending;
+        let retired_count: u64 = retired.iter().map(|&(a, b)| u64::from(b - a)).sum();
+        if end <= self.saved && (from != 0 || retired_count == self.retired_saved) {
             return Ok(());
+        }
+        let ids = keys.len() as u64 + retired_count;
+        if ids != (end - from) as u64 || (from != 0 && !retired.is_empty()) {
+            return Err(Error::Internal {
+                reason: format!(
+                    "catalog save of ids {from}..{end} with {} series and {retired_count} retired",
+                    keys.len()
+                ),
+            });
         }
         let series: Vec<&SeriesKey> = keys.iter().map(|k| k.as_ref()).collect();
         // The file's size, from the snapshot's bytes per series (a 73 MB snapshot serialised
@@ -365,10 +443,15 @@ impl CatalogFiles {
         let size_hint = keys.len().saturating_mul(per_series + per_series / 16).saturating_add(256).min(256 << 20);
         if from == 0 {
             let path = dir.join(CATALOG_FILE);
-            let snapshot = SnapshotRef { version: CATALOG_VERSION, first: None, series };
+            // Version 2 unless some ids are retired: older binaries keep reading a store that
+            // never retired a series.
+            let (version, retired) =
+                if retired.is_empty() { (CATALOG_VERSION, None) } else { (RETIRED_VERSION, Some(retired.as_slice())) };
+            let snapshot = SnapshotRef { version, first: None, series, retired };
             let bytes = seal_json(&path, &snapshot, size_hint)?;
             write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
             self.saved = end;
+            self.retired_saved = retired_count;
             self.base_len = end;
             self.base_bytes = bytes.len();
             self.base_current = true;
@@ -397,7 +480,7 @@ impl CatalogFiles {
             self.dir_ready = true;
         }
         let path = inc_dir.join(format!("{from:012}-{end:012}.json"));
-        let increment = SnapshotRef { version: CATALOG_VERSION, first: Some(from), series };
+        let increment = SnapshotRef { version: CATALOG_VERSION, first: Some(from), series, retired: None };
         let bytes = seal_json(&path, &increment, size_hint)?;
         write_atomic(storage, &path, &bytes).map_err(|e| Error::io(&path, e))?;
         self.saved = end;
@@ -423,6 +506,31 @@ impl CatalogFiles {
     }
 }
 
+/// What [`CatalogFiles::save`] writes, copied out of the catalog by [`CatalogFiles::pending`].
+#[derive(Debug, Clone)]
+pub struct PendingSave {
+    /// The first id written: an increment's first series, or 0 for a snapshot.
+    pub from: usize,
+    /// The ids written end here (the catalog's length).
+    pub end: usize,
+    /// The live series of `from..end`, in id order.
+    pub keys: Vec<Arc<SeriesKey>>,
+    /// A snapshot's retired ids as sorted half-open ranges (empty for an increment).
+    pub retired: Vec<(u32, u32)>,
+}
+
+/// The ids of `bitmap` as sorted, non-adjacent half-open ranges.
+fn retired_ranges(bitmap: &roaring::RoaringBitmap) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for id in bitmap {
+        match out.last_mut() {
+            Some((_, end)) if *end == id => *end = id + 1,
+            _ => out.push((id, id + 1)),
+        }
+    }
+    out
+}
+
 /// `value` as sealed JSON, serialised into a buffer of `size_hint` bytes to start with.
 fn seal_json(path: &Path, value: &impl Serialize, size_hint: usize) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(size_hint);
@@ -437,6 +545,7 @@ mod tests {
     use super::*;
     use crate::model::{Name, SeriesId};
     use crate::series::SeriesFilter;
+    use roaring::RoaringBitmap;
 
     fn key(metric: &str, host: &str, gpu: &str) -> SeriesKey {
         SeriesKey::new(metric, [("host", host), ("gpu", gpu)])
@@ -444,11 +553,17 @@ mod tests {
 
     /// Saves what `files.pending` says (as `Store::commit` does); returns the plan.
     fn save(c: &SeriesCatalog, files: &mut CatalogFiles, dir: &Path) -> CatalogSave {
-        let plan = files.plan(c.len());
-        if let Some((from, keys)) = files.pending(c) {
-            files.save(&crate::storage::OsStorage, dir, from, &keys).unwrap();
+        let plan = files.plan(c);
+        if let Some(pending) = files.pending(c) {
+            files.save(&crate::storage::OsStorage, dir, &pending).unwrap();
         }
         plan
+    }
+
+    /// The save of the live series `keys` (none retired) as ids `from..`.
+    pub(crate) fn some(from: usize, keys: &[Option<Arc<SeriesKey>>]) -> PendingSave {
+        let keys: Vec<Arc<SeriesKey>> = keys.iter().flatten().cloned().collect();
+        PendingSave { from, end: from + keys.len(), keys, retired: Vec::new() }
     }
 
     /// Adds the series `m{host="h<i>", gpu="0"}` for each `i` of `hosts`.
@@ -558,7 +673,7 @@ mod tests {
         // A snapshot of the first 202 series, as if a writer wrote it and stopped: the first
         // two increments are stale, the others still needed.
         let mut partial = CatalogFiles::default();
-        partial.save(&crate::storage::OsStorage, d, 0, &c.keys()[..202]).unwrap();
+        partial.save(&crate::storage::OsStorage, d, &some(0, &c.keys()[..202])).unwrap();
         let (again, mut loaded) = load(d).unwrap();
         assert_eq!(again.keys(), c.keys());
         assert_eq!(loaded.increments(), 3);
@@ -569,7 +684,7 @@ mod tests {
         );
         // An increment overlapping the snapshot: 201..204 over a snapshot of 202.
         let mut merged = CatalogFiles { saved: 201, base_len: 200, base_current: true, ..Default::default() };
-        merged.save(&crate::storage::OsStorage, d, 201, &c.keys()[201..204]).unwrap();
+        merged.save(&crate::storage::OsStorage, d, &some(201, &c.keys()[201..204])).unwrap();
         let (again, _) = load(d).unwrap();
         assert_eq!(again.keys(), c.keys(), "the overlap is read once");
         std::fs::remove_file(inc("000000000201-000000000204.json")).unwrap();
@@ -624,7 +739,7 @@ mod tests {
                 let (c, d) = (c.clone(), d.clone());
                 crate::storage::hooked::once(move || {
                     let (_, mut files) = load(&d).unwrap();
-                    files.save(&crate::storage::OsStorage, &d, 0, c.keys()).unwrap();
+                    files.save(&crate::storage::OsStorage, &d, &some(0, c.keys())).unwrap();
                     assert!(increment_files(&d).is_empty());
                 })
             };
@@ -659,9 +774,10 @@ mod tests {
         grow(&mut c, 0..50);
         save(&c, &mut files, d);
         // Series 48..51 where the snapshot has 48 and 49 as other series.
-        let other: Vec<Arc<SeriesKey>> = ["x48", "x49", "h50"].iter().map(|h| Arc::new(key("m", h, "0"))).collect();
+        let other: Vec<Option<Arc<SeriesKey>>> =
+            ["x48", "x49", "h50"].iter().map(|h| Some(Arc::new(key("m", h, "0")))).collect();
         let mut overlapping = CatalogFiles { saved: 48, base_len: 48, base_current: true, ..Default::default() };
-        overlapping.save(&crate::storage::OsStorage, d, 48, &other).unwrap();
+        overlapping.save(&crate::storage::OsStorage, d, &some(48, &other)).unwrap();
         let e = load(d).unwrap_err();
         assert!(e.to_string().contains(r#"series 48 is m{gpu="0",host="x48"} here"#), "{e}");
         std::fs::remove_file(d.join(CATALOG_DIR).join("000000000048-000000000051.json")).unwrap();
@@ -707,12 +823,12 @@ mod tests {
         let stash = std::fs::read(d.join(CATALOG_FILE)).unwrap();
         let (cached, cached_files) = load(d).unwrap();
         let mut other = SeriesCatalog::new();
-        for k in c.keys().iter().take(100) {
+        for k in c.keys().iter().flatten().take(100) {
             let renamed =
                 SeriesKey::new(k.metric.replace('m', "x"), k.labels.iter().map(|(a, b)| (a.clone(), b.clone())));
             other.get_or_insert(&renamed).unwrap();
         }
-        CatalogFiles::default().save(&crate::storage::OsStorage, d, 0, other.keys()).unwrap();
+        CatalogFiles::default().save(&crate::storage::OsStorage, d, &some(0, other.keys())).unwrap();
         assert_eq!(std::fs::metadata(d.join(CATALOG_FILE)).unwrap().len(), stash.len() as u64, "same size");
         let (again, _) = SeriesCatalog::load_dir_after(&crate::storage::OsStorage, d, (cached, cached_files)).unwrap();
         assert_eq!(again.keys()[..100], other.keys()[..], "the other store's series");
@@ -740,6 +856,84 @@ mod tests {
         c.get_or_insert(&key("m", "c", "0")).unwrap();
         assert_eq!(save(&c, &mut files, dir.path()), CatalogSave::Increment(2));
         assert_eq!(load(dir.path()).unwrap().0.keys(), c.keys());
+    }
+
+    /// A catalog that never retired a series is written as version 2, as before (older
+    /// binaries read it); one with retired ids as version 3 with their ranges, which loads back
+    /// with the same ids, lookups and postings, and continues in version 2 increments.
+    #[test]
+    fn retired_ids_make_a_version_3_snapshot_that_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (mut c, mut files) = load(d).unwrap();
+        grow(&mut c, 0..100);
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Snapshot);
+        let v2 = std::fs::read_to_string(d.join(CATALOG_FILE)).unwrap();
+        assert!(v2.starts_with(r#"{"version":2,"series":[{"metric":"m","labels":{"#), "{}", &v2[..60]);
+        assert!(!v2.contains("retired"));
+        // Retire 0..10, 20, 21 and 99: the next save is a snapshot even with no new series.
+        let mut dead = RoaringBitmap::new();
+        dead.insert_range(0..10);
+        dead.extend([20, 21, 99]);
+        assert_eq!(c.retire(&dead), 13);
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Snapshot);
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Nothing);
+        let v3 = std::fs::read_to_string(d.join(CATALOG_FILE)).unwrap();
+        assert!(v3.starts_with(r#"{"version":3,"series":[{"metric":"m","labels":{"#), "{}", &v3[..60]);
+        assert!(v3.contains(r#""retired":[[0,10],[20,22],[99,100]],"crc32":"#), "{}", &v3[v3.len() - 80..]);
+        assert!(v3.len() < v2.len(), "the retired series' keys are not written");
+        // New series after it go to a (version 2) increment.
+        grow(&mut c, 100..103);
+        assert_eq!(save(&c, &mut files, d), CatalogSave::Increment(100));
+        let (back, mut back_files) = load(d).unwrap();
+        assert_eq!(back.keys(), c.keys());
+        assert_eq!((back.len(), back.live_len()), (103, 90));
+        assert_eq!(back.retired(), c.retired());
+        assert_eq!(back.get(&key("m", "h5", "0")), None);
+        assert_eq!(back.get(&key("m", "h50", "0")), Some(50));
+        assert_eq!(back.get(&key("m", "h101", "0")), Some(101));
+        let f = SeriesFilter { metrics: Some(vec!["m".into()]), labels: vec![] };
+        assert_eq!(back.select(&f), c.select(&f));
+        assert_eq!(back_files.plan(&back), CatalogSave::Nothing, "the files hold every retirement");
+        // A series written again after its retirement is a new one, also after a reload.
+        let mut back = back;
+        assert_eq!(back.get_or_insert(&key("m", "h5", "0")).unwrap(), (103, true));
+        save(&back, &mut back_files, d);
+        assert_eq!(load(d).unwrap().0.get(&key("m", "h5", "0")), Some(103));
+    }
+
+    /// A version 3 snapshot whose `retired` ranges are out of order, overlapping, empty or past
+    /// its ids, a version 3 without them and a version 2 with them are refused, saying why.
+    #[test]
+    fn corrupt_retired_ranges_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let series = r#"[{"metric":"m","labels":{"host":"a"}},{"metric":"m","labels":{"host":"b"}}]"#;
+        for (version, retired, want) in [
+            (3, Some("[[3,4],[0,1]]"), "retired range [0, 1) is not after the one before it (ending at 4)"),
+            (3, Some("[[0,2],[1,3]]"), "retired range [1, 3) is not after the one before it (ending at 2)"),
+            (3, Some("[[1,1]]"), "retired range [1, 1) is empty or reversed"),
+            (3, Some("[[2,1]]"), "retired range [2, 1) is empty or reversed"),
+            (3, Some("[[3,5]]"), "retired range [3, 5) ends past the 4 ids of the snapshot"),
+            (3, Some("[[0,1,2]]"), "trailing characters"),
+            (3, None, "a version 3 snapshot must have `retired`"),
+            (2, Some("[[0,1]]"), "a version 2 snapshot must not have `retired`"),
+        ] {
+            let retired = retired.map(|r| format!(r#","retired":{r}"#)).unwrap_or_default();
+            let text = format!(r#"{{"version":{version},"series":{series}{retired}}}"#);
+            std::fs::write(d.join(CATALOG_FILE), crate::seal::seal(text.into_bytes())).unwrap();
+            let e = load(d).unwrap_err();
+            assert!(matches!(e, Error::CatalogCorrupt { .. }) && e.to_string().contains(want), "{want}: {e}");
+        }
+        // And a sound one loads: ids 0 and 3 live, 1..3 retired.
+        let text = format!(r#"{{"version":3,"series":{series},"retired":[[1,3]]}}"#);
+        std::fs::write(d.join(CATALOG_FILE), crate::seal::seal(text.clone().into_bytes())).unwrap();
+        let (c, _) = load(d).unwrap();
+        assert_eq!((c.len(), c.live_len()), (4, 2));
+        assert_eq!(c.get(&SeriesKey::new("m", [("host", "b")])), Some(3));
+        // Unsealed, it is refused like a version 2 one.
+        std::fs::write(d.join(CATALOG_FILE), text).unwrap();
+        assert!(load(d).unwrap_err().to_string().contains("a version 3 snapshot must be sealed"));
     }
 
     #[test]

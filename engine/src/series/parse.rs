@@ -16,11 +16,14 @@ pub(super) struct Snapshot {
     pub(super) version: u32,
     pub(super) first: Option<usize>,
     pub(super) series: Vec<SeriesKey>,
+    /// A version 3 snapshot's retired ids: half-open ranges, as written (checked by the loader).
+    pub(super) retired: Option<Vec<(u64, u64)>>,
 }
 
 /// Parses a catalog file as `serde(derive)` would: unknown fields are ignored (the seal's
 /// `crc32`), a missing or repeated `version` or `series` (`metric`, `labels` in a series) is an
-/// error, `first` may be absent or null; in `labels` the last value of a repeated key wins.
+/// error, `first` may be absent or null, `retired` (a list of `[start, end]` pairs, read by
+/// serde as it is: a few numbers) absent; in `labels` the last value of a repeated key wins.
 /// Unlike the derived parse, a struct written as a JSON array (`[2, null, [...]]`) is refused:
 /// no writer of catalog files writes that.
 pub(super) fn parse(bytes: &[u8]) -> serde_json::Result<Snapshot> {
@@ -61,13 +64,15 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Snapshot, A::Error> {
-        let (mut version, mut first, mut series) = (None, None, None);
+        let (mut version, mut first, mut series, mut retired) = (None, None, None, None);
         let mut seen_first = false;
         while let Some(Text(field)) = map.next_key::<Text<'de>>()? {
             match field.as_ref() {
                 "version" if version.is_some() => return Err(duplicate("version")),
                 "first" if seen_first => return Err(duplicate("first")),
                 "series" if series.is_some() => return Err(duplicate("series")),
+                "retired" if retired.is_some() => return Err(duplicate("retired")),
+                "retired" => retired = Some(map.next_value::<Vec<(u64, u64)>>()?),
                 "version" => version = Some(map.next_value::<u32>()?),
                 "first" => {
                     seen_first = true;
@@ -84,6 +89,7 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
             version: version.ok_or_else(|| missing("version"))?,
             first,
             series: series.ok_or_else(|| missing("series"))?,
+            retired,
         })
     }
 }

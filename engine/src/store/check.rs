@@ -33,7 +33,7 @@ pub struct CheckReport {
     pub rows: u64,
     /// Bytes of data files read.
     pub bytes: u64,
-    /// Series in the catalog.
+    /// Series ids in the catalog (retired ones included: a retired id is assigned).
     pub series: usize,
     /// Acknowledged rows not yet in a data file (replayed from the WAL when the store opened).
     pub buffered_rows: usize,
@@ -74,7 +74,10 @@ impl Store {
     /// by the window's open files and one decoded row group per thread.
     pub fn check(&self, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<CheckReport> {
         let files: Vec<Arc<LiveFile>> = self.state.read().map_err(lock_poisoned)?.files.iter().cloned().collect();
-        let series = self.catalog.read().map_err(lock_poisoned)?.len();
+        let (series, retired) = {
+            let catalog = self.catalog.read().map_err(lock_poisoned)?;
+            (catalog.len(), catalog.retired().clone())
+        };
         let total: u64 = files.iter().map(|f| f.entry.stats.bytes).sum();
         let threads = threads.max(1);
         let mut done = 0;
@@ -88,7 +91,7 @@ impl Store {
                 .collect();
             let checked = crate::parallel::map(units.len(), threads, |u| {
                 let (f, group) = units[u];
-                opened[f].1.as_ref().map(|groups| check_group(groups, group))
+                opened[f].1.as_ref().map(|groups| check_group(groups, group, &retired, window[f].series_offset))
             });
             // `units` and so `checked` are in file order, then row-group order.
             let mut checked = checked.into_iter().flatten();
@@ -253,16 +256,22 @@ struct GroupCheck {
     group: usize,
     /// Its rows, or why they could not be read.
     read: std::result::Result<(u64, Order), String>,
-    /// The first out-of-order row within the group.
+    /// The first out-of-order row within the group, or a row of a retired series.
     problem: Option<String>,
 }
 
-/// Reads row group `group` (checksums, decoding) and checks its order.
-fn check_group(groups: &RowGroups, group: usize) -> GroupCheck {
+/// Reads row group `group` (checksums, decoding) and checks its order, and that no row has a
+/// series id in `retired` (the catalog's retired ids; a file's ids plus `offset` are the
+/// catalog's): its rows would be data without a series key.
+fn check_group(groups: &RowGroups, group: usize, retired: &roaring::RoaringBitmap, offset: u32) -> GroupCheck {
     match groups.read_group(group) {
         Ok(rows) => {
             let mut order = Order::default();
-            let problem = order.extend(&rows.series, &rows.time);
+            let problem = order.extend(&rows.series, &rows.time).or_else(|| {
+                let mut ids = rows.series.iter().map(|&s| s.saturating_add(offset));
+                let id = ids.find(|&s| !retired.is_empty() && retired.contains(s))?;
+                Some(format!("series id {id} is retired in the catalog: its rows have no series key"))
+            });
             GroupCheck { group, read: Ok((rows.len() as u64, order)), problem }
         }
         Err(e) => GroupCheck { group, read: Err(reason(&e)), problem: None },

@@ -25,6 +25,8 @@ pub struct CompactionSummary {
     pub files_out: usize,
     /// Files dropped by retention.
     pub files_expired: usize,
+    /// Series retired because retention left them without samples (see `store/retire.rs`).
+    pub series_retired: usize,
     /// Partitions not compacted because an input file could not be read (logged; later passes
     /// merge only the partition's newer files, see [`Store::compact`]).
     pub partitions_skipped: usize,
@@ -274,16 +276,9 @@ impl Store {
         for d in dirs {
             self.storage.sync_dir(&d).map_err(|e| Error::io(&d, e))?;
         }
-        {
-            // The catalog only grows: save the series added since the last save (an increment,
-            // or now and then a new snapshot). The keys are copied out so that writes adding
-            // series do not wait for the file.
-            let mut files = self.catalog_files.lock().map_err(lock_poisoned)?;
-            let pending = files.pending(&*self.catalog.read().map_err(lock_poisoned)?);
-            if let Some((from, keys)) = pending {
-                files.save(self.storage.as_ref(), &self.dir, from, &keys)?;
-            }
-        }
+        // The series added since the last save (an increment, or now and then a new
+        // snapshot; a new snapshot after a retirement).
+        self.save_catalog()?;
         let (old_manifest, old_files) = {
             let s = self.state.read().map_err(lock_poisoned)?;
             (s.manifest.clone(), s.files.clone())
@@ -325,7 +320,10 @@ impl Store {
     /// Compacts every partition with at least `compaction_min_files` files (or more than one
     /// file when `force`; or a file without checksums, with `StoreConfig::rewrite_unchecked`),
     /// and applies retention. Old files are deleted once no scan of this process uses them
-    /// (readers in other processes pinned theirs when they opened).
+    /// (readers in other processes pinned theirs when they opened). With retention, the pass
+    /// then retires the series that retention left without any sample (after it dropped files,
+    /// and on the first pass of an open store; `store/retire.rs`), counted in
+    /// `CompactionSummary::series_retired`.
     ///
     /// A partition with an input file that does not read (a checksum mismatch, a file that does
     /// not decode: `Error::DataFileInvalid`; a file that is gone) is left as it is and counted
@@ -348,6 +346,7 @@ impl Store {
         }
         let _maintenance = self.maintenance_lock.lock().map_err(lock_poisoned)?;
         let mut summary = CompactionSummary { files_expired: self.expire()?, ..Default::default() };
+        summary.series_retired = self.retire_if_due(summary.files_expired)?;
         let files = self.state.read().map_err(lock_poisoned)?.files.clone();
         let mut by_partition: std::collections::BTreeMap<i64, Vec<&Arc<LiveFile>>> = Default::default();
         for f in files.iter() {

@@ -58,6 +58,8 @@ pub struct BulkImport<'a> {
     spills: usize,
     summary: ImportSummary,
     committed: bool,
+    /// Counted among the store's open imports while it lives: no series is retired meanwhile.
+    _active: super::retire::ImportActive<'a>,
 }
 
 impl Store {
@@ -75,6 +77,7 @@ impl Store {
             spills: 0,
             summary: ImportSummary::default(),
             committed: false,
+            _active: super::retire::ImportActive::new(&self.active_imports),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::lock::WriterLock;
@@ -174,6 +174,9 @@ impl Store {
             config,
             writer_lock,
             catalog: RwLock::new(catalog),
+            catalog_generation: AtomicU64::new(0),
+            active_imports: AtomicUsize::new(0),
+            retire_due: AtomicBool::new(true),
             catalog_files: Mutex::new(catalog_files),
             flush_scratch: Mutex::new(Rows::default()),
             next_file_id: Mutex::new(manifest.next_file_id),
@@ -231,9 +234,10 @@ impl Store {
         ro: &dyn Fn() -> Arc<ReadOnlyStorage>,
     ) -> Result<Self> {
         const ATTEMPTS: u32 = 50;
-        // The catalog an attempt loaded, for the next: it only grows, so a retry reads what
-        // is new instead of the whole catalog (about a second for a million series, during
-        // which a busy writer commits again).
+        // The catalog an attempt loaded, for the next: its ids are never reused, so a retry
+        // reads what is new instead of the whole catalog (about a second for a million series,
+        // during which a busy writer commits again), unless the snapshot was replaced (it may
+        // retire series): see `SeriesCatalog::load_dir_after`.
         let mut catalog = None;
         for attempt in 0..ATTEMPTS {
             if let Some(store) = Self::try_snapshot(dir, config, storage, &ro(), clock, &mut catalog)? {
@@ -279,9 +283,12 @@ impl Store {
         };
         // What a retry keeps: the catalog without the series the WAL replay below defines.
         let from_files = catalog.len();
+        let retired_in_files = catalog.retired().len();
         let mut retry = |mut catalog: SeriesCatalog, files: CatalogFiles| -> Result<Option<Self>> {
             catalog.truncate(from_files);
-            *cached = Some((catalog, files));
+            // A replay that retired a series of the files (`apply_def`) leaves a catalog that
+            // is not theirs: the next attempt loads it whole.
+            *cached = (catalog.retired().len() == retired_in_files).then_some((catalog, files));
             Ok(None)
         };
         for entry in &manifest.files {
@@ -444,6 +451,13 @@ fn replay_record(
     {
         return Err(bad(format!("samples refer to undefined series id {max}")));
     }
+    // A retired id had no sample in the write buffers when it was retired, so no record after
+    // the checkpoint uses it.
+    if !catalog.retired().is_empty()
+        && let Some(id) = decoded.rows.series.iter().find(|&&id| catalog.retired().contains(id))
+    {
+        return Err(bad(format!("samples refer to series id {id}, which the catalog has retired")));
+    }
     active.push(decoded.rows);
     Ok(())
 }
@@ -475,7 +489,7 @@ fn live_files(dir: &Path, manifest: &Manifest, storage: &Arc<dyn Storage>) -> Ve
 
 /// Applies a series definition replayed from the WAL: `metric{labels}` with the labels as
 /// the record holds them (see [`record::DefsRef::iter`]).
-fn apply_def(
+pub(super) fn apply_def(
     catalog: &mut SeriesCatalog,
     id: SeriesId,
     metric: &str,
@@ -495,8 +509,24 @@ fn apply_def(
                 Err(format!("series id {id} is {existing} in the catalog but {key} in the wal"))
             }
         }
+        None if catalog.retired().contains(id) => Err(format!(
+            "series id {id} is defined in the wal but retired in the catalog (retirement leaves alone the series of buffered writes)"
+        )),
         None if id as usize == catalog.len() => {
-            catalog.get_or_insert_parts(metric, labels).map(|_| ()).map_err(|e| format!("bad series definition: {e}"))
+            let bad = |e: crate::error::Error| format!("bad series definition: {e}");
+            let (first, inserted) = catalog.get_or_insert_parts(metric, labels).map_err(bad)?;
+            if !inserted {
+                // The key is live under an older id: a retirement this catalog lacks came first
+                // (the writer crashed before saving it, or a reader loaded the catalog before it
+                // was saved). The writer retired that id, with no sample anywhere, before the
+                // key was written again: retire it here too, and define the key anew.
+                catalog.retire(&roaring::RoaringBitmap::from_iter([first]));
+                let (again, _) = catalog.get_or_insert_parts(metric, labels).map_err(bad)?;
+                if again != id {
+                    return Err(format!("series id {id} is defined as {again} after retiring {first}"));
+                }
+            }
+            Ok(())
         }
         None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
     }

@@ -361,7 +361,9 @@ mod tests {
         // node-0's catalog replaced by one of its first two series (its files use four).
         let n0 = root.path().join("node-0");
         let (catalog, _) = SeriesCatalog::load_dir(&OsStorage, &n0).unwrap();
-        crate::series::CatalogFiles::default().save(&OsStorage, &n0, 0, &catalog.keys()[..2]).unwrap();
+        let keys: Vec<_> = catalog.keys()[..2].iter().flatten().cloned().collect();
+        let first_two = crate::series::PendingSave { from: 0, end: 2, keys, retired: Vec::new() };
+        crate::series::CatalogFiles::default().save(&OsStorage, &n0, &first_two).unwrap();
         let report = open(root.path(), &["node-0", "node-1"]).check(2, &|_, _| {}).unwrap();
         assert_eq!(report.series, 8);
         let problems: Vec<&str> = report.problems.iter().map(|p| p.problem.as_str()).collect();
@@ -391,10 +393,10 @@ mod tests {
             nodes.iter().map(|n| (n.name.as_str(), n.series_offset, n.series)).collect::<Vec<_>>(),
             [("node-0", 0, 4), ("node-1", 4, 4)]
         );
-        let keys: Vec<String> = union.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect()).unwrap();
+        let keys: Vec<String> = union.with_catalog(|c| c.live().map(|(_, k)| k.to_string()).collect()).unwrap();
         let n0 = Store::open_read_only(root.path().join("node-0")).unwrap();
         let n1 = Store::open_read_only(root.path().join("node-1")).unwrap();
-        let node_keys = |s: &Store| s.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>());
+        let node_keys = |s: &Store| s.with_catalog(|c| c.live().map(|(_, k)| k.to_string()).collect::<Vec<_>>());
         assert_eq!(keys, [node_keys(&n0).unwrap(), node_keys(&n1).unwrap()].concat());
         assert_eq!(union.with_catalog(|c| c.label_keys()).unwrap(), ["host", "gpu", "nic"]);
         // Every row of the union is a node's row with its id shifted.

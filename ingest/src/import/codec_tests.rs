@@ -167,9 +167,8 @@ fn import_rows(dir: &Path, file: &Path) -> Result<Vec<(String, i64, f64)>, Strin
         return Err(format!("skipped {} rows: {:?}", report.skipped, report.skipped_examples));
     }
     let rows = store.scan_all(ScanRequest::default()).map_err(|e| e.to_string())?;
-    let keys = store
-        .with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>())
-        .map_err(|e| e.to_string())?;
+    let keys =
+        store.with_catalog(|c| c.live().map(|(_, k)| k.to_string()).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
     let mut out: Vec<_> =
         (0..rows.len()).map(|r| (keys[rows.series[r] as usize].clone(), rows.time[r], rows.value[r])).collect();
     out.sort_by(|a, b| a.partial_cmp(b).unwrap());

@@ -34,7 +34,7 @@ fn csv_imports_with_labels_and_reports() {
     assert_eq!(report.time_span, Some((T, T + 1_000_000_000)));
     let rows = s.scan_all(ScanRequest::default()).unwrap();
     assert_eq!(rows.value, vec![97.0, 96.5, 5.0]);
-    let keys = s.with_catalog(|c| c.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>()).unwrap();
+    let keys = s.with_catalog(|c| c.live().map(|(_, k)| k.to_string()).collect::<Vec<_>>()).unwrap();
     assert_eq!(keys[0], r#"DCGM_FI_DEV_GPU_UTIL{gpu="3",host="node-01"}"#);
 }
 

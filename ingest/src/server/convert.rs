@@ -21,6 +21,8 @@ use crate::import::clock::COLLECTIVE_END_METRIC;
 #[derive(Debug, Default)]
 pub(crate) struct SeriesTable {
     refs: HashMap<u32, RefEntry, foldhash::fast::RandomState>,
+    /// The store's catalog generation the ids were looked up in ([`Store::catalog_generation`]).
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -31,6 +33,19 @@ struct RefEntry {
 }
 
 impl SeriesTable {
+    /// Forgets every store id once the store retired series since they were looked up: a
+    /// series silent for longer than the retention was retired, and is looked up by key again
+    /// (and defined anew) instead of having its samples rejected as an unknown id.
+    fn forget_retired_ids(&mut self, store: &Store) {
+        let generation = store.catalog_generation();
+        if generation != self.generation {
+            for entry in self.refs.values_mut() {
+                entry.id = None;
+            }
+            self.generation = generation;
+        }
+    }
+
     /// The entry of `r` with its store id looked up if the series exists by now; `what`
     /// names the place in the request for the error.
     fn entry(&mut self, store: &Store, r: u32, what: impl FnOnce() -> String) -> Result<&RefEntry, Status> {
@@ -231,6 +246,7 @@ pub(crate) fn prepare(
     limits: &Limits,
     now: i64,
 ) -> Result<Prepared, Status> {
+    table.forget_retired_ids(store);
     let (series, samples) = request_size(&request);
     let entries = request.definitions.len().max(series);
     if entries > limits.max_series_per_request {

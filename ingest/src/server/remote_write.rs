@@ -168,7 +168,9 @@ pub(crate) fn convert(
     for ts in &req.timeseries {
         keys.push(&ts.labels);
     }
-    let cached = cache.lookup(&keys);
+    // Read before any id is: ids resolved under a generation that changed since are not kept.
+    let generation = store.catalog_generation();
+    let cached = cache.lookup(&keys, generation);
     let mut resolved: Vec<(Box<[u8]>, SeriesId)> = Vec::new();
     // Histogram series, built from several histogram samples each.
     let mut histogram_series: HashMap<SeriesKey, SeriesSamples> = HashMap::new();
@@ -207,7 +209,7 @@ pub(crate) fn convert(
             None => add_samples(store, &ts.samples, now, &mut out, Target::Key(key)),
         }
     }
-    cache.insert(resolved);
+    cache.insert(resolved, generation);
     out.batch.series.extend(histogram_series);
     Ok(out)
 }

@@ -154,7 +154,7 @@ impl JobContext {
         let slurm = found.slurm_job_id.clone().unwrap_or_else(|| found.job.clone());
         let series = store.with_catalog(|c| {
             let mut out = Vec::new();
-            for (id, key) in c.keys().iter().enumerate() {
+            for (id, key) in c.live() {
                 if SKIPPED_METRICS.contains(&key.metric.as_str()) {
                     continue;
                 }
@@ -176,7 +176,7 @@ impl JobContext {
                 let domain = info.as_ref().map_or(rel, |i| i.domain);
                 let group = group_key(key, rel);
                 out.push(SeriesMeta {
-                    id: id as u32,
+                    id,
                     host: host.to_string(),
                     entity: entity.name,
                     kind: entity.kind,
@@ -271,7 +271,7 @@ fn bare_topology(store: &Store, jobs: &[Job]) -> Result<Topology, DiagnoseError>
     let hosts: HashSet<&str> = jobs.iter().flat_map(|j| j.nodes.iter().map(String::as_str)).collect();
     let gpus: HashMap<String, u32> = store.with_catalog(|c| {
         let mut out: HashMap<String, u32> = HashMap::new();
-        for key in c.keys() {
+        for (_, key) in c.live() {
             let (Some(host), Some(g)) = (key.host(), key.labels.get("gpu")) else { continue };
             let digits = g.trim_start_matches("GPU").trim_start_matches("gpu");
             if let (true, Ok(i)) = (hosts.contains(host), digits.parse::<u32>()) {

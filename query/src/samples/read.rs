@@ -30,12 +30,12 @@ pub(crate) struct SeriesClocks {
 
 impl SeriesClocks {
     /// The models of `keys` (indexed by series id) from `clocks`.
-    pub(crate) fn for_keys(keys: &[Arc<SeriesKey>], clocks: Arc<ClockSet>) -> Self {
+    pub(crate) fn for_keys(keys: &[Option<Arc<SeriesKey>>], clocks: Arc<ClockSet>) -> Self {
         let mut hosts: Vec<String> = Vec::new();
         let mut index = std::collections::HashMap::<&str, u32>::new();
         let series_host = keys
             .iter()
-            .map(|k| match k.host() {
+            .map(|k| match k.as_ref().and_then(|k| k.host()) {
                 Some(h) => *index.entry(h).or_insert_with(|| {
                     hosts.push(h.to_string());
                     (hosts.len() - 1) as u32

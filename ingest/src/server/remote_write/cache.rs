@@ -7,8 +7,12 @@
 //! lookup; its samples go to the store by id ([`Store::write_rows`](lockstep_engine::Store)).
 //!
 //! Correct by construction: the conversion from label bytes to a series key is deterministic,
-//! and the store never reuses or removes a series id, so an entry never goes stale. Bounded by
-//! [`MAX_BYTES`] of label bytes; when full the cache starts over (misses are only slower).
+//! and the store never reuses a series id. It retires the ids of series that retention left
+//! without samples, and then changes its catalog generation
+//! ([`Store::catalog_generation`](lockstep_engine::Store)): the cache starts over when the
+//! generation it is asked with is not the one its ids were resolved in, so a series silent for
+//! longer than the retention is resolved by key again. Bounded by [`MAX_BYTES`] of label
+//! bytes; when full the cache starts over (misses are only slower).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,6 +34,19 @@ pub(crate) struct SeriesCache {
 struct Inner {
     ids: HashMap<Box<[u8]>, SeriesId, foldhash::fast::RandomState>,
     bytes: usize,
+    /// The store's catalog generation the ids were resolved in.
+    generation: u64,
+}
+
+impl Inner {
+    /// Starts over when the store's catalog `generation` is not the one of the ids held.
+    fn at(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.ids.clear();
+            self.bytes = 0;
+            self.generation = generation;
+        }
+    }
 }
 
 /// The cache keys of one request's series, in one buffer.
@@ -65,15 +82,22 @@ impl Keys {
 }
 
 impl SeriesCache {
-    /// The ids of `keys` (`None` where not cached), under one lock.
-    pub(crate) fn lookup(&self, keys: &Keys) -> Vec<Option<SeriesId>> {
-        let Ok(inner) = self.inner.lock() else { return vec![None; keys.len()] };
+    /// The ids of `keys` (`None` where not cached), under one lock; `generation` is the
+    /// store's catalog generation, read before.
+    pub(crate) fn lookup(&self, keys: &Keys, generation: u64) -> Vec<Option<SeriesId>> {
+        let Ok(mut inner) = self.inner.lock() else { return vec![None; keys.len()] };
+        inner.at(generation);
         (0..keys.len()).map(|i| inner.ids.get(keys.get(i)).copied()).collect()
     }
 
-    /// Remembers the ids of label sets resolved by the store.
-    pub(crate) fn insert(&self, resolved: impl IntoIterator<Item = (Box<[u8]>, SeriesId)>) {
+    /// Remembers the ids of label sets resolved by the store in catalog `generation` (read
+    /// before they were resolved); ids of an older generation than the cache's are dropped.
+    pub(crate) fn insert(&self, resolved: impl IntoIterator<Item = (Box<[u8]>, SeriesId)>, generation: u64) {
         let Ok(mut inner) = self.inner.lock() else { return };
+        if generation < inner.generation {
+            return;
+        }
+        inner.at(generation);
         for (key, id) in resolved {
             if inner.bytes + key.len() > MAX_BYTES {
                 inner.ids.clear();
@@ -114,18 +138,25 @@ mod tests {
         assert_ne!(keys.get(0), keys.get(1));
         assert_eq!(keys.get(0), keys.get(2));
         let cache = SeriesCache::default();
-        cache.insert([(keys.get(0).into(), 7)]);
-        assert_eq!(cache.lookup(&keys), vec![Some(7), None, Some(7)]);
+        cache.insert([(keys.get(0).into(), 7)], 0);
+        assert_eq!(cache.lookup(&keys, 0), vec![Some(7), None, Some(7)]);
+        // A retirement in the store (a new generation) empties it; an id resolved before it
+        // is not kept.
+        assert_eq!(cache.lookup(&keys, 1), vec![None, None, None]);
+        cache.insert([(keys.get(0).into(), 7)], 0);
+        assert_eq!(cache.lookup(&keys, 1), vec![None, None, None]);
+        cache.insert([(keys.get(1).into(), 9)], 1);
+        assert_eq!(cache.lookup(&keys, 1), vec![None, Some(9), None]);
     }
 
     #[test]
     fn a_full_cache_starts_over() {
         let cache = SeriesCache::default();
         let big = vec![0u8; MAX_BYTES / 2 + 1];
-        cache.insert([(big.clone().into_boxed_slice(), 1)]);
+        cache.insert([(big.clone().into_boxed_slice(), 1)], 0);
         let mut other = big;
         other[0] = 1;
-        cache.insert([(other.into_boxed_slice(), 2)]);
+        cache.insert([(other.into_boxed_slice(), 2)], 0);
         assert_eq!(cache.len(), 1);
     }
 }
