@@ -58,11 +58,13 @@ def expire(binary, store, keep):
     deadline = time.time() + 300
     while data_files(store) > keep and time.time() < deadline:
         time.sleep(0.2)
-    # The pass that dropped the files retires the series right after: let it finish.
+    dropped = data_files(store) <= keep
+    # The pass that dropped the files retires the series right after: let it finish. (The
+    # server's shutdown flushes its self-telemetry into a file and a few series of its own.)
     time.sleep(2)
     srv.send_signal(signal.SIGTERM)
     srv.wait()
-    if data_files(store) > keep:
+    if not dropped:
         sys.exit(f"{binary}: retention did not drop the expired partitions")
 
 

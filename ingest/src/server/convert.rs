@@ -527,6 +527,44 @@ mod tests {
         assert_eq!(store.buffered_rows().unwrap(), 5);
     }
 
+    /// A stream that wrote a series, fell silent for longer than the retention (its series was
+    /// retired) and writes it again: the ref is looked up by key again (a new series id)
+    /// instead of its samples being rejected as an unknown id.
+    #[test]
+    fn a_stream_writes_a_retired_series_again_by_key() {
+        const HOUR: i64 = 3_600_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = std::sync::Arc::new(lockstep_engine::wallclock::ManualClock((T + 10 * HOUR).into()));
+        let config = StoreConfig { retention_ns: Some(3 * HOUR), ..StoreConfig::default() };
+        let storage = std::sync::Arc::new(lockstep_engine::storage::OsStorage);
+        let store = Store::open_with(dir.path(), config, storage, clock).unwrap();
+        let limits = Limits::default();
+        let mut table = SeriesTable::default();
+        let write = |table: &mut SeriesTable, req: WriteRequest| {
+            let mut p = prepare(&store, table, req, &limits, T).unwrap();
+            match p.take_write(&store).unwrap() {
+                Write::Rows(rows) => store.write_rows(rows).unwrap(),
+                Write::Keyed(batch) => store.write(&batch).unwrap(),
+            }
+        };
+        let first = WriteRequest {
+            definitions: vec![def(1, "a", Some("h1"))],
+            series: vec![samples(1, &[T], &[1.0])],
+            ..Default::default()
+        };
+        assert_eq!(write(&mut table, first).accepted, 1);
+        let by_id = WriteRequest { series: vec![samples(1, &[T + 1], &[2.0])], ..Default::default() };
+        assert_eq!(write(&mut table, by_id).accepted, 1, "by id");
+        store.flush().unwrap();
+        assert_eq!(store.compact(false).unwrap().series_retired, 1);
+        let again = WriteRequest { series: vec![samples(1, &[T + 9 * HOUR], &[3.0])], ..Default::default() };
+        let outcome = write(&mut table, again);
+        assert_eq!((outcome.accepted, outcome.rejected.len()), (1, 0), "{:?}", outcome.rejected);
+        assert_eq!(store.series_id(&table.refs[&1].key).unwrap(), Some(1), "a new id");
+        let later = WriteRequest { series: vec![samples(1, &[T + 9 * HOUR + 1], &[4.0])], ..Default::default() };
+        assert_eq!(write(&mut table, later).accepted, 1, "by the new id");
+    }
+
     /// Columns with deltas running across runs.
     fn columns(runs: &[(u32, &[i64], &[f64])]) -> SeriesColumns {
         let mut c = SeriesColumns::default();
