@@ -124,6 +124,7 @@ impl Store {
                 return Ok(None);
             }
             let _writes = self.gate.write().map_err(lock_poisoned)?;
+            let stopped = std::time::Instant::now();
             {
                 let state = self.state.read().map_err(lock_poisoned)?;
                 let buffers = std::iter::once(&state.active).chain(state.frozen.iter().map(|b| b.as_ref()));
@@ -142,13 +143,15 @@ impl Store {
             if n > 0 {
                 self.catalog_generation.fetch_add(1, Ordering::SeqCst);
             }
-            n
+            (n, stopped.elapsed())
         };
+        let (retired, writes_stopped) = retired;
         if retired == 0 {
             return Ok(Some(0));
         }
         self.metrics.series_retired.fetch_add(retired as u64, Ordering::Relaxed);
-        tracing::info!(series = retired, "retired series that retention left without samples");
+        let writes_stopped_ms = writes_stopped.as_millis() as u64;
+        tracing::info!(series = retired, writes_stopped_ms, "retired series that retention left without samples");
         self.save_catalog()?;
         Ok(Some(retired))
     }
