@@ -196,6 +196,17 @@ impl Store {
             let chunk = crate::storage::refetching(storage, &file.path, || {
                 footer.read_group(storage, group, series_only, &RowFilter::default())
             })?;
+            // Every row's id, or no retirement: a short column would retire series with data.
+            if chunk.series.len() != chunk.len {
+                return Err(crate::error::Error::Internal {
+                    reason: format!(
+                        "row group {group} of {} read {} series ids for {} rows",
+                        file.path.display(),
+                        chunk.series.len(),
+                        chunk.len
+                    ),
+                });
+            }
             remove_ids(&chunk.series, candidates);
         }
         Ok(())
