@@ -115,7 +115,10 @@ impl Store {
         }
         #[cfg(test)]
         tests::AFTER_SCAN.with(|hook| hook.borrow_mut().take().map(|f| f()));
-        let retired = {
+        let mut retired = 0;
+        let mut writes_stopped = std::time::Duration::ZERO;
+        let mut finished = true;
+        {
             let _flushes = self.manifest_lock.lock().map_err(lock_poisoned)?;
             let now = self.state.read().map_err(lock_poisoned)?.files.clone();
             let seen: std::collections::HashSet<u64> = scanned.iter().map(|f| f.entry.id).collect();
@@ -123,37 +126,49 @@ impl Store {
             if !self.remove_present(&newer, &mut candidates) {
                 return Ok(None);
             }
-            let _writes = self.gate.write().map_err(lock_poisoned)?;
-            let stopped = std::time::Instant::now();
-            {
-                let state = self.state.read().map_err(lock_poisoned)?;
-                let buffers = std::iter::once(&state.active).chain(state.frozen.iter().map(|b| b.as_ref()));
-                for rows in buffers.flat_map(|b| b.chunks()) {
-                    remove_ids(&rows.series, &mut candidates);
+            // Writes stop for one chunk of ids at a time (the buffers' check and the catalog's
+            // removals of a large first retirement took seconds at once); they go on between
+            // chunks, and the next chunk's check sees what they buffered. Flushes and import
+            // commits wait for the whole (`manifest_lock`), so no buffered row moves into a
+            // file that was not scanned.
+            for chunk in chunks(&candidates, RETIRE_CHUNK) {
+                let _writes = self.gate.write().map_err(lock_poisoned)?;
+                let stopped = std::time::Instant::now();
+                let mut chunk = chunk;
+                {
+                    let state = self.state.read().map_err(lock_poisoned)?;
+                    let buffers = std::iter::once(&state.active).chain(state.frozen.iter().map(|b| b.as_ref()));
+                    for rows in buffers.flat_map(|b| b.chunks()) {
+                        remove_ids(&rows.series, &mut chunk);
+                    }
                 }
+                let mut catalog = self.catalog.write().map_err(lock_poisoned)?;
+                // An import resolves ids under the catalog lock after its guard is counted: one
+                // that began now has resolved nothing yet, and will find the retired keys gone.
+                if self.active_imports.load(Ordering::SeqCst) > 0 {
+                    tracing::info!("an import is open: series retirement waits for a later pass");
+                    finished = false;
+                    break;
+                }
+                let n = catalog.retire(&chunk);
+                if n > 0 {
+                    self.catalog_generation.fetch_add(1, Ordering::SeqCst);
+                }
+                retired += n;
+                writes_stopped = writes_stopped.max(stopped.elapsed());
             }
-            let mut catalog = self.catalog.write().map_err(lock_poisoned)?;
-            // An import resolves ids under the catalog lock after its guard is counted: one that
-            // began now has resolved nothing yet, and will find the retired keys gone.
-            if self.active_imports.load(Ordering::SeqCst) > 0 {
-                tracing::info!("an import is open: series retirement waits for a later pass");
-                return Ok(None);
-            }
-            let n = catalog.retire(&candidates);
-            if n > 0 {
-                self.catalog_generation.fetch_add(1, Ordering::SeqCst);
-            }
-            (n, stopped.elapsed())
-        };
-        let (retired, writes_stopped) = retired;
-        if retired == 0 {
-            return Ok(Some(0));
         }
-        self.metrics.series_retired.fetch_add(retired as u64, Ordering::Relaxed);
-        let writes_stopped_ms = writes_stopped.as_millis() as u64;
-        tracing::info!(series = retired, writes_stopped_ms, "retired series that retention left without samples");
-        self.save_catalog()?;
-        Ok(Some(retired))
+        if retired > 0 {
+            self.metrics.series_retired.fetch_add(retired as u64, Ordering::Relaxed);
+            let writes_stopped_ms = writes_stopped.as_millis() as u64;
+            tracing::info!(
+                series = retired,
+                writes_stopped_ms,
+                "retired series that retention left without samples (writes_stopped_ms: the longest stop)"
+            );
+            self.save_catalog()?;
+        }
+        Ok(finished.then_some(retired))
     }
 
     /// Removes from `candidates` every series id with a row in `files` (newest partition
@@ -225,6 +240,20 @@ impl Store {
     }
 }
 
+/// Ids retired under one stop of the writes (see [`Store::retire_unused_series`]); a few in
+/// tests, so that their retirements go through several chunks.
+const RETIRE_CHUNK: u64 = if cfg!(test) { 3 } else { 50_000 };
+
+/// `ids` in bitmaps of at most `n` ids each, in id order.
+fn chunks(ids: &RoaringBitmap, n: u64) -> Vec<RoaringBitmap> {
+    let mut out = Vec::new();
+    let mut iter = ids.iter().peekable();
+    while iter.peek().is_some() {
+        out.push(RoaringBitmap::from_sorted_iter(iter.by_ref().take(n as usize)).unwrap_or_default());
+    }
+    out
+}
+
 /// Removes the ids of `series` (sorted runs, as files and write chunks mostly hold them) from
 /// `candidates`: one bitmap operation per run.
 fn remove_ids(series: &[SeriesId], candidates: &mut RoaringBitmap) {
@@ -239,6 +268,17 @@ fn remove_ids(series: &[SeriesId], candidates: &mut RoaringBitmap) {
 
 #[cfg(test)]
 pub(super) mod tests {
+    /// Chunks cover the ids once, in order, `n` at most each.
+    #[test]
+    fn chunks_split_ids_in_order() {
+        let ids = roaring::RoaringBitmap::from_iter([1, 2, 5, 70_000, 70_001, 9_000_000, 9_000_002]);
+        let parts = super::chunks(&ids, 3);
+        let sizes: Vec<u64> = parts.iter().map(roaring::RoaringBitmap::len).collect();
+        assert_eq!(sizes, [3, 3, 1]);
+        assert_eq!(parts.iter().flat_map(|p| p.iter()).collect::<Vec<_>>(), ids.iter().collect::<Vec<_>>());
+        assert!(super::chunks(&roaring::RoaringBitmap::new(), 3).is_empty());
+    }
+
     /// Called (once) by a retirement on this thread between its scan of the files and taking
     /// the locks: a test's writes and flushes "during the pass".
     pub(in crate::store) type Hook = Box<dyn FnOnce()>;

@@ -245,3 +245,26 @@ fn check_reports_rows_of_a_retired_id() {
     let problems: Vec<&str> = report.problems.iter().map(|p| p.problem.as_str()).collect();
     assert_eq!(problems, ["row group 0: series id 0 is retired in the catalog: its rows have no series key"]);
 }
+
+/// A retirement of many series stops the writes for a chunk of ids at a time (three in tests):
+/// eight expired series go in three chunks (one generation each), the live one stays, and all
+/// of it holds for a reader.
+#[test]
+fn a_large_retirement_goes_in_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Arc::new(OsStorage));
+    let mut samples: Vec<(u32, i64, f64)> = (0..8).map(|s| (s, T0 + i64::from(s), 1.0)).collect();
+    samples.push((8, T0 + 9 * HOUR, 2.0));
+    store.write(&batch(&samples)).unwrap();
+    store.flush().unwrap();
+    let summary = store.compact(false).unwrap();
+    assert_eq!(summary.series_retired, 8);
+    assert_eq!(store.catalog_generation(), 3, "chunks of 3, 3 and 2 ids");
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    for s in [&*store, &reader] {
+        assert!((0..8).all(|k| id(s, k).is_none()));
+        assert!(id(s, 8).is_some());
+        assert_eq!(s.with_catalog(|c| (c.len(), c.live_len())).unwrap(), (9, 1));
+        assert_eq!(dump(s), model(&[(8, T0 + 9 * HOUR, 2.0)]));
+    }
+}
