@@ -354,7 +354,7 @@ impl SeriesCatalog {
 
     /// The live series matching `filter`, via postings intersections.
     pub fn select(&self, filter: &SeriesFilter) -> RoaringBitmap {
-        let mut out = self.all_live();
+        let mut out = self.live_ids();
         if let Some(metrics) = &filter.metrics {
             let mut m = RoaringBitmap::new();
             for name in metrics {
@@ -375,7 +375,7 @@ impl SeriesCatalog {
                         }
                     }
                     None => {
-                        let mut absent = self.all_live();
+                        let mut absent = self.live_ids();
                         if let Some(p) = postings {
                             for bm in p.values() {
                                 absent -= bm;
@@ -390,8 +390,8 @@ impl SeriesCatalog {
         out
     }
 
-    /// Every live id.
-    fn all_live(&self) -> RoaringBitmap {
+    /// Every live id (assigned and not retired).
+    pub fn live_ids(&self) -> RoaringBitmap {
         let mut all = RoaringBitmap::new();
         all.insert_range(0..self.keys.len() as u32);
         all -= &self.retired;

@@ -96,13 +96,7 @@ impl Store {
             tracing::debug!("another node wrote this store: series are not retired");
             return Ok(None);
         }
-        let mut candidates = {
-            let catalog = self.catalog.read().map_err(lock_poisoned)?;
-            let mut all = RoaringBitmap::new();
-            all.insert_range(0..catalog.len() as u32);
-            all -= catalog.retired();
-            all
-        };
+        let mut candidates = self.catalog.read().map_err(lock_poisoned)?.live_ids();
         if candidates.is_empty() {
             return Ok(Some(0));
         }
