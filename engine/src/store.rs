@@ -553,7 +553,7 @@ impl Store {
                 rows.value.extend_from_slice(&samples.values);
             }
         }
-        self.write_rows_with(rows, rejected)
+        self.write_rows_with(rows, rejected, None)
     }
 
     /// [`Store::write_resolved`] for samples already in columns: `rows.series` holds the
@@ -561,10 +561,30 @@ impl Store {
     /// Rows are moved into the WAL record and the write buffer without a copy when all are
     /// valid (the ingest server's path); invalid samples and unknown ids are rejected per run.
     pub fn write_rows(&self, rows: Rows) -> Result<WriteOutcome> {
-        self.write_rows_with(rows, Vec::new())
+        self.write_rows_with(rows, Vec::new(), None)
     }
 
-    fn write_rows_with(&self, mut rows: Rows, mut rejected: Vec<Rejection>) -> Result<WriteOutcome> {
+    /// [`Store::write_rows`] for a writer that caches ids and still knows their keys: a run
+    /// whose id was retired after the writer resolved it (a series silent for longer than the
+    /// retention, written again while the compaction pass retired it) is written by its key
+    /// instead, `key_of(id)`, which defines the series anew, rather than rejected as an
+    /// unknown id. Those runs go in a second WAL record after the first; both are durable
+    /// when this returns. An error after the first record leaves it written: resending the
+    /// whole batch is harmless, as duplicates are (see [`Store::write`]).
+    pub fn write_rows_keyed(
+        &self,
+        rows: Rows,
+        key_of: &mut dyn FnMut(SeriesId) -> Option<SeriesKey>,
+    ) -> Result<WriteOutcome> {
+        self.write_rows_with(rows, Vec::new(), Some(key_of))
+    }
+
+    fn write_rows_with(
+        &self,
+        mut rows: Rows,
+        mut rejected: Vec<Rejection>,
+        mut key_of: Option<&mut dyn FnMut(SeriesId) -> Option<SeriesKey>>,
+    ) -> Result<WriteOutcome> {
         let now = self.clock.now_ns();
         if rows.series.len() != rows.time.len() || rows.time.len() != rows.value.len() {
             return Err(Error::InvalidBatch {
@@ -585,6 +605,8 @@ impl Store {
         // The gate is held from the ids' check to the buffer insert: a retirement of series
         // (which takes it exclusively) sees these rows in the buffer, or these ids retired.
         let gate = self.gate.read().map_err(lock_poisoned)?;
+        // Runs of retired ids that `key_of` named: written by key after the rows.
+        let mut rekeyed = WriteBatch::default();
         {
             let catalog = self.catalog.read().map_err(lock_poisoned)?;
             let mut clean = true;
@@ -601,7 +623,16 @@ impl Store {
                 for run in rows.runs() {
                     let id = rows.series[run.start];
                     let Some(key) = catalog.key(id) else {
-                        rejected.push(unknown_id(id, run.len()));
+                        match key_of.as_mut().filter(|_| catalog.retired().contains(id)).and_then(|f| f(id)) {
+                            Some(key) => rekeyed.series.push((
+                                key,
+                                crate::SeriesSamples {
+                                    timestamps: rows.time[run.clone()].to_vec(),
+                                    values: rows.value[run].to_vec(),
+                                },
+                            )),
+                            None => rejected.push(unknown_id(id, run.len())),
+                        }
                         continue;
                     };
                     let (mut bad, mut first) = (0, None);
@@ -623,12 +654,20 @@ impl Store {
         }
         let rejected_count: usize = rejected.iter().map(|r| r.samples).sum();
         self.metrics.samples_rejected.fetch_add(rejected_count as u64, Ordering::Relaxed);
-        if rows.is_empty() {
-            return Ok(WriteOutcome { accepted: 0, rejected });
+        let mut outcome = if rows.is_empty() {
+            drop(gate);
+            WriteOutcome { accepted: 0, rejected }
+        } else {
+            let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
+            let ticket = wal.submit(record::encode(&[], &rows))?;
+            self.finish_write(gate, ticket, rows, rejected)?
+        };
+        if !rekeyed.series.is_empty() {
+            let more = self.write(&rekeyed)?;
+            outcome.accepted += more.accepted;
+            outcome.rejected.extend(more.rejected);
         }
-        let wal = gate.as_ref().ok_or_else(|| self.read_only_error())?;
-        let ticket = wal.submit(record::encode(&[], &rows))?;
-        self.finish_write(gate, ticket, rows, rejected)
+        Ok(outcome)
     }
 
     /// Waits for the WAL record, makes its rows visible, and flushes when the buffer is full.

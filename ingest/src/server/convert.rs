@@ -75,6 +75,8 @@ pub(crate) struct Prepared {
     pub rows: Rows,
     /// Valid samples of series not yet in the store (by key).
     pub batch: WriteBatch,
+    /// The key of each id in `rows`, for an id retired before the write ([`Rekey`]).
+    pub keys: Vec<(SeriesId, Arc<SeriesKey>)>,
     /// Whether any series is a `collective_end` barrier series.
     pub barriers: bool,
     /// Samples rejected before the store saw them.
@@ -98,6 +100,7 @@ impl Prepared {
         self.barriers |= entry.barrier;
         match entry.id {
             Some(id) => {
+                self.keys.push((id, entry.key.clone()));
                 self.rows.series.extend(std::iter::repeat_n(id, times.len()));
                 self.rows.time.extend_from_slice(times);
                 self.rows.value.extend_from_slice(values);
@@ -159,7 +162,8 @@ impl Prepared {
     /// store without a copy), else all by key (one WAL record either way; the keyed path
     /// defines the new series).
     pub(crate) fn take_write(&mut self, store: &Store) -> Result<Write, Status> {
-        into_write(store, std::mem::take(&mut self.rows), std::mem::take(&mut self.batch))
+        let rekey = Rekey::new(std::mem::take(&mut self.keys), |key: &Arc<SeriesKey>| Some((**key).clone()));
+        into_write(store, std::mem::take(&mut self.rows), std::mem::take(&mut self.batch), rekey)
     }
 
     pub(crate) fn reject(&mut self, r: SeriesRejection, reason: &'static str, max: usize) {
@@ -177,28 +181,61 @@ impl Prepared {
 }
 
 /// One store write of `rows` (by id) and `batch` (by key): rows alone when the batch is empty,
-/// else everything by key (one WAL record either way).
-pub(crate) fn into_write(store: &Store, rows: Rows, mut batch: WriteBatch) -> Result<Write, Status> {
+/// else everything by key (one WAL record either way). `rekey` names the ids of `rows` that
+/// the store retired since they were resolved.
+pub(crate) fn into_write(store: &Store, rows: Rows, mut batch: WriteBatch, mut rekey: Rekey) -> Result<Write, Status> {
     if batch.series.is_empty() {
-        return Ok(Write::Rows(rows));
+        return Ok(Write::Rows(rows, rekey));
     }
     for run in rows.runs() {
         let id = rows.series[run.start];
-        let key = store
-            .series_key(id)
-            .map_err(|e| internal_status("series lookup failed", e))?
-            .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?;
+        let key = match store.series_key(id).map_err(|e| internal_status("series lookup failed", e))? {
+            Some(key) => (*key).clone(),
+            None => (rekey.0)(id)
+                .ok_or_else(|| internal_status("series lookup failed", format!("series id {id} vanished")))?,
+        };
         let samples = SeriesSamples { timestamps: rows.time[run.clone()].to_vec(), values: rows.value[run].to_vec() };
-        batch.series.push(((*key).clone(), samples));
+        batch.series.push((key, samples));
     }
     Ok(Write::Keyed(batch))
+}
+
+/// The keys of the series ids a request resolved, for the ids the store retired between the
+/// lookup and the write (a series silent for longer than the retention, written again while
+/// the compaction pass retired it): [`Store::write_rows_keyed`] writes those by key, which
+/// defines them anew, where [`Store::write_rows`] would reject them as unknown ids.
+pub(crate) struct Rekey(Box<dyn FnMut(SeriesId) -> Option<SeriesKey> + Send>);
+
+impl Rekey {
+    /// From the request's `(id, what names its key)` pairs and how to make the key; the
+    /// index by id is built on the first retired id only.
+    pub(crate) fn new<T: Send + 'static>(
+        known: Vec<(SeriesId, T)>,
+        key: impl Fn(&T) -> Option<SeriesKey> + Send + 'static,
+    ) -> Self {
+        let mut index: Option<HashMap<SeriesId, usize>> = None;
+        Rekey(Box::new(move |id| {
+            let index = index.get_or_insert_with(|| known.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect());
+            index.get(&id).and_then(|&i| key(&known[i].1))
+        }))
+    }
+
+    pub(crate) fn key_of(&mut self) -> &mut (dyn FnMut(SeriesId) -> Option<SeriesKey> + Send) {
+        &mut *self.0
+    }
+}
+
+impl std::fmt::Debug for Rekey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rekey")
+    }
 }
 
 /// A prepared write for the store.
 #[derive(Debug)]
 pub(crate) enum Write {
-    /// Every series is in the store: [`Store::write_rows`].
-    Rows(Rows),
+    /// Every series is in the store: [`Store::write_rows_keyed`].
+    Rows(Rows, Rekey),
     /// Some series are new: [`Store::write`].
     Keyed(WriteBatch),
 }
@@ -348,6 +385,7 @@ fn prepare_columns(
         .map_err(|k| Status::invalid_argument(format!("columns: timestamp_deltas[{k}] overflows i64")))?;
     // Resolve every run first; the whole-column fast path needs all of them known and valid.
     let mut ids = Vec::with_capacity(refs.len());
+    let mut keys = Vec::with_capacity(refs.len());
     let mut fast = out.rows.is_empty() && out.batch.series.is_empty();
     let mut at = 0;
     for (j, (&r, &n)) in refs.iter().zip(&counts).enumerate() {
@@ -356,10 +394,14 @@ fn prepare_columns(
         out.barriers |= entry.barrier;
         fast &= entry.id.is_some()
             && times[at..end].iter().zip(&values[at..end]).all(|(&t, &v)| store.sample_ok(t, v, now));
+        if let Some(id) = entry.id.filter(|_| fast) {
+            keys.push((id, entry.key.clone()));
+        }
         ids.push(entry.id.unwrap_or(0));
         at = end;
     }
     if fast {
+        out.keys = keys;
         let mut series = Vec::with_capacity(times.len());
         for (&id, &n) in ids.iter().zip(&counts) {
             series.extend(std::iter::repeat_n(id, n as usize));
@@ -465,6 +507,60 @@ mod tests {
         assert!(prepare(&store, &mut table, req, &small, now).unwrap_err().message().contains("limit is 2"));
     }
 
+    /// A stream resolved its series' ids, and the compaction pass retired one of them (silent
+    /// for longer than the retention) before the write: its samples are written by key, and
+    /// the series is defined anew, instead of rejected as an unknown id. The same for a batch
+    /// that goes by key because it also defines a new series.
+    #[test]
+    fn ids_retired_between_lookup_and_write_go_by_key() {
+        use lockstep_engine::{storage::OsStorage, wallclock::ManualClock};
+        const HOUR: i64 = 3_600_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let now = T + 10 * HOUR;
+        let config = StoreConfig { retention_ns: Some(3 * HOUR), ..StoreConfig::default() };
+        let store =
+            Store::open_with(dir.path(), config, Arc::new(OsStorage), Arc::new(ManualClock(now.into()))).unwrap();
+        let (limits, mut table) = (Limits::default(), SeriesTable::default());
+        let req = WriteRequest {
+            definitions: vec![def(1, "a", Some("h1")), def(2, "b", Some("h1"))],
+            series: vec![samples(1, &[T], &[1.0]), samples(2, &[T + 9 * HOUR], &[2.0])],
+            ..Default::default()
+        };
+        let Write::Keyed(batch) = prepare(&store, &mut table, req, &limits, now).unwrap().take_write(&store).unwrap()
+        else {
+            panic!("new series go by key")
+        };
+        assert_eq!(store.write(&batch).unwrap().accepted, 2);
+        store.flush().unwrap();
+        let old = store.series_id(&batch.series[0].0).unwrap().unwrap();
+        // Prepared while `a` is live: one batch by id, one by key (with a new series).
+        let t = T + 9 * HOUR + 1;
+        let req =
+            WriteRequest { series: vec![samples(1, &[t], &[3.0]), samples(2, &[t], &[4.0])], ..Default::default() };
+        let mut by_id = prepare(&store, &mut table, req, &limits, now).unwrap();
+        let req = WriteRequest {
+            definitions: vec![def(3, "c", Some("h1"))],
+            series: vec![samples(1, &[t + 1], &[5.0]), samples(3, &[t + 1], &[6.0])],
+            ..Default::default()
+        };
+        let mut mixed = prepare(&store, &mut table, req, &limits, now).unwrap();
+        assert_eq!(store.compact(false).unwrap().series_retired, 1);
+        assert!(store.series_key(old).unwrap().is_none(), "`a` is retired");
+        let Write::Rows(rows, mut rekey) = by_id.take_write(&store).unwrap() else { panic!("known series go by id") };
+        assert!(rows.series.contains(&old));
+        let outcome = store.write_rows_keyed(rows, rekey.key_of()).unwrap();
+        assert_eq!((outcome.accepted, outcome.rejected.len()), (2, 0), "{:?}", outcome.rejected);
+        let Write::Keyed(batch) = mixed.take_write(&store).unwrap() else { panic!("a new series goes by key") };
+        let outcome = store.write(&batch).unwrap();
+        assert_eq!((outcome.accepted, outcome.rejected.len()), (2, 0), "{:?}", outcome.rejected);
+        let renewed = store.series_id(&batch.series[1].0).unwrap().unwrap();
+        assert_ne!(renewed, old);
+        let rows = store.scan_all(lockstep_engine::store::ScanRequest::default()).unwrap();
+        let got: Vec<(i64, f64)> =
+            (0..rows.len()).filter(|&i| rows.series[i] == renewed).map(|i| (rows.time[i], rows.value[i])).collect();
+        assert_eq!(got, [(t, 3.0), (t + 1, 5.0)]);
+    }
+
     /// A stream's series resolve to store ids once they exist, later batches write by id, a
     /// batch with a new series goes by key as a whole, and both land in the store.
     #[test]
@@ -502,7 +598,7 @@ mod tests {
         };
         let mut p = prepare(&store, &mut table, req, &limits, T).unwrap();
         assert_eq!(p.rejected, 1);
-        let Write::Rows(rows) = p.take_write(&store).unwrap() else { panic!("known series must go by id") };
+        let Write::Rows(rows, _) = p.take_write(&store).unwrap() else { panic!("known series must go by id") };
         assert_eq!(rows.runs().count(), 2);
         let outcome = store.write_rows(rows.clone()).unwrap();
         assert_eq!(outcome.accepted, 2);
@@ -543,7 +639,7 @@ mod tests {
         let write = |table: &mut SeriesTable, req: WriteRequest| {
             let mut p = prepare(&store, table, req, &limits, T).unwrap();
             match p.take_write(&store).unwrap() {
-                Write::Rows(rows) => store.write_rows(rows).unwrap(),
+                Write::Rows(rows, _) => store.write_rows(rows).unwrap(),
                 Write::Keyed(batch) => store.write(&batch).unwrap(),
             }
         };
@@ -623,7 +719,8 @@ mod tests {
         let series_form =
             WriteRequest { series: runs.iter().map(|(r, ts, vs)| samples(*r, ts, vs)).collect(), ..Default::default() };
         let mut q = prepare(&store, &mut table, series_form, &limits, T).unwrap();
-        let (Write::Rows(a), Write::Rows(b)) = (p.take_write(&store).unwrap(), q.take_write(&store).unwrap()) else {
+        let (Write::Rows(a, _), Write::Rows(b, _)) = (p.take_write(&store).unwrap(), q.take_write(&store).unwrap())
+        else {
             panic!("known series go by id")
         };
         assert_eq!(a, b);

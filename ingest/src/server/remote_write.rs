@@ -21,7 +21,7 @@ use tonic::Status;
 
 use super::auth::Role;
 use super::config::Limits;
-use super::convert::{into_write, reason_code};
+use super::convert::{Rekey, into_write, reason_code};
 use super::http::{Body, Encodings, HttpApi, http_status, method_not_allowed, read_body};
 use super::otlp::{distinct_series, exp_histogram};
 use super::status::internal_status;
@@ -92,6 +92,8 @@ pub(crate) struct Converted {
     pub(crate) rows: Rows,
     /// Samples of new series, and of native histograms, by key.
     pub(crate) batch: WriteBatch,
+    /// What names each id in `rows`, for an id retired before the write ([`Rekey`]).
+    pub(crate) by_id: Vec<(SeriesId, Named)>,
     /// Samples dropped on purpose (stale markers, non-finite values).
     pub(crate) dropped: u64,
     /// Native histogram samples converted.
@@ -181,6 +183,7 @@ pub(crate) fn convert(
         }
         if let Some(id) = cached[i].filter(|_| ts.histograms.is_empty()) {
             add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
+            out.by_id.push((id, Named::Labels(ts.labels)));
             continue;
         }
         let key = match series_key(ts.labels) {
@@ -205,6 +208,7 @@ pub(crate) fn convert(
             Some(id) => {
                 resolved.push((keys.get(i).into(), id));
                 add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
+                out.by_id.push((id, Named::Key(key)));
             }
             None => add_samples(store, &ts.samples, now, &mut out, Target::Key(key)),
         }
@@ -212,6 +216,14 @@ pub(crate) fn convert(
     cache.insert(resolved, generation);
     out.batch.series.extend(histogram_series);
     Ok(out)
+}
+
+/// What names a series written by id: the request's labels (an id from the cache; parsed
+/// only if the id was retired before the write) or the key parsed from them.
+#[derive(Debug)]
+pub(crate) enum Named {
+    Labels(Vec<PromLabel>),
+    Key(SeriesKey),
 }
 
 /// Where valid samples go: rows of a known series id, or the batch under a new series' key.
@@ -398,7 +410,11 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
     let mut converted = convert(&shared.store, &api.series_cache, req, &shared.limits)?;
     let rows = std::mem::take(&mut converted.rows);
     let batch = std::mem::take(&mut converted.batch);
-    let outcome = shared.write(into_write(&shared.store, rows, batch)?).await?;
+    let rekey = Rekey::new(std::mem::take(&mut converted.by_id), |named: &Named| match named {
+        Named::Labels(labels) => series_key(labels.clone()).ok(),
+        Named::Key(key) => Some(key.clone()),
+    });
+    let outcome = shared.write(into_write(&shared.store, rows, batch, rekey)?).await?;
     for r in &outcome.rejected {
         converted.reject("store", r.samples as u64, || r.error.to_string());
     }

@@ -104,13 +104,13 @@ impl Shared {
     /// Writes rows or a batch on a blocking thread; returns after the store acknowledged it
     /// durably.
     pub(crate) async fn write(&self, write: Write) -> Result<WriteOutcome, Status> {
-        if matches!(&write, Write::Rows(r) if r.is_empty()) {
+        if matches!(&write, Write::Rows(r, _) if r.is_empty()) {
             return Ok(WriteOutcome::default());
         }
         let store = self.store.clone();
         let retry = self.limits.retry_after_ms;
         let outcome = tokio::task::spawn_blocking(move || match write {
-            Write::Rows(rows) => store.write_rows(rows),
+            Write::Rows(rows, mut rekey) => store.write_rows_keyed(rows, rekey.key_of()),
             Write::Keyed(batch) => store.write(&batch),
         })
         .await

@@ -268,3 +268,47 @@ fn a_large_retirement_goes_in_chunks() {
         assert_eq!(dump(s), model(&[(8, T0 + 9 * HOUR, 2.0)]));
     }
 }
+
+/// A writer that resolved a series' id before the retirement and writes by it after (an
+/// ingest stream between its lookup and its write): `write_rows` rejects the retired id, while
+/// `write_rows_keyed` writes that run by the key the writer gives, which defines the series
+/// anew, beside the runs of live ids. Both records replay for a reader, and an id the writer
+/// cannot name, or one never assigned, is still rejected.
+#[test]
+fn rows_of_an_id_retired_after_its_lookup_go_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Arc::new(OsStorage));
+    expired_0_live_1(&store);
+    let (a, b) = (id(&store, 0).unwrap(), id(&store, 1).unwrap());
+    assert_eq!(store.compact(false).unwrap().series_retired, 1);
+    let t = T0 + 9 * HOUR + 1;
+    let rows = |ids: &[SeriesId]| {
+        let mut rows = Rows::default();
+        for (i, &id) in ids.iter().enumerate() {
+            rows.push(id, t, i as f64 + 10.0);
+        }
+        rows
+    };
+    let plain = store.write_rows(rows(&[a, b])).unwrap();
+    assert_eq!(plain.accepted, 1);
+    assert!(plain.rejected[0].error.to_string().contains(&format!("series id {a} is not in the catalog")));
+    let mut asked = Vec::new();
+    let mut key_of = |id: SeriesId| {
+        asked.push(id);
+        (id == a).then(|| key(0))
+    };
+    let outcome = store.write_rows_keyed(rows(&[b, a, 999]), &mut key_of).unwrap();
+    assert_eq!(asked, [a], "only the retired id is looked up (999 was never assigned)");
+    assert_eq!(outcome.accepted, 2);
+    assert_eq!(outcome.rejected.len(), 1);
+    assert!(outcome.rejected[0].error.to_string().contains("series id 999 is not in the catalog"));
+    let renewed = id(&store, 0).unwrap();
+    assert!(renewed > b, "a new id: {renewed}");
+    let want = model(&[(1, T0 + 9 * HOUR, 1.0), (1, t, 10.0), (0, t, 11.0)]);
+    assert_eq!(dump(&store), want);
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!((id(&reader, 0), dump(&reader)), (Some(renewed), want));
+    // An id the writer cannot name stays rejected.
+    let outcome = store.write_rows_keyed(rows(&[a]), &mut |_| None).unwrap();
+    assert_eq!((outcome.accepted, outcome.rejected.len()), (0, 1));
+}

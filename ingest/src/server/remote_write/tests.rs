@@ -459,7 +459,11 @@ fn label_sets_resolve_through_the_cache() {
     assert_eq!(first.batch.series.len(), 2);
     assert_eq!(first.rejected, 1, "{:?}", first.by_reason);
     assert_eq!(cache.len(), 0);
-    let Write::Keyed(batch) = into_write(&store, first.rows, first.batch).unwrap() else { panic!("keyed") };
+    let Write::Keyed(batch) =
+        into_write(&store, first.rows, first.batch, Rekey::new(first.by_id, |_: &Named| None)).unwrap()
+    else {
+        panic!("keyed")
+    };
     assert_eq!(store.write(&batch).unwrap().accepted, 2);
     let up = store.series_id(&batch.series[0].0).unwrap().unwrap();
 
@@ -482,4 +486,57 @@ fn label_sets_resolve_through_the_cache() {
     let c = convert(&store, &cache, req, &limits).unwrap();
     assert_eq!(c.rows.len(), 1);
     assert!(c.error_message().contains("not UTF-8"), "{}", c.error_message());
+}
+
+/// Label sets resolved to ids (from the cache, or looked up by the request) whose series the
+/// compaction pass retired before the write: the write defines them anew from the request's
+/// labels, so Prometheus gets 204 instead of a 400 that would drop the samples.
+#[test]
+fn ids_retired_between_lookup_and_write_go_by_key() {
+    use lockstep_engine::{storage::OsStorage, wallclock::ManualClock};
+    const HOUR_MS: i64 = 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig { retention_ns: Some(3 * HOUR_MS * 1_000_000), ..StoreConfig::default() };
+    let clock = Arc::new(ManualClock(((T_MS + 10 * HOUR_MS) * 1_000_000).into()));
+    let store = Store::open_with(dir.path(), config, Arc::new(OsStorage), clock).unwrap();
+    let limits = Limits::default();
+    let (a, b) = ([("__name__", "up"), ("instance", "node-1:9100")], [("__name__", "up"), ("instance", "node-2:9100")]);
+    let live = [("__name__", "up"), ("instance", "node-3:9100")];
+    let request = |labels: &[&[(&str, &str)]], t: i64| PromWriteRequest {
+        timeseries: labels.iter().enumerate().map(|(i, l)| series(l, &[(t, i as f64)])).collect(),
+    };
+    let write = |mut c: Converted| {
+        let rekey = Rekey::new(std::mem::take(&mut c.by_id), |named: &Named| match named {
+            Named::Labels(labels) => series_key(labels.clone()).ok(),
+            Named::Key(key) => Some(key.clone()),
+        });
+        match into_write(&store, c.rows, c.batch, rekey).unwrap() {
+            Write::Rows(rows, mut rekey) => store.write_rows_keyed(rows, rekey.key_of()).unwrap(),
+            Write::Keyed(batch) => store.write(&batch).unwrap(),
+        }
+    };
+    // `a` and `b` have samples in a partition the retention expires, `live` in a later one too.
+    let (cache, t) = (SeriesCache::default(), T_MS + 9 * HOUR_MS);
+    assert_eq!(write(convert(&store, &cache, request(&[&a, &b, &live], T_MS), &limits).unwrap()).accepted, 3);
+    // Sent again (harmless duplicates): now resolved by the store, and cached.
+    assert_eq!(write(convert(&store, &cache, request(&[&a, &b], T_MS), &limits).unwrap()).accepted, 2);
+    assert_eq!(cache.len(), 2);
+    assert_eq!(write(convert(&store, &cache, request(&[&live], t), &limits).unwrap()).accepted, 1);
+    store.flush().unwrap();
+    // Resolved while live: through the cache (labels kept), and looked up afresh (key kept).
+    let cached = convert(&store, &cache, request(&[&a, &b], t + 1000), &limits).unwrap();
+    let fresh = convert(&store, &SeriesCache::default(), request(&[&a, &b], t + 2000), &limits).unwrap();
+    assert!(cached.by_id.iter().all(|(_, n)| matches!(n, Named::Labels(_))), "{:?}", cached.by_id);
+    assert!(fresh.by_id.iter().all(|(_, n)| matches!(n, Named::Key(_))), "{:?}", fresh.by_id);
+    assert_eq!((cached.rows.runs().count(), fresh.rows.runs().count()), (2, 2), "all by id");
+    assert_eq!(store.compact(false).unwrap().series_retired, 2, "`a` and `b` had expired samples only");
+    for c in [cached, fresh] {
+        let outcome = write(c);
+        assert_eq!((outcome.accepted, outcome.rejected.len()), (2, 0), "{:?}", outcome.rejected);
+    }
+    let got = read(&store, "up");
+    let at = |host: &str| got.iter().filter(|r| r.0.contains(host)).map(|r| (r.1 / 1_000_000, r.2)).collect::<Vec<_>>();
+    assert_eq!(at("node-1"), [(t + 1000, 0.0), (t + 2000, 0.0)]);
+    assert_eq!(at("node-2"), [(t + 1000, 1.0), (t + 2000, 1.0)]);
+    assert_eq!(at("node-3"), [(t, 0.0)]);
 }
