@@ -102,7 +102,7 @@ fn bad_file(path: &Path, reason: impl Into<String>) -> ImportError {
 fn read_parquet(path: &Path, columns: &[&str], each: &mut RowFn<'_>) -> Result<(), ImportError> {
     let file = File::open(path).map_err(|e| bad_file(path, e.to_string()))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| bad_file(path, format!("not a parquet file: {e}")))?;
+        .map_err(|e| bad_file(path, super::parquet_reader::open_error(&e)))?;
     let schema = builder.schema().clone();
     let index =
         |name: &str| schema.index_of(name).map_err(|_| bad_file(path, format!("missing required column {name}")));

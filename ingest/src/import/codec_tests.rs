@@ -287,3 +287,31 @@ fn corrupt_parquet_files_are_refused_never_a_panic() {
     }
     assert!(refused > 0 && imported > 0, "{refused} refused, {imported} imported");
 }
+
+/// A file of more than 32,768 row groups (pyarrow, one row per group), which parquet-rs's
+/// footer reader cannot open, is refused with what to do about it; one of 32,768 imports.
+#[test]
+fn too_many_row_groups_say_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+for n in (32768, 32769):
+    t = pa.table({"time": pa.array([1767225600000000000 + i for i in range(n)], pa.int64()),
+                  "host": ["h"] * n, "metric": ["m"] * n, "value": [float(i) for i in range(n)]})
+    pq.write_table(t, f"{sys.argv[1]}/rg{n}.parquet", row_group_size=1)
+"#;
+    let out = Command::new("python3").args(["-c", script, tmp.path().to_str().unwrap()]).output();
+    match out {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!("needs python3 with pyarrow: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => panic!("needs python3 with pyarrow: {e}"),
+    }
+    let store =
+        Store::open(tmp.path().join("store"), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let most = import_file(&store, &tmp.path().join("rg32768.parquet"), &ImportOptions::default(), &mut |_, _| {});
+    assert_eq!(most.unwrap().samples, 32_768);
+    let file = tmp.path().join("rg32769.parquet");
+    let e = import_file(&store, &file, &ImportOptions::default(), &mut |_, _| {}).unwrap_err();
+    assert!(matches!(e, ImportError::BadFile { .. }), "{e}");
+    assert!(e.to_string().contains("more than 32,768 row groups") && e.to_string().contains("row_group_size"), "{e}");
+}

@@ -10,12 +10,26 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{ImportError, Progress, RowSink};
 
+/// Why a Parquet file did not open. The footer reader (parquet-rs) numbers row groups with an
+/// i16 and refuses a file of more than 32,768 of them; writers' defaults (pyarrow and pandas
+/// 1 Mi rows per group, DuckDB 122,880) get there only past 4 billion rows, a streaming
+/// writer that ends a group per small batch much sooner.
+pub(super) fn open_error(e: &parquet::errors::ParquetError) -> String {
+    let text = e.to_string();
+    if text.contains("Row group ordinal") && text.contains("exceeds i16 max") {
+        return "the file has more than 32,768 row groups, more than the Parquet reader can open; \
+                write it again with larger row groups (pyarrow `row_group_size=1_000_000`, \
+                DuckDB `ROW_GROUP_SIZE 1000000`) or split it into several files"
+            .to_string();
+    }
+    format!("not a parquet file: {text}")
+}
+
 /// Reads `path` into `sink`.
 pub(super) fn read(path: &Path, sink: &mut RowSink<'_>, progress: Progress<'_>) -> Result<(), ImportError> {
     let bad_file = |reason: String| ImportError::BadFile { file: path.to_path_buf(), reason };
     let file = File::open(path).map_err(|e| bad_file(e.to_string()))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad_file(format!("not a parquet file: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad_file(open_error(&e)))?;
     let total = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
     let schema = builder.schema().clone();
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
