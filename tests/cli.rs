@@ -24,6 +24,8 @@ mod pg;
 mod prom;
 #[path = "cli/remote_write.rs"]
 mod remote_write;
+#[path = "cli/retention.rs"]
+mod retention;
 #[path = "cli/serve.rs"]
 mod serve;
 

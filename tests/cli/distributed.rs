@@ -11,15 +11,15 @@ use super::objstore::{lockstep_s3, moto_and_tmp, split_bundle};
 use super::{ok, ok_with_closed_stdout};
 
 /// A `lockstep worker` process; killed on drop.
-struct Worker {
-    child: Child,
-    addr: String,
+pub(super) struct Worker {
+    pub(super) child: Child,
+    pub(super) addr: String,
 }
 
 impl Worker {
     /// Starts a worker over the store of `store_args` (`--data-dir …` / `--data-url …`), with
     /// the S3 environment of `endpoint` if given.
-    fn start(store_args: &[&str], endpoint: Option<&str>) -> Worker {
+    pub(super) fn start(store_args: &[&str], endpoint: Option<&str>) -> Worker {
         let mut args = vec!["worker", "--listen", "127.0.0.1:0"];
         args.extend_from_slice(store_args);
         let mut cmd = match endpoint {
@@ -38,7 +38,7 @@ impl Worker {
         Worker { child, addr }
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
