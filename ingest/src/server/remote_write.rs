@@ -92,8 +92,11 @@ pub(crate) struct Converted {
     pub(crate) rows: Rows,
     /// Samples of new series, and of native histograms, by key.
     pub(crate) batch: WriteBatch,
-    /// What names each id in `rows`, for an id retired before the write ([`Rekey`]).
-    pub(crate) by_id: Vec<(SeriesId, Named)>,
+    /// Each id in `rows` with the index of its label set in `keys`, for an id retired
+    /// before the write ([`Rekey`]).
+    pub(crate) by_id: Vec<(SeriesId, u32)>,
+    /// The request's label sets ([`Keys`]: their bytes, kept instead of the request's body).
+    pub(crate) keys: Keys,
     /// Samples dropped on purpose (stale markers, non-finite values).
     pub(crate) dropped: u64,
     /// Native histogram samples converted.
@@ -183,7 +186,7 @@ pub(crate) fn convert(
         }
         if let Some(id) = cached[i].filter(|_| ts.histograms.is_empty()) {
             add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
-            out.by_id.push((id, Named::Labels(ts.labels)));
+            out.by_id.push((id, i as u32));
             continue;
         }
         let key = match series_key(ts.labels) {
@@ -208,22 +211,24 @@ pub(crate) fn convert(
             Some(id) => {
                 resolved.push((keys.get(i).into(), id));
                 add_samples(store, &ts.samples, now, &mut out, Target::Id(id));
-                out.by_id.push((id, Named::Key(key)));
+                out.by_id.push((id, i as u32));
             }
             None => add_samples(store, &ts.samples, now, &mut out, Target::Key(key)),
         }
     }
     cache.insert(resolved, generation);
     out.batch.series.extend(histogram_series);
+    if !out.by_id.is_empty() {
+        out.keys = keys;
+    }
     Ok(out)
 }
 
-/// What names a series written by id: the request's labels (an id from the cache; parsed
-/// only if the id was retired before the write) or the key parsed from them.
-#[derive(Debug)]
-pub(crate) enum Named {
-    Labels(Vec<PromLabel>),
-    Key(SeriesKey),
+/// The keys of a converted request's ids, parsed again from its label sets when the store
+/// retired one of them before the write.
+pub(crate) fn rekey(converted: &mut Converted) -> Rekey {
+    let keys = std::mem::take(&mut converted.keys);
+    Rekey::new(std::mem::take(&mut converted.by_id), move |&i: &u32| series_key(keys.labels(i as usize)).ok())
 }
 
 /// Where valid samples go: rows of a known series id, or the batch under a new series' key.
@@ -410,10 +415,7 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
     let mut converted = convert(&shared.store, &api.series_cache, req, &shared.limits)?;
     let rows = std::mem::take(&mut converted.rows);
     let batch = std::mem::take(&mut converted.batch);
-    let rekey = Rekey::new(std::mem::take(&mut converted.by_id), |named: &Named| match named {
-        Named::Labels(labels) => series_key(labels.clone()).ok(),
-        Named::Key(key) => Some(key.clone()),
-    });
+    let rekey = rekey(&mut converted);
     let outcome = shared.write(into_write(&shared.store, rows, batch, rekey)?).await?;
     for r in &outcome.rejected {
         converted.reject("store", r.samples as u64, || r.error.to_string());

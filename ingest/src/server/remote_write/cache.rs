@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use lockstep_engine::SeriesId;
 
 use super::PromLabel;
+use hyper::body::Bytes;
 
 /// Most label bytes (keys) held; about 300 k series of 200 label bytes each.
 pub const MAX_BYTES: usize = 64 << 20;
@@ -75,6 +76,23 @@ impl Keys {
         &self.buf[start..self.ends[i]]
     }
 
+    /// The `i`-th label set pushed, as labels again (copies of its bytes).
+    pub(crate) fn labels(&self, i: usize) -> Vec<PromLabel> {
+        let mut key = self.get(i);
+        let mut labels = Vec::new();
+        let mut part = || {
+            let (len, rest) = key.split_first_chunk::<4>()?;
+            let len = u32::from_le_bytes(*len) as usize;
+            let bytes = Bytes::copy_from_slice(rest.get(..len)?);
+            key = &rest[len..];
+            Some(bytes)
+        };
+        while let (Some(name), Some(value)) = (part(), part()) {
+            labels.push(PromLabel { name, value });
+        }
+        labels
+    }
+
     /// How many keys were pushed.
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
@@ -127,6 +145,19 @@ mod tests {
             .iter()
             .map(|(n, v)| PromLabel { name: n.as_bytes().to_vec().into(), value: v.as_bytes().to_vec().into() })
             .collect()
+    }
+
+    /// A key gives its labels back as they were pushed (empty names and values too).
+    #[test]
+    fn keys_give_their_labels_back() {
+        let mut keys = Keys::default();
+        let sets = [labels(&[("a", "bc")]), labels(&[("__name__", "up"), ("", ""), ("instance", "n:9100")]), vec![]];
+        for set in &sets {
+            keys.push(set);
+        }
+        for (i, set) in sets.iter().enumerate() {
+            assert_eq!(&keys.labels(i), set);
+        }
     }
 
     #[test]
