@@ -7,7 +7,9 @@
 //! `--query-timeout-secs` (`DEADLINE_EXCEEDED`); results stream as Arrow record batches, with
 //! timestamps without a zone (`samples.time`) sent as `Timestamp(ns, "UTC")`. A client that
 //! goes away stops its statement, and so does the `CancelFlightInfo` action. DDL, DML and the
-//! update commands are refused (`PERMISSION_DENIED`).
+//! update commands are refused (`PERMISSION_DENIED`). At most `--flight-max-connections`
+//! connections are open at once; the calls of one more fail with `RESOURCE_EXHAUSTED`
+//! ([`limit`]).
 //!
 //! Statements are stateless on the server: the ticket of `GetFlightInfo` carries a statement
 //! id (for cancelling) and the SQL. Prepared statements (what ADBC uses for parameters) live in
@@ -19,6 +21,7 @@
 //! Flight handshake with Basic credentials answers with the bearer header to use (what ADBC's
 //! `username`/`password` options and `pyarrow.flight`'s `authenticate_basic_token` do).
 
+mod limit;
 mod query;
 
 use std::pin::Pin;
@@ -118,6 +121,7 @@ pub async fn serve(
         .max_encoding_message_size(64 << 20);
     let tokens = options.tokens.clone();
     let service = tonic::service::interceptor::InterceptedService::new(service, move |request| {
+        limit::check(&request)?;
         authenticate(tokens.as_ref(), request)
     });
     let mut builder = tonic::transport::Server::builder()
@@ -129,6 +133,7 @@ pub async fn serve(
         builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = limit::limit(incoming, options.max_connections);
     builder.add_service(service).serve_with_incoming_shutdown(incoming, stop).await?;
     Ok(())
 }

@@ -36,7 +36,8 @@ pub struct ListenerOptions {
     /// yielding) then hold up neither the writes nor the watchdog that ends them at their time
     /// limit.
     pub runtime: tokio::runtime::Handle,
-    /// Connections open at once (the PostgreSQL listener's; one more is refused with 53300).
+    /// Connections open at once: one more is refused with 53300 (PostgreSQL), or its calls
+    /// fail with `RESOURCE_EXHAUSTED` (Flight SQL).
     pub max_connections: usize,
 }
 

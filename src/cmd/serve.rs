@@ -52,6 +52,10 @@ pub struct Args {
     /// password) and TLS.
     #[arg(long, env = "LOCKSTEP_FLIGHT_LISTEN")]
     flight_listen: Option<SocketAddr>,
+    /// Connections the Flight SQL listener keeps open at once; the calls of one more fail with
+    /// RESOURCE_EXHAUSTED (default 100).
+    #[arg(long, env = "LOCKSTEP_FLIGHT_MAX_CONNECTIONS")]
+    flight_max_connections: Option<usize>,
     /// Memory limit of each SQL statement of the network listeners, MiB (0 = unbounded;
     /// default: a quarter of the machine's memory, at least 256 MiB).
     #[arg(long, env = "LOCKSTEP_QUERY_MEMORY_LIMIT_MB", value_name = "MIB")]
@@ -168,6 +172,7 @@ struct FileConfig {
     pg_listen: Option<SocketAddr>,
     pg_max_connections: Option<usize>,
     flight_listen: Option<SocketAddr>,
+    flight_max_connections: Option<usize>,
     token_file: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -371,7 +376,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_connections: args.pg_max_connections.or(file.pg_max_connections).unwrap_or(100).max(1),
     };
     let pg = pg_listen.map(|_| sql_options.clone());
-    let flight = flight_listen.map(|_| sql_options);
+    let flight_max_connections = args.flight_max_connections.or(file.flight_max_connections).unwrap_or(100).max(1);
+    let flight = flight_listen
+        .map(|_| crate::netsql::ListenerOptions { max_connections: flight_max_connections, ..sql_options });
 
     let runtime = crate::runtime::build()?;
     let report = runtime.block_on(async {

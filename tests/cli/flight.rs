@@ -234,3 +234,53 @@ fn flight_listen_exposure_rule() {
     let (_server, addr) = start(&db, "0.0.0.0:0", &["--insecure"]).unwrap();
     assert!(addr.starts_with("0.0.0.0:"), "{addr}");
 }
+
+/// `--flight-max-connections 2` with `pyarrow.flight`: two clients holding their connections
+/// are served, every call of a third fails with RESOURCE_EXHAUSTED naming the limit, and once
+/// a client closes its connection a new one is served again.
+#[test]
+fn flight_connections_past_the_limit_are_refused_naming_it() {
+    if !have_adbc() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = start(&tmp.path().join("db"), "127.0.0.1:0", &["--flight-max-connections", "2"]).unwrap();
+    let script = r#"
+import json, sys, time
+import pyarrow.flight as fl
+addr = "grpc://" + sys.argv[1]
+
+def call(client):
+    try:
+        list(client.list_actions())
+        return "served"
+    except Exception as e:  # RESOURCE_EXHAUSTED comes as pyarrow.lib.ArrowInvalid
+        return str(e)
+
+a, b, c = (fl.connect(addr) for _ in range(3))
+out = [call(a), call(b), call(c), call(c)]
+c.close()
+a.close()
+deadline = time.time() + 20
+while True:
+    d = fl.connect(addr)
+    again = call(d)
+    if again == "served" or time.time() > deadline:
+        break
+    d.close()
+    time.sleep(0.2)
+out += [again, call(b)]
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3").args(["-c", script, &addr]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let calls: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(calls[..2], ["served", "served"], "{calls:?}");
+    for refused in &calls[2..4] {
+        assert!(
+            refused.contains("too many Flight SQL connections") && refused.contains("at most 2 open at once"),
+            "{calls:?}"
+        );
+    }
+    assert_eq!(calls[4..], ["served", "served"], "a slot is free again once a client closed: {calls:?}");
+}
