@@ -17,6 +17,7 @@
 
 pub mod client;
 mod query;
+mod size;
 
 use std::collections::HashMap;
 use std::fmt::Debug;

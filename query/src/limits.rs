@@ -38,7 +38,8 @@
 //! **Default limit.** A quarter of the machine's memory (the smaller of `MemTotal` and the
 //! cgroup limit, so a container's limit counts), at least 256 MiB; 1 GiB where that cannot be
 //! read. A quarter because the pool does not see everything (see above: rendering, in-flight
-//! batches, the allocator's own slack) and because the ingestion server may share the machine;
+//! batches, the allocator's own slack; the PostgreSQL listener refuses a row whose text would
+//! pass the statement's limit, `src/pg/size.rs`) and because the ingestion server may share the machine;
 //! a fixed 1 GiB would either starve a large workstation or still be OOM-killed in a small
 //! container. `LOCKSTEP_QUERY_MEMORY_LIMIT_MB` overrides it for every engine built with
 //! [`QueryLimits::from_env`] (which [`QueryEngine::new`](crate::QueryEngine::new) uses); `0`

@@ -186,6 +186,21 @@ fn user_error(e: &QueryError) -> PgWireError {
     }
 }
 
+/// A row whose text would pass `max` bytes ([`super::size::max_row_text`]; SQLSTATE 54000,
+/// program_limit_exceeded).
+fn row_too_large(column: &str, bytes: u64, max: u64) -> PgWireError {
+    error(
+        "54000",
+        format!(
+            "a result row would be about {} MiB as text (most of it in column {column:?}); a row is sent \
+             only up to {} MiB (the statement's memory limit, `lockstep serve --query-memory-limit-mb`, \
+             and at most 1 GiB, PostgreSQL's limit on a field): aggregate the list further or unnest it",
+            bytes.div_ceil(1 << 20),
+            max >> 20
+        ),
+    )
+}
+
 /// Why a statement stopped early.
 fn interrupted(timeout: std::time::Duration, cancelled: bool) -> PgWireError {
     if cancelled {
@@ -235,6 +250,8 @@ impl Handlers {
         let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&schema, format, None)?);
         let encode = fields.clone();
         let store = self.shared.store.clone();
+        let may_be_large = super::size::may_be_large(&schema);
+        let max_row = super::size::max_row_text(self.shared.limits.memory_bytes);
         // Rows are encoded as they are sent (not a batch's rows at once), so what a statement
         // holds beyond its batches in flight is one row, however slowly the client reads.
         let rows = batches
@@ -243,7 +260,17 @@ impl Handlers {
                     .map_err(|e| user_error(&QueryError::from(e).located(&store)))
                     .and_then(|b| wire_batch(b, &schema))
                 {
-                    Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
+                    Ok(batch) => {
+                        let too_large = may_be_large.then(|| super::size::oversized_row(&batch, max_row)).flatten();
+                        match too_large {
+                            None => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
+                            Some((row, column, bytes)) => {
+                                let before =
+                                    arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch.slice(0, row));
+                                Box::new(before.chain(std::iter::once(Err(row_too_large(&column, bytes, max_row)))))
+                            }
+                        }
+                    }
                     Err(e) => Box::new(std::iter::once(Err(e))),
                 };
                 futures::stream::iter(rows)

@@ -385,8 +385,8 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
 }
 
 /// With a tokens file the password must be a token with the read role (the user name is
-/// free); a statement over the memory limit fails with a clear error while another client
-/// keeps working; the time limit and a cancel request stop a running statement, also when the
+/// free); a statement over the memory limit, or with a row whose text would pass it, fails
+/// with a clear error while another client keeps working; the time limit and a cancel request stop a running statement, also when the
 /// connections are at `--pg-max-connections` (one more is refused with 53300); TLS works.
 #[test]
 fn pg_auth_limits_cancel_and_tls() {
@@ -437,7 +437,7 @@ fn pg_auth_limits_cancel_and_tls() {
     // connection goes on; a slow statement hits the 4 s limit; a cancel request stops another.
     let script = r#"
 import json, sys, threading, time, psycopg
-url, big, small, slow = sys.argv[1:5]
+url, big, small, slow, wide = sys.argv[1:6]
 def connect():
     # The connections of the commands before may take a moment to end on the server.
     for attempt in range(50):
@@ -461,6 +461,13 @@ except psycopg.Error as e:
     out["big"] = [e.sqlstate, str(e).strip()]
 out["other"] = b.execute(small).fetchone()[0]
 out["again"] = a.execute(small).fetchone()[0]
+# A row whose text would pass the 1 MiB limit (built outside the memory pool): refused, and
+# the connection goes on; a list a tenth of its length is sent.
+try:
+    a.execute(wide % 45000).fetchall()
+except psycopg.Error as e:
+    out["wide_row"] = [e.sqlstate, str(e).strip()]
+out["narrow_row"] = len(a.execute(wide % 4500).fetchone()[0])
 started = time.time()
 try:
     a.execute(slow).fetchall()
@@ -486,13 +493,19 @@ print(json.dumps(out))
     let big =
         "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b ON a.value = b.value";
     let slow = "SELECT count(*) FROM generate_series(1, 10000000000) a WHERE a.value % 7 = 3 AND sqrt(CAST(a.value AS DOUBLE)) > 1";
-    let out =
-        Command::new("python3").args(["-c", script, &server.url(Some(READ_TOKEN)), big, count, slow]).output().unwrap();
+    let wide = "SELECT array_agg(CAST(value AS DOUBLE)) FROM generate_series(1, %s)";
+    let out = Command::new("python3")
+        .args(["-c", script, &server.url(Some(READ_TOKEN)), big, count, slow, wide])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["big"][0], "53200", "{result}");
     assert!(result["big"][1].as_str().unwrap().contains("query exceeded the memory limit of 1 MiB"), "{result}");
     assert_eq!((result["other"].as_i64(), result["again"].as_i64()), (Some(5), Some(5)), "{result}");
+    assert_eq!(result["wide_row"][0], "54000", "{result}");
+    assert!(result["wide_row"][1].as_str().unwrap().contains("a row is sent only up to 1 MiB"), "{result}");
+    assert_eq!(result["narrow_row"], 4500, "{result}");
     assert_eq!(result["timeout"][0], "57014", "{result}");
     assert!(result["timeout"][1].as_str().unwrap().contains("statement timeout"), "{result}");
     assert!(result["timeout"][2].as_f64().unwrap() < 15.0, "{result}");
