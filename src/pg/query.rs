@@ -5,8 +5,8 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
 use futures::{Sink, StreamExt};
@@ -129,7 +129,7 @@ impl QueryParser for Parser {
             let frame = engine.sql(sql).await.map_err(|e| user_error(&e))?;
             let types = frame.logical_plan().get_parameter_types().map_err(|e| user_error(&e.into()))?;
             parameters = (1..=types.len()).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
-            schema = Some(Arc::new(wire_schema(frame.schema().as_arrow(), UTC)));
+            schema = Some(Arc::new(pg_schema(&wire_schema(frame.schema().as_arrow(), UTC))));
         }
         Ok(Some(Statement { sql: sql.to_string(), kind, schema, parameters }))
     }
@@ -153,9 +153,69 @@ fn pg_type(data_type: &DataType) -> Type {
     arrow_pg::datatypes::into_pg_type(&crate::netsql::wire_type(data_type, UTC)).unwrap_or(Type::UNKNOWN)
 }
 
-/// `batch` with its timestamps in UTC.
+/// The type a column is sent as over the PostgreSQL protocol (after [`wire_schema`]): a
+/// timestamp in UTC microseconds, the protocol's unit (arrow-pg would drop the minutes of a
+/// zone offset such as +05:30 in text, and round a time before 1970 toward zero in binary but
+/// down in text), and a one-byte integer as int2 (arrow-pg sends its byte as int2's high byte).
+fn pg_type_of(data_type: &DataType) -> DataType {
+    let field = |f: &Field| Arc::new(f.clone().with_data_type(pg_type_of(f.data_type())));
+    match data_type {
+        DataType::Timestamp(..) => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        DataType::Int8 => DataType::Int16,
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `schema` with its columns' types as sent ([`pg_type_of`]).
+fn pg_schema(schema: &Schema) -> Schema {
+    let fields: Vec<Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone().with_data_type(pg_type_of(f.data_type()))).collect();
+    Schema::new(fields).with_metadata(schema.metadata().clone())
+}
+
+/// `batch` in `schema` (from [`pg_schema`]): timestamps to UTC microseconds, rounded down (a
+/// time before 1970 as in text), the rest cast.
 fn wire_batch(batch: RecordBatch, schema: &SchemaRef) -> PgWireResult<RecordBatch> {
-    crate::netsql::wire_batch(batch, schema).map_err(|e| internal(e.to_string()))
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| pg_column(column, field.data_type()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error("22008", e.to_string()))?;
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &options).map_err(|e| internal(e.to_string()))
+}
+
+fn pg_column(column: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow::error::ArrowError> {
+    use arrow::datatypes::{
+        TimestampMicrosecondType as Us, TimestampMillisecondType as Ms, TimestampNanosecondType as Ns,
+        TimestampSecondType as S,
+    };
+    let (DataType::Timestamp(unit, _), DataType::Timestamp(TimeUnit::Microsecond, zone)) = (column.data_type(), to)
+    else {
+        return if column.data_type() == to { Ok(column.clone()) } else { arrow::compute::cast(column, to) };
+    };
+    let out_of_range = |v: i64| {
+        arrow::error::ArrowError::ComputeError(format!(
+            "timestamp {v} ({unit:?}) is out of range for PostgreSQL (microseconds in an i64)"
+        ))
+    };
+    let micros = match unit {
+        TimeUnit::Nanosecond => column.as_primitive::<Ns>().unary::<_, Us>(|ns| ns.div_euclid(1000)),
+        TimeUnit::Microsecond => column.as_primitive::<Us>().clone(),
+        TimeUnit::Millisecond => {
+            column.as_primitive::<Ms>().try_unary::<_, Us, _>(|v| v.checked_mul(1000).ok_or_else(|| out_of_range(v)))?
+        }
+        TimeUnit::Second => column
+            .as_primitive::<S>()
+            .try_unary::<_, Us, _>(|v| v.checked_mul(1_000_000).ok_or_else(|| out_of_range(v)))?,
+    };
+    Ok(Arc::new(micros.with_timezone_opt(zone.clone())))
 }
 
 fn error(code: &str, message: String) -> PgWireError {
@@ -247,6 +307,7 @@ impl Handlers {
             planned = plan => planned.map_err(|e| user_error(&e))?,
             e = &mut stop => return Err(e),
         };
+        let schema: SchemaRef = Arc::new(pg_schema(&schema));
         let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&schema, format, None)?);
         let encode = fields.clone();
         let store = self.shared.store.clone();

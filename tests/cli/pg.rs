@@ -753,3 +753,44 @@ print(json.dumps(out))
     let out = lockstep(&["sql", "--server", &server.url(None), "--format", "csv", "SELECT count(*) AS n FROM samples"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// psycopg reads the same values in text and in binary format where arrow-pg's encodings
+/// disagreed: one-byte integers (binary sent them as int2's high byte), timestamps in a zone
+/// whose offset has minutes (text dropped them: +05:30 became +05), times before 1970 (binary
+/// rounded toward zero, text down), also inside lists.
+#[test]
+fn pg_text_and_binary_agree_on_tinyints_zones_and_old_times() {
+    if !have_psycopg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Serve::start(&tmp.path().join("db"), "127.0.0.1:0", &[]).unwrap();
+    let script = r#"
+import json, sys, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+query = """SELECT arrow_cast(5, 'Int8') AS a, arrow_cast(-1, 'Int8') AS b, [arrow_cast(1, 'Int8')] AS c,
+  arrow_cast(1772442000000000000, 'Timestamp(Nanosecond, Some("+05:30"))') AS d,
+  arrow_cast(1772442000000000000, 'Timestamp(Nanosecond, Some("Asia/Kathmandu"))') AS e,
+  arrow_cast(-1500, 'Timestamp(Nanosecond, None)') AS f,
+  arrow_cast(-86400001, 'Timestamp(Millisecond, Some("-03:30"))') AS g"""
+out = {}
+for binary in (False, True):
+    row = conn.cursor(binary=binary).execute(query).fetchone()
+    out["binary" if binary else "text"] = [v.isoformat() if hasattr(v, "isoformat") else v for v in row]
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3").args(["-c", script, &server.url(None)]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = serde_json::json!([
+        5,
+        -1,
+        [1],
+        "2026-03-02T09:00:00+00:00",
+        "2026-03-02T09:00:00+00:00",
+        "1969-12-31T23:59:59.999998+00:00",
+        "1969-12-30T23:59:59.999000+00:00"
+    ]);
+    assert_eq!(result["text"], want, "{result}");
+    assert_eq!(result["binary"], want, "{result}");
+}
