@@ -16,6 +16,7 @@
 //! Timestamps without a time zone (`samples.time`) are sent as `timestamptz` in UTC.
 
 pub mod client;
+mod frames;
 mod query;
 mod size;
 
@@ -217,6 +218,79 @@ fn tls_acceptor(cert: &[u8], key: &[u8]) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// How long a connection may take to start (TLS, start-up, authentication), as pgwire's own.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One connection: pgwire's `process_socket`, but every extended-query message is checked
+/// ([`frames::check`]) before pgwire decodes it, whose decoders panic on some malformed ones;
+/// such a message ends the connection with FATAL 08P01.
+async fn connection(
+    socket: tokio::net::TcpStream,
+    tls: Option<TlsAcceptor>,
+    factory: Factory,
+) -> Result<(), std::io::Error> {
+    use futures::StreamExt as _;
+    use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+    let startup_timeout = tokio::time::sleep(STARTUP_TIMEOUT);
+    tokio::pin!(startup_timeout);
+    let negotiated = tokio::select! {
+        () = &mut startup_timeout => return Ok(()),
+        socket = negotiate_tls::<query::Statement>(socket, tls) => socket?,
+    };
+    // A client that asked for TLS directly where there is none.
+    let Some(mut socket) = negotiated else { return Ok(()) };
+    use pgwire::api::ErrorHandler as _;
+    let startup = Arc::new(Startup { handlers: factory.handlers.clone(), refuse: factory.refuse });
+    let (copy, errors, handlers) = (factory.copy_handler(), factory.error_handler(), factory.handlers.clone());
+    loop {
+        let starting = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingStartup | PgWireConnectionState::AuthenticationInProgress
+        );
+        let message = if starting {
+            tokio::select! {
+                () = &mut startup_timeout => None,
+                message = socket.next() => message,
+            }
+        } else {
+            if !frames::fill(&mut socket).await? {
+                break;
+            }
+            if let Err(reason) = frames::check(socket.read_buffer_mut()) {
+                tracing::debug!(peer = %socket.socket_addr(), %reason, "PostgreSQL protocol violation");
+                let error = PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), "08P01".into(), reason)));
+                process_error(&mut socket, error, false).await?;
+                break;
+            }
+            socket.next().await
+        };
+        let Some(Ok(message)) = message else { break };
+        // Terminate: the client is going; close (some clients wait for the server to).
+        if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            break;
+        }
+        let extended_query = match socket.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        let processed = process_message(
+            message,
+            &mut socket,
+            startup.clone(),
+            handlers.clone(),
+            handlers.clone(),
+            copy.clone(),
+            handlers.clone(),
+        )
+        .await;
+        if let Err(mut e) = processed {
+            errors.on_error(&socket, &mut e);
+            process_error(&mut socket, e, extended_query).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Serves the PostgreSQL protocol on `listener` until `stop` resolves; connections still open
 /// then end with the runtime.
 pub async fn serve(
@@ -244,7 +318,7 @@ pub async fn serve(
                     let refuse = slot.is_none().then_some(options.max_connections);
                     let (factory, tls) = (Factory { handlers: handlers.clone(), refuse }, tls.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = pgwire::tokio::process_socket(socket, tls, factory).await {
+                        if let Err(e) = connection(socket, tls, factory).await {
                             tracing::debug!(%peer, error = %e, "PostgreSQL connection ended with an error");
                         }
                         drop(slot);

@@ -794,3 +794,66 @@ print(json.dumps(out))
     assert_eq!(result["text"], want, "{result}");
     assert_eq!(result["binary"], want, "{result}");
 }
+
+/// Malformed extended-query messages from a client past start-up (raw bytes over a socket)
+/// end its connection with FATAL 08P01 instead of panicking the connection's task in
+/// pgwire's decoder: a Parse with a negative parameter count, a Bind whose value runs past
+/// the message or has length -5. An Execute with a row limit of -1 means no limit, as in
+/// PostgreSQL. The server answers the next client as before and never panicked.
+#[test]
+fn malformed_pg_messages_are_protocol_violations_not_panics() {
+    if !have_psycopg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut server = Serve::start(&tmp.path().join("db"), "127.0.0.1:0", &[]).unwrap();
+    let script = r#"
+import json, socket, struct, sys, time, psycopg
+port = int(sys.argv[1])
+def msg(t, b): return t + struct.pack('!I', len(b) + 4) + b
+def run(msgs):
+    s = socket.create_connection(('127.0.0.1', port), timeout=10)
+    body = struct.pack('!I', 196608) + b'user\0lockstep\0database\0lockstep\0\0'
+    s.sendall(struct.pack('!I', len(body) + 4) + body)
+    got = b''
+    while not got.endswith(b'Z\0\0\0\5I'):
+        got += s.recv(4096)
+    for m in msgs: s.sendall(m)
+    got = b''
+    while True:
+        chunk = s.recv(65536)
+        if not chunk: break
+        got += chunk
+        if got.endswith(b'Z\0\0\0\5I'): break
+    s.close()
+    return got.decode('latin-1')
+out = {}
+out["parse"] = run([msg(b'P', b'\0select $1\0' + struct.pack('!h', -5)), msg(b'S', b'')])
+out["bind_past"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
+     msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', 1000000) + b'12\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
+out["bind_negative"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
+     msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', -5) + b'\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
+out["execute_all"] = run([msg(b'P', b'\0select 41 + 1\0\0\0'), msg(b'B', b'\0\0\0\0\0\0\0\0'),
+     msg(b'E', b'\0' + struct.pack('!i', -1)), msg(b'S', b'')])
+out["after"] = psycopg.connect(f"postgresql://anyone@127.0.0.1:{port}/lockstep").execute("select 7").fetchone()[0]
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3").args(["-c", script, server.port()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (case, what) in [
+        ("parse", "negative parameter type count"),
+        ("bind_past", "parameter $1 runs past the message"),
+        ("bind_negative", "parameter $1 has length -5"),
+    ] {
+        let reply = result[case].as_str().unwrap();
+        assert!(reply.contains("FATAL") && reply.contains("08P01") && reply.contains(what), "{case}: {reply:?}");
+    }
+    let all = result["execute_all"].as_str().unwrap();
+    assert!(all.contains("42") && all.contains("SELECT 1"), "{all:?}");
+    assert_eq!(result["after"], 7);
+    let _ = server.child.kill();
+    let mut err = String::new();
+    server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+}

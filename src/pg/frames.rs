@@ -1,0 +1,135 @@
+//! Checks of the extended-query messages a client sends, before `pgwire` decodes them: its
+//! decoders (0.41) read counts and lengths without bounds checks, so a Parse with a negative
+//! parameter count, a Bind whose value length runs past the message or an Execute with a
+//! negative row limit made the connection's task panic. A malformed message now ends the
+//! connection with FATAL 08P01 (protocol_violation), as PostgreSQL answers one; an Execute's
+//! negative row limit means "no limit", as in PostgreSQL.
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::codec::Framed;
+
+/// The messages checked, with the most bytes `pgwire` reads of each (past that it refuses the
+/// message by its length, before reading it whole).
+fn checked(kind: u8) -> Option<usize> {
+    const LARGE: usize = 0x3fff_ffff - 1;
+    const SMALL: usize = 30_000;
+    match kind {
+        b'P' | b'B' => Some(LARGE),
+        b'E' | b'D' | b'C' => Some(SMALL),
+        _ => None,
+    }
+}
+
+/// Reads until the first message in `socket`'s buffer is whole, if it is one [`checked`]
+/// checks; `false` at the end of the stream with nothing buffered.
+pub(super) async fn fill<S: AsyncRead + Unpin, C>(socket: &mut Framed<S, C>) -> std::io::Result<bool> {
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let buf = socket.read_buffer();
+        if let Some(header) = buf.get(..5) {
+            let len = i32::from_be_bytes([header[1], header[2], header[3], header[4]]);
+            let whole = match (checked(header[0]), usize::try_from(len)) {
+                (Some(max), Ok(len)) if len >= 4 && len <= max => buf.len() > len,
+                // Unchecked, or a length pgwire refuses by itself.
+                _ => true,
+            };
+            if whole {
+                return Ok(true);
+            }
+        }
+        let n = socket.get_mut().read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(!socket.read_buffer().is_empty());
+        }
+        socket.read_buffer_mut().extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Checks the first message of `buf` (whole, after [`fill`]) if it is a Parse, Bind, Execute,
+/// Describe or Close; sets an Execute's negative row limit to 0 (no limit).
+pub(super) fn check(buf: &mut BytesMut) -> Result<(), String> {
+    let Some(&kind) = buf.first() else { return Ok(()) };
+    let Some(max) = checked(kind) else { return Ok(()) };
+    let Some(len) = buf.get(1..5).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else { return Ok(()) };
+    let Some(len) = usize::try_from(len).ok().filter(|l| (4..=max).contains(l)) else { return Ok(()) };
+    let Some(body) = buf.get(5..1 + len) else { return Ok(()) };
+    let name = match kind {
+        b'P' => "Parse",
+        b'B' => "Bind",
+        b'E' => "Execute",
+        b'D' => "Describe",
+        _ => "Close",
+    };
+    let mut r = Reader(body);
+    let bad = |what: &str| format!("malformed {name} message: {what}");
+    match kind {
+        b'P' => {
+            r.cstring().ok_or_else(|| bad("no statement name"))?;
+            r.cstring().ok_or_else(|| bad("no query"))?;
+            let n = r.count().ok_or_else(|| bad("no or a negative parameter type count"))?;
+            r.skip(4 * n).ok_or_else(|| bad("fewer parameter types than its count"))?;
+        }
+        b'B' => {
+            r.cstring().ok_or_else(|| bad("no portal name"))?;
+            r.cstring().ok_or_else(|| bad("no statement name"))?;
+            let formats = r.count().ok_or_else(|| bad("no or a negative parameter format count"))?;
+            r.skip(2 * formats).ok_or_else(|| bad("fewer parameter formats than its count"))?;
+            let values = r.count().ok_or_else(|| bad("no or a negative parameter count"))?;
+            for i in 1..=values {
+                let len = r.i32().ok_or_else(|| bad(&format!("parameter ${i} has no length")))?;
+                match usize::try_from(len) {
+                    Ok(len) => r.skip(len).ok_or_else(|| bad(&format!("parameter ${i} runs past the message")))?,
+                    Err(_) if len == -1 => {}
+                    Err(_) => return Err(bad(&format!("parameter ${i} has length {len}"))),
+                }
+            }
+            let results = r.count().ok_or_else(|| bad("no or a negative result format count"))?;
+            r.skip(2 * results).ok_or_else(|| bad("fewer result formats than its count"))?;
+        }
+        b'E' => {
+            r.cstring().ok_or_else(|| bad("no portal name"))?;
+            let max_rows = r.i32().ok_or_else(|| bad("no row limit"))?;
+            if max_rows < 0 {
+                let at = 1 + len - 4;
+                buf[at..at + 4].copy_from_slice(&0i32.to_be_bytes());
+            }
+        }
+        _ => {
+            r.skip(1).ok_or_else(|| bad("no target kind"))?;
+            r.cstring().ok_or_else(|| bad("no name"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a message body front to back; `None` past its end.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn cstring(&mut self) -> Option<()> {
+        let end = self.0.iter().position(|&b| b == 0)?;
+        self.0 = &self.0[end + 1..];
+        Some(())
+    }
+
+    fn skip(&mut self, n: usize) -> Option<()> {
+        self.0 = self.0.get(n..)?;
+        Some(())
+    }
+
+    /// A non-negative int16 count.
+    fn count(&mut self) -> Option<usize> {
+        let mut b = self.0.get(..2)?;
+        let n = b.get_i16();
+        self.0 = &self.0[2..];
+        usize::try_from(n).ok()
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        let mut b = self.0.get(..4)?;
+        let n = b.get_i32();
+        self.0 = &self.0[4..];
+        Some(n)
+    }
+}
