@@ -24,7 +24,6 @@ fn checked(kind: u8) -> Option<usize> {
 /// Reads until the first message in `socket`'s buffer is whole, if it is one [`checked`]
 /// checks; `false` at the end of the stream with nothing buffered.
 pub(super) async fn fill<S: AsyncRead + Unpin, C>(socket: &mut Framed<S, C>) -> std::io::Result<bool> {
-    let mut chunk = vec![0u8; 64 << 10];
     loop {
         let buf = socket.read_buffer();
         if let Some(header) = buf.get(..5) {
@@ -38,11 +37,15 @@ pub(super) async fn fill<S: AsyncRead + Unpin, C>(socket: &mut Framed<S, C>) -> 
                 return Ok(true);
             }
         }
-        let n = socket.get_mut().read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(!socket.read_buffer().is_empty());
+        // Read into the codec's own buffer (taken out and put back: no copy).
+        let mut buf = std::mem::take(socket.read_buffer_mut());
+        buf.reserve(8 << 10);
+        let read = socket.get_mut().read_buf(&mut buf).await;
+        let empty = buf.is_empty();
+        *socket.read_buffer_mut() = buf;
+        if read? == 0 {
+            return Ok(!empty);
         }
-        socket.read_buffer_mut().extend_from_slice(&chunk[..n]);
     }
 }
 
