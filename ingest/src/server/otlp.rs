@@ -90,25 +90,28 @@ impl Converted {
     }
 }
 
-/// Sanitises a metric name to `[A-Za-z0-9_:]`, not starting with a digit.
+/// Sanitises a metric name to letters and digits of any script, `_` and `:`, not starting
+/// with a digit. Letters outside ASCII are kept: turned into `_`, every name of as many
+/// Cyrillic (or Greek, CJK, …) letters became the same series (`тест` and `проб`: `____`).
 fn metric_name(name: &str) -> String {
     let mut s: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == ':' { c } else { '_' }).collect();
+        name.chars().map(|c| if c.is_alphanumeric() || c == '_' || c == ':' { c } else { '_' }).collect();
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }
     s
 }
 
-/// Sanitises an attribute key to a label key; reserved keys and `host` get an `otel_` prefix.
+/// Sanitises an attribute key to a label key (letters and digits of any script and `_`, as
+/// [`metric_name`]); reserved keys and `host` get an `otel_` prefix.
 fn label_key(key: &str) -> Name {
-    let clean = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let clean = |c: char| c.is_alphanumeric() || c == '_';
     let prefixed = |s: &str| s == "host" || s == "le" || s == "quantile" || RESERVED_LABELS.contains(&s);
     // The usual key (`gpu`, `service_name`) is taken as it is: one allocation.
     if key.chars().all(clean) && !key.starts_with(|c: char| c.is_ascii_digit()) && !prefixed(key) {
         return Name::from(key);
     }
-    let mut s: String = key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut s: String = key.chars().map(|c| if clean(c) { c } else { '_' }).collect();
     if s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');
     }

@@ -260,3 +260,22 @@ fn a_metric_name_of_one_mebibyte_is_rejected_by_the_store() {
     assert!(message.contains("is 1048576 bytes long (at most 256)"), "{}", &message[..message.len().min(300)]);
     assert!(message.len() < 400 && outcome.rejected[0].series.len() < 400);
 }
+
+/// Names in other scripts stay apart: `тест` and `проб` (and attribute keys `темп` and
+/// `знач`) became `____` each, one series, and one point overwrote the other.
+#[test]
+fn names_outside_ascii_stay_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let gauge = |name: &str, v: f64, key: &str| {
+        metric(name, metric::Data::Gauge(Gauge { data_points: vec![num(T, v, vec![kv(key, "0")])] }))
+    };
+    let metrics = vec![gauge("тест", 1.0, "темп.gpu"), gauge("проб", 2.0, "знач"), gauge("温度.gpu", 3.0, "温度")];
+    let c = convert(&store, &deltas, request(Some("node-1"), metrics), 1000, 10).unwrap();
+    assert_eq!(c.rejected_points, 0, "{}", c.error_message());
+    assert_eq!(find(&c, "тест", Some(("темп_gpu", "0"))), vec![(T as i64, 1.0)]);
+    assert_eq!(find(&c, "проб", Some(("знач", "0"))), vec![(T as i64, 2.0)]);
+    assert_eq!(find(&c, "温度_gpu", Some(("温度", "0"))), vec![(T as i64, 3.0)]);
+    assert_eq!(store.write(&c.batch).unwrap().accepted, 3, "the store takes the names");
+}
