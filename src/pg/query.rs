@@ -459,7 +459,22 @@ fn parameter(
     };
     match inferred {
         Some(target) if value.data_type() != target && !value.is_null() => {
-            value.cast_to(&target).map_err(|e| bad(format!("not a {target}: {e}")))
+            let cast = value.cast_to(&target).map_err(|e| bad(format!("not a {target}: {e}")))?;
+            // A number the statement takes as another numeric type must survive the cast:
+            // DataFusion typed `$1` from the statement (`$1 * 1000`: an integer), and the
+            // float the client sent (0.0015) would otherwise become 0 without a word.
+            let numeric = |t: &DataType| t.is_numeric();
+            if numeric(&value.data_type())
+                && numeric(&target)
+                && cast.cast_to(&value.data_type()).ok() != Some(value.clone())
+            {
+                return Err(bad(format!(
+                    "{value} would change as {target}, the type the statement gives it; \
+                     write CAST(${} AS DOUBLE) (or the type meant) in the statement",
+                    i + 1
+                )));
+            }
+            Ok(cast)
         }
         Some(target) if value.is_null() => ScalarValue::try_from(&target).map_err(|e| bad(e.to_string())),
         _ => Ok(value),

@@ -857,3 +857,41 @@ print(json.dumps(out))
     server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A float parameter where the statement makes `$1` an integer (`$1 * 2`: DataFusion types it
+/// from the literal) is refused when the cast would change it, instead of 1.5 silently
+/// becoming 1 (0.0015 in `value > $1 * 1000` became 0: a wrong count); a whole float, an int
+/// and a float where the statement takes a float go through. Text and binary alike.
+#[test]
+fn pg_float_parameters_are_not_truncated() {
+    if !have_psycopg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Serve::start(&tmp.path().join("db"), "127.0.0.1:0", &[]).unwrap();
+    let script = r#"
+import json, sys, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+out = []
+for binary in (False, True):
+    for sql, p in [("SELECT %s * 2", 1.5), ("SELECT %s * 2", 3.0), ("SELECT %s * 2", 4), ("SELECT %s * 2.5", 1.5)]:
+        try:
+            out.append(str(conn.execute(sql, (p,), binary=binary).fetchone()[0]))
+        except psycopg.Error as e:
+            out.append([e.sqlstate, str(e).strip()])
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3").args(["-c", script, &server.url(None)]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for half in result.chunks(4) {
+        assert_eq!(half[0][0], "22P02", "{result:?}");
+        assert!(half[0][1].as_str().unwrap().contains("1.5 would change as Int64"), "{result:?}");
+        assert_eq!(
+            half[1..],
+            [serde_json::json!("6"), serde_json::json!("8"), serde_json::json!("3.75")],
+            "{result:?}"
+        );
+    }
+    assert_eq!(result.len(), 8);
+}
