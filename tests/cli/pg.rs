@@ -23,7 +23,7 @@ const TO: &str = "2026-03-02T09:05:00Z";
 
 /// A running `lockstep serve`; killed on drop.
 pub(super) struct Serve {
-    child: Child,
+    pub(super) child: Child,
     pub(super) grpc: String,
     pub(super) pg: String,
     /// The rest of its standard output (the lines of further listeners).
@@ -62,11 +62,11 @@ impl Serve {
         Ok(Serve { grpc: word(grpc.trim_start_matches("listening on ")), pg: word(pg), child, stdout })
     }
 
-    fn port(&self) -> &str {
+    pub(super) fn port(&self) -> &str {
         self.pg.rsplit(':').next().unwrap()
     }
 
-    fn url(&self, password: Option<&str>) -> String {
+    pub(super) fn url(&self, password: Option<&str>) -> String {
         match password {
             Some(p) => format!("postgresql://grafana:{p}@127.0.0.1:{}/lockstep", self.port()),
             None => format!("postgresql://anyone@127.0.0.1:{}/lockstep", self.port()),
@@ -88,7 +88,7 @@ fn have_psql() -> bool {
     have("psql", Command::new("psql").arg("--version"), "LOCKSTEP_REQUIRE_PSQL")
 }
 
-fn have_psycopg() -> bool {
+pub(super) fn have_psycopg() -> bool {
     have("psycopg", Command::new("python3").args(["-c", "import psycopg"]), "LOCKSTEP_REQUIRE_PSYCOPG")
 }
 
@@ -752,144 +752,4 @@ print(json.dumps(out))
     // The server goes on serving.
     let out = lockstep(&["sql", "--server", &server.url(None), "--format", "csv", "SELECT count(*) AS n FROM samples"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Runs a psycopg `script` against `serve` on a new store: the script gets `conn` (a
-/// connection in autocommit mode, `json` and `psycopg` imported) and prints one JSON value;
-/// `None` when psycopg is not installed.
-fn psycopg_on_a_new_server(script: &str) -> Option<serde_json::Value> {
-    if !have_psycopg() {
-        return None;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Serve::start(&tmp.path().join("db"), "127.0.0.1:0", &[]).unwrap();
-    let script = format!("import json, sys, psycopg\nconn = psycopg.connect(sys.argv[1], autocommit=True)\n{script}");
-    let out = Command::new("python3").args(["-c", &script, &server.url(None)]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Some(serde_json::from_slice(&out.stdout).unwrap())
-}
-
-/// psycopg reads the same values in text and in binary format where arrow-pg's encodings
-/// disagreed: one-byte integers (binary sent them as int2's high byte), timestamps in a zone
-/// whose offset has minutes (text dropped them: +05:30 became +05), times before 1970 (binary
-/// rounded toward zero, text down), also inside lists.
-#[test]
-fn pg_text_and_binary_agree_on_tinyints_zones_and_old_times() {
-    let script = r#"
-query = """SELECT arrow_cast(5, 'Int8') AS a, arrow_cast(-1, 'Int8') AS b, [arrow_cast(1, 'Int8')] AS c,
-  arrow_cast(1772442000000000000, 'Timestamp(Nanosecond, Some("+05:30"))') AS d,
-  arrow_cast(1772442000000000000, 'Timestamp(Nanosecond, Some("Asia/Kathmandu"))') AS e,
-  arrow_cast(-1500, 'Timestamp(Nanosecond, None)') AS f,
-  arrow_cast(-86400001, 'Timestamp(Millisecond, Some("-03:30"))') AS g"""
-out = {}
-for binary in (False, True):
-    row = conn.cursor(binary=binary).execute(query).fetchone()
-    out["binary" if binary else "text"] = [v.isoformat() if hasattr(v, "isoformat") else v for v in row]
-print(json.dumps(out))
-"#;
-    let Some(result) = psycopg_on_a_new_server(script) else { return };
-    let want = serde_json::json!([
-        5,
-        -1,
-        [1],
-        "2026-03-02T09:00:00+00:00",
-        "2026-03-02T09:00:00+00:00",
-        "1969-12-31T23:59:59.999998+00:00",
-        "1969-12-30T23:59:59.999000+00:00"
-    ]);
-    assert_eq!(result["text"], want, "{result}");
-    assert_eq!(result["binary"], want, "{result}");
-}
-
-/// Malformed extended-query messages from a client past start-up (raw bytes over a socket)
-/// end its connection with FATAL 08P01 instead of panicking the connection's task in
-/// pgwire's decoder: a Parse with a negative parameter count, a Bind whose value runs past
-/// the message or has length -5. An Execute with a row limit of -1 means no limit, as in
-/// PostgreSQL. The server answers the next client as before and never panicked.
-#[test]
-fn malformed_pg_messages_are_protocol_violations_not_panics() {
-    if !have_psycopg() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let mut server = Serve::start(&tmp.path().join("db"), "127.0.0.1:0", &[]).unwrap();
-    let script = r#"
-import json, socket, struct, sys, time, psycopg
-port = int(sys.argv[1])
-def msg(t, b): return t + struct.pack('!I', len(b) + 4) + b
-def run(msgs):
-    s = socket.create_connection(('127.0.0.1', port), timeout=10)
-    body = struct.pack('!I', 196608) + b'user\0lockstep\0database\0lockstep\0\0'
-    s.sendall(struct.pack('!I', len(body) + 4) + body)
-    got = b''
-    while not got.endswith(b'Z\0\0\0\5I'):
-        got += s.recv(4096)
-    for m in msgs: s.sendall(m)
-    got = b''
-    while True:
-        chunk = s.recv(65536)
-        if not chunk: break
-        got += chunk
-        if got.endswith(b'Z\0\0\0\5I'): break
-    s.close()
-    return got.decode('latin-1')
-out = {}
-out["parse"] = run([msg(b'P', b'\0select $1\0' + struct.pack('!h', -5)), msg(b'S', b'')])
-out["bind_past"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
-     msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', 1000000) + b'12\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
-out["bind_negative"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
-     msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', -5) + b'\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
-out["execute_all"] = run([msg(b'P', b'\0select 41 + 1\0\0\0'), msg(b'B', b'\0\0\0\0\0\0\0\0'),
-     msg(b'E', b'\0' + struct.pack('!i', -1)), msg(b'S', b'')])
-out["after"] = psycopg.connect(f"postgresql://anyone@127.0.0.1:{port}/lockstep").execute("select 7").fetchone()[0]
-print(json.dumps(out))
-"#;
-    let out = Command::new("python3").args(["-c", script, server.port()]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for (case, what) in [
-        ("parse", "negative parameter type count"),
-        ("bind_past", "parameter $1 runs past the message"),
-        ("bind_negative", "parameter $1 has length -5"),
-    ] {
-        let reply = result[case].as_str().unwrap();
-        assert!(reply.contains("FATAL") && reply.contains("08P01") && reply.contains(what), "{case}: {reply:?}");
-    }
-    let all = result["execute_all"].as_str().unwrap();
-    assert!(all.contains("42") && all.contains("SELECT 1"), "{all:?}");
-    assert_eq!(result["after"], 7);
-    let _ = server.child.kill();
-    let mut err = String::new();
-    server.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-/// A float parameter where the statement makes `$1` an integer (`$1 * 2`: DataFusion types it
-/// from the literal) is refused when the cast would change it, instead of 1.5 silently
-/// becoming 1 (0.0015 in `value > $1 * 1000` became 0: a wrong count); a whole float, an int
-/// and a float where the statement takes a float go through. Text and binary alike.
-#[test]
-fn pg_float_parameters_are_not_truncated() {
-    let script = r#"
-out = []
-for binary in (False, True):
-    for sql, p in [("SELECT %s * 2", 1.5), ("SELECT %s * 2", 3.0), ("SELECT %s * 2", 4), ("SELECT %s * 2.5", 1.5)]:
-        try:
-            out.append(str(conn.execute(sql, (p,), binary=binary).fetchone()[0]))
-        except psycopg.Error as e:
-            out.append([e.sqlstate, str(e).strip()])
-print(json.dumps(out))
-"#;
-    let Some(result) = psycopg_on_a_new_server(script) else { return };
-    let result = result.as_array().unwrap().clone();
-    for half in result.chunks(4) {
-        assert_eq!(half[0][0], "22P02", "{result:?}");
-        assert!(half[0][1].as_str().unwrap().contains("1.5 would change as Int64"), "{result:?}");
-        assert_eq!(
-            half[1..],
-            [serde_json::json!("6"), serde_json::json!("8"), serde_json::json!("3.75")],
-            "{result:?}"
-        );
-    }
-    assert_eq!(result.len(), 8);
 }
