@@ -88,13 +88,14 @@ impl CounterRule {
         if t1 <= t0 {
             return None;
         }
-        per_second(self.step(v0, v1), t1 - t0)
+        per_second(self.step(v0, v1), i128::from(t1) - i128::from(t0))
     }
 }
 
-/// `increase` per second over `span_ns`; `None` for an empty span or an unknown increase.
+/// `increase` per second over `span_ns` (an i128: the span between two i64 times may not fit
+/// an i64); `None` for an empty span or an unknown increase.
 #[inline]
-pub(crate) fn per_second(increase: f64, span_ns: i64) -> Option<f64> {
+pub(crate) fn per_second(increase: f64, span_ns: i128) -> Option<f64> {
     (span_ns > 0 && !increase.is_nan()).then(|| increase / (span_ns as f64 / lockstep_engine::model::SEC as f64))
 }
 
@@ -331,10 +332,10 @@ impl CounterAccumulator {
         Ok(())
     }
 
-    fn span_ns(&self) -> Option<i64> {
+    fn span_ns(&self) -> Option<i128> {
         let min = self.samples.iter().map(|s| s.0).min()?;
         let max = self.samples.iter().map(|s| s.0).max()?;
-        Some(max - min)
+        Some(i128::from(max) - i128::from(min))
     }
 }
 
@@ -473,5 +474,15 @@ mod tests {
         assert_eq!(run(&[(0, 1.0)], None, CounterOutput::Increase), None);
         assert_eq!(run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Rate), None);
         assert_eq!(run(&[(5, 1.0), (5, 3.0)], None, CounterOutput::Increase), Some(2.0));
+    }
+
+    /// A span wider than an i64 of ns (first and last sample about 584 years apart) is a rate,
+    /// not a wrapped negative span (NULL in release builds) or an overflow panic.
+    #[test]
+    fn a_span_past_i64_is_a_rate() {
+        let rate = run(&[(-i64::MAX, 0.0), (i64::MAX, 1e300)], None, CounterOutput::Rate).unwrap();
+        let want = 1e300 / (2.0 * i64::MAX as f64 / 1e9);
+        assert!((rate - want).abs() <= 1e-12 * want, "{rate} vs {want}");
+        assert!(CounterRule::Reset(None).rate((-i64::MAX, 0.0), (i64::MAX, 1.0)).is_some_and(|r| r > 0.0));
     }
 }
