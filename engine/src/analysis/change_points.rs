@@ -192,6 +192,35 @@ pub struct ChangePoint {
     pub confidence: f64,
 }
 
+impl ChangePoint {
+    /// The change of values `factor` times as large (a power of two: exact).
+    fn times(self, factor: f64) -> ChangePoint {
+        ChangePoint {
+            before: self.before * factor,
+            after: self.after * factor,
+            kind_before: self.kind_before * factor,
+            kind_after: self.kind_after * factor,
+            ..self
+        }
+    }
+}
+
+/// Values of magnitude past 2^500 (about 3e150) or below 2^-500, scaled by a power of two
+/// (exactly) to about 1, with the factor that scales back: the costs sum squares of the
+/// values, which overflow to infinity (or vanish) out there, and a step of 1e170 was found as
+/// no change at all. `None` for values in range.
+fn rescaled(values: &[f64]) -> Option<(Vec<f64>, f64)> {
+    let largest = values.iter().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+    let exponent = largest.log2().floor();
+    if largest == 0.0 || (-500.0..=500.0).contains(&exponent) {
+        return None;
+    }
+    // In two factors: 2^1074 (for values near the smallest subnormal) is past f64's range.
+    let k = -(exponent as i32);
+    let (a, b) = (2f64.powi(k / 2), 2f64.powi(k - k / 2));
+    Some((values.iter().map(|v| v * a * b).collect(), 2f64.powi(-k)))
+}
+
 /// A detected change, in time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimedChange {
@@ -298,6 +327,9 @@ impl ChangeDetector {
 
     /// All change points of `values` (time-ordered, no `NaN`).
     pub fn detect(&mut self, values: &[f64], cfg: &ChangeConfig) -> Vec<ChangePoint> {
+        if let Some((scaled, factor)) = rescaled(values) {
+            return self.detect(&scaled, cfg).into_iter().map(|c| c.times(factor)).collect();
+        }
         let Some(seg) = self.segment(values, cfg) else {
             return Vec::new();
         };
@@ -321,6 +353,9 @@ impl ChangeDetector {
     /// counts from the spike, and a ramp counts from its start). Sustained segments that do
     /// not differ from the baseline join it. `None` if no change qualifies.
     pub fn onset(&mut self, values: &[f64], cfg: &ChangeConfig) -> Option<ChangePoint> {
+        if let Some((scaled, factor)) = rescaled(values) {
+            return self.onset(&scaled, cfg).map(|c| c.times(factor));
+        }
         let seg = self.segment(values, cfg)?;
         let n = values.len();
         let mut bounds = Vec::with_capacity(seg.cps.len() + 2);

@@ -369,3 +369,30 @@ fn every_model_survives_hostile_values() {
         }
     }
 }
+
+/// The same step at any magnitude f64 holds: scaled by powers of two from 1e-300 to 1e300,
+/// the changes found are the same, with their values scaled alike (a step of 1e170 was found
+/// as no change: the costs' squares overflowed); the onset likewise.
+#[test]
+fn steps_are_found_at_any_magnitude() {
+    let v = gaussian(3, &[(300, 1.0, 0.1), (300, 3.0, 0.1)]);
+    let cfg = ChangeConfig::default();
+    let base = change_points(&v, &cfg);
+    assert_eq!(indices(&base), [300]);
+    let onset = ChangeDetector::new().onset(&v, &cfg).unwrap();
+    for exponent in [-996, -600, -501, 501, 565, 996] {
+        let factor = 2f64.powi(exponent);
+        let scaled: Vec<f64> = v.iter().map(|x| x * factor).collect();
+        let cps = change_points(&scaled, &cfg);
+        assert_eq!(indices(&cps), indices(&base), "2^{exponent}");
+        let c = cps[0];
+        assert_eq!(
+            (c.before / factor, c.after / factor, c.kind),
+            (base[0].before, base[0].after, base[0].kind),
+            "2^{exponent}"
+        );
+        assert_eq!((c.confidence, c.ci), (base[0].confidence, base[0].ci), "2^{exponent}");
+        let o = ChangeDetector::new().onset(&scaled, &cfg).unwrap();
+        assert_eq!((o.index, o.after / factor), (onset.index, onset.after), "2^{exponent}");
+    }
+}
