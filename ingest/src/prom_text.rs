@@ -280,9 +280,17 @@ fn parse_sample(
     }
     let value: f64 =
         value_text.parse().map_err(|_| PromTextError::InvalidValue { line, value: value_text.to_owned() })?;
-    let (ts_text, rest) = split_token(rest.trim_start_matches([' ', '\t']));
-    if !rest.trim_matches([' ', '\t']).is_empty() {
-        return Err(PromTextError::Malformed { line, reason: "unexpected text after the timestamp" });
+    let rest = rest.trim_start_matches([' ', '\t']);
+    let (ts_text, rest) = if rest.starts_with('#') { ("", rest) } else { split_token(rest) };
+    let rest = rest.trim_matches([' ', '\t']);
+    match rest.strip_prefix('#') {
+        _ if rest.is_empty() => {}
+        // An OpenMetrics exemplar (`# {trace_id="…"} 1.5 [time]`): checked, not stored.
+        Some(exemplar) if options.openmetrics => check_exemplar(exemplar, line)?,
+        _ if ts_text.is_empty() => {
+            return Err(PromTextError::Malformed { line, reason: "unexpected text after the value" });
+        }
+        _ => return Err(PromTextError::Malformed { line, reason: "unexpected text after the timestamp" }),
     }
     let bad_ts = || PromTextError::InvalidTimestamp { line, value: ts_text.to_owned() };
     let time = if ts_text.is_empty() {
@@ -385,6 +393,20 @@ fn unescape_help(text: &str) -> String {
 }
 
 /// Splits at the first blank: (token, rest starting at the blank).
+/// An OpenMetrics exemplar after the `#`: `{labels} value [timestamp]`, well formed.
+fn check_exemplar(text: &str, line: usize) -> Result<(), PromTextError> {
+    let malformed = PromTextError::Malformed { line, reason: "malformed exemplar (`# {labels} value [timestamp]`)" };
+    let Some(after_brace) = text.trim_start_matches([' ', '\t']).strip_prefix('{') else { return Err(malformed) };
+    let rest = parse_labels(after_brace, line, &mut Vec::new())?;
+    let (value, rest) = split_token(rest.trim_start_matches([' ', '\t']));
+    let (time, rest) = split_token(rest.trim_start_matches([' ', '\t']));
+    let number = |t: &str| t.parse::<f64>().is_ok();
+    if !number(value) || !(time.is_empty() || number(time)) || !rest.trim_matches([' ', '\t']).is_empty() {
+        return Err(malformed);
+    }
+    Ok(())
+}
+
 fn split_token(s: &str) -> (&str, &str) {
     let end = s.find([' ', '\t']).unwrap_or(s.len());
     (&s[..end], &s[end..])

@@ -323,3 +323,34 @@ fn damaged_exposition_text_never_panics() {
     }
     assert!(cases > 1000, "{cases}");
 }
+
+/// OpenMetrics exemplars (`# {labels} value [timestamp]` after a sample, as instrumented Go
+/// and Java clients write them) are checked and skipped, the samples kept; a malformed one is
+/// an error naming it; in the Prometheus text format, which has none, the text after the value
+/// is an error that says so (it spoke of a timestamp there was not).
+#[test]
+fn openmetrics_exemplars_are_skipped() {
+    let om =
+        |text: &str| parse(text, &ParseOptions { default_host: Some("h"), default_time_ns: T1, openmetrics: true });
+    let text = "# TYPE c counter\nc_total 1 # {trace_id=\"x\"} 1\n\
+                # TYPE d histogram\nd_bucket{le=\"1\"} 2 1709294400.5 # {trace_id=\"a b#}\"} 0.5 1709294400.25\n\
+                d_bucket{le=\"+Inf\"} 3 # {} 7\n# EOF\n";
+    let e = om(text).unwrap();
+    assert_eq!(sample(&e, "c_total", &[]).1, 1.0);
+    assert_eq!(sample(&e, "d_bucket", &[("le", "1")]).1, 2.0);
+    assert_eq!(sample(&e, "d_bucket", &[("le", "1")]).2, T1 + 500_000_000);
+    assert_eq!(sample(&e, "d_bucket", &[("le", "+Inf")]).1, 3.0);
+    let malformed = PromTextError::Malformed { line: 1, reason: "malformed exemplar (`# {labels} value [timestamp]`)" };
+    for bad in [
+        "c 1 # trace 1\n# EOF\n",
+        "c 1 # {a=\"b\"}\n# EOF\n",
+        "c 1 # {a=\"b\"} 1 2 3\n# EOF\n",
+        "c 1 # {a=\"b\"} x\n# EOF\n",
+    ] {
+        assert_eq!(om(bad).unwrap_err(), malformed, "{bad:?}");
+    }
+    assert_eq!(
+        err("c 1 # {a=\"b\"} 1"),
+        PromTextError::Malformed { line: 1, reason: "unexpected text after the value" }
+    );
+}
