@@ -146,13 +146,22 @@ impl Service {
     }
 
     /// Plans `sql` (with `parameters` bound) and returns its result schema as sent.
-    async fn plan_schema(&self, sql: &str) -> Result<(SchemaRef, Vec<Option<DataType>>), Status> {
+    async fn plan_schema(
+        &self,
+        sql: &str,
+        parameters: Vec<ScalarValue>,
+    ) -> Result<(SchemaRef, Vec<Option<DataType>>), Status> {
         let timeout = self.shared.timeout;
         let shared = self.shared.clone();
         let plan = async move {
             let engine = shared.engine()?;
-            let frame = engine.sql(sql).await?;
+            let mut frame = engine.sql(sql).await?;
             let types = frame.logical_plan().get_parameter_types().map_err(QueryError::from)?;
+            // Bound as the statement runs: a parameter in the select list has the type and
+            // nullability of its value there (ADBC checks the stream against this schema).
+            if !parameters.is_empty() {
+                frame = frame.with_param_values(parameters)?;
+            }
             let types = (1..=types.len()).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
             Ok::<_, QueryError>((Arc::new(sent_schema(frame.schema().as_arrow())), types))
         };
@@ -374,7 +383,7 @@ impl FlightSqlService for Service {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let (schema, _) = self.plan_schema(&query.query).await?;
+        let (schema, _) = self.plan_schema(&query.query, Vec::new()).await?;
         // The ticket: a statement id (to cancel it by its FlightInfo) and the SQL.
         let mut handle = self.next_statement.fetch_add(1, Ordering::Relaxed).to_be_bytes().to_vec();
         handle.extend(query.query.into_bytes());
@@ -400,7 +409,12 @@ impl FlightSqlService for Service {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let (_, prepared) = self.prepared(&query.prepared_statement_handle)?;
-        let (schema, _) = self.plan_schema(&prepared.sql).await?;
+        let bound = if prepared.parameters.len() >= prepared.parameter_types.len() {
+            prepared.parameters.clone()
+        } else {
+            Vec::new()
+        };
+        let (schema, _) = self.plan_schema(&prepared.sql, bound).await?;
         flight_info(&schema, query.as_any(), request.into_inner())
     }
 
@@ -425,7 +439,7 @@ impl FlightSqlService for Service {
         query: ActionCreatePreparedStatementRequest,
         _request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let (schema, parameter_types) = self.plan_schema(&query.query).await?;
+        let (schema, parameter_types) = self.plan_schema(&query.query, Vec::new()).await?;
         let ipc = |schema: &Schema| -> Result<_, Status> {
             let IpcMessage(bytes) = SchemaAsIpc::new(schema, &Default::default())
                 .try_into()

@@ -107,6 +107,11 @@ fn adbc_reads_what_lockstep_sql_reads() {
         json!({"objects": true}),
         json!({"sql": "SELECT count(*) AS n, sum(value) AS total FROM samples WHERE metric = $1 AND value >= $2",
                "params": ["pg_probe", 3]}),
+        // Parameters in the select list: the schema announced is the bound statement's (ADBC
+        // refused the stream as "inconsistent schema").
+        json!({"sql": "SELECT $1 + 1 AS next, $2 AS tag, value * $3 AS twice FROM samples \
+                       WHERE metric = 'pg_probe' ORDER BY time LIMIT 1",
+               "params": [41, "x", 2.0]}),
     ]);
     let results = client(&json!({"uri": uri, "steps": steps}));
     assert_eq!(results.len(), steps.len(), "{results:?}");
@@ -134,6 +139,7 @@ fn adbc_reads_what_lockstep_sql_reads() {
 
     // Bound parameters: the probe's values 3, 4 and 5.
     assert_eq!(rows(&results[8])[0], json!([3, 12.0]), "{}", results[8]);
+    assert_eq!(rows(&results[9])[0], json!([42, "x", 2.0]), "{}", results[9]);
 
     // Malformed requests: each fails with a status; the server still answers afterwards.
     let raw = &client(&json!({"uri": uri, "raw": true}))[0];
