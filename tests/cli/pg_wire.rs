@@ -146,3 +146,28 @@ print(json.dumps(out))
     }
     assert_eq!(result.len(), 8);
 }
+
+/// psycopg's binary parameters of type date, interval, uuid and numeric (what it sends for
+/// `datetime.date`, `timedelta`, `UUID` and `Decimal`) are decoded, not read as UTF-8 text (a
+/// date failed with its raw bytes in the message, whose NULs broke the error's framing); text
+/// and binary give the same rows.
+#[test]
+fn pg_binary_date_interval_uuid_and_numeric_parameters() {
+    let script = r#"
+import datetime, decimal, uuid
+params = (datetime.date(2026, 3, 2), datetime.timedelta(days=1, seconds=90, microseconds=5),
+          uuid.UUID("12345678-1234-5678-1234-567812345678"), decimal.Decimal("-1234.5678"))
+sql = """SELECT CAST(%s AS DATE) AS d, CAST('2026-03-02T00:00:00' AS TIMESTAMP) + CAST(%s AS INTERVAL) AS t,
+         CAST(%s AS VARCHAR) AS u, CAST(%s AS DOUBLE) AS n"""
+print(json.dumps([[str(v) for v in conn.execute(sql, params, binary=b).fetchone()] for b in (False, True)]))
+"#;
+    let Some(result) = psycopg_on_a_new_server(script) else { return };
+    let want = serde_json::json!([
+        "2026-03-02",
+        "2026-03-03 00:01:30.000005+00:00",
+        "12345678-1234-5678-1234-567812345678",
+        "-1234.5678"
+    ]);
+    assert_eq!(result[0], want, "text: {result}");
+    assert_eq!(result[1], want, "binary: {result}");
+}
