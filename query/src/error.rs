@@ -92,7 +92,10 @@ impl QueryError {
                 D::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
                 D::External(inner) => match inner.downcast_ref::<lockstep_engine::Error>() {
                     Some(engine) => engine.kind(),
-                    None => ErrorKind::Internal,
+                    // `diagnose('nope')`: an unknown job or an empty window is the caller's.
+                    None => {
+                        inner.downcast_ref::<crate::diagnose::DiagnoseError>().map_or(ErrorKind::Internal, |d| d.kind())
+                    }
                 },
                 _ => ErrorKind::Internal,
             },
@@ -102,3 +105,23 @@ impl QueryError {
 
 /// Result alias for the query layer.
 pub type Result<T, E = QueryError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::DiagnoseError;
+    use datafusion::error::DataFusionError;
+
+    /// An unknown job or an empty window of `diagnose(…)` reaches the listeners through
+    /// DataFusion as an external error: it keeps its kind (not found, invalid argument), so
+    /// Flight SQL answers NOT_FOUND or INVALID_ARGUMENT and not INTERNAL.
+    #[test]
+    fn diagnose_errors_keep_their_kind_through_datafusion() {
+        let wrapped = |e: DiagnoseError| QueryError::DataFusion(DataFusionError::External(Box::new(e)));
+        let unknown = wrapped(DiagnoseError::UnknownJob { job: "nope".into(), known: "a".into() });
+        assert_eq!(unknown.kind(), ErrorKind::NotFound);
+        assert_eq!(wrapped(DiagnoseError::EmptyWindow { from: 2, to: 1 }).kind(), ErrorKind::InvalidArgument);
+        let other = QueryError::DataFusion(DataFusionError::External("disk on fire".into()));
+        assert_eq!(other.kind(), ErrorKind::Internal);
+    }
+}

@@ -298,6 +298,7 @@ fn status(e: &QueryError) -> Status {
         }
         other => match other.kind() {
             lockstep_engine::ErrorKind::InvalidArgument => Status::invalid_argument(other.to_string()),
+            lockstep_engine::ErrorKind::NotFound => Status::not_found(other.to_string()),
             _ => Status::internal(other.to_string()),
         },
     }

@@ -245,6 +245,8 @@ fn user_error(e: &QueryError) -> PgWireError {
         }
         other => match other.kind() {
             lockstep_engine::ErrorKind::InvalidArgument => error("42000", other.to_string()),
+            // undefined_object: an unknown job of `diagnose(…)`, say.
+            lockstep_engine::ErrorKind::NotFound => error("42704", other.to_string()),
             _ => internal(other.to_string()),
         },
     }

@@ -226,7 +226,7 @@ impl Grid {
             Some("locf") => Fill::Locf,
             Some("linear") => Fill::Linear,
             other => {
-                return plan_err!("{NAME}: fill must be 'null', 'locf' or 'linear', got {other:?}");
+                return plan_err!("{NAME}: fill must be 'null', 'locf' or 'linear', got {}", shown(other));
             }
         };
         let agg = match args.exprs.get(6) {
@@ -239,7 +239,10 @@ impl Grid {
                 Some("first") => Agg::First,
                 Some("last") => Agg::Last,
                 other => {
-                    return plan_err!("{NAME}: agg must be one of avg, sum, min, max, first, last, got {other:?}");
+                    return plan_err!(
+                        "{NAME}: agg must be one of avg, sum, min, max, first, last, got {}",
+                        shown(other)
+                    );
                 }
             },
         };
@@ -649,6 +652,11 @@ impl GroupsAccumulator for GapFillGroups {
     fn size(&self) -> usize {
         size_of_val(self) + self.series.capacity() * size_of::<Series>() + self.sample_bytes
     }
+}
+
+/// A constant string argument as an error shows it: quoted, or NULL.
+fn shown(value: Option<&str>) -> String {
+    value.map_or_else(|| "NULL".to_string(), |v| format!("'{v}'"))
 }
 
 #[cfg(test)]

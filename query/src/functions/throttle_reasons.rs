@@ -59,7 +59,10 @@ fn has(mask: ThrottleReasons, class: &str) -> Option<bool> {
 }
 
 fn known_classes() -> String {
-    CLASSES.iter().copied().chain(REASON_NAMES.iter().map(|(_, n)| *n)).collect::<Vec<_>>().join(", ")
+    // `hw_slowdown` is a class and a bit name: listed once.
+    let mut names: Vec<&str> = CLASSES.to_vec();
+    names.extend(REASON_NAMES.iter().map(|(_, n)| *n).filter(|n| !CLASSES.contains(n)));
+    names.join(", ")
 }
 
 impl ScalarUDFImpl for ThrottleReasonsFn {
