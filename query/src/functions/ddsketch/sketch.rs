@@ -58,7 +58,17 @@ pub enum SketchError {
     /// A bin index is outside the representable range.
     #[error("ddsketch state has a bin index out of range")]
     IndexOutOfRange,
+    /// The counts sum past [`MAX_COUNT`] (in one state, or in a merge).
+    #[error("ddsketch counts sum past 2^62 values")]
+    CountOutOfRange,
+    /// The state's minimum is above its maximum although it counts values.
+    #[error("ddsketch state has its minimum {0} above its maximum {1}")]
+    MinAboveMax(f64, f64),
 }
+
+/// The most values a sketch counts (2^62): any two sum without overflowing a u64, and no
+/// real stream gets near it. A state counting more is corrupt.
+pub const MAX_COUNT: u64 = 1 << 62;
 
 /// The logarithmic index mapping for one relative accuracy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -196,6 +206,10 @@ impl DdSketch {
     pub fn merge(&mut self, other: &DdSketch) -> Result<(), SketchError> {
         if self.mapping.alpha.to_bits() != other.mapping.alpha.to_bits() {
             return Err(SketchError::AlphaMismatch(self.mapping.alpha, other.mapping.alpha));
+        }
+        // Both at most MAX_COUNT (decoded or built): the sum does not overflow.
+        if self.count() + other.count() > MAX_COUNT {
+            return Err(SketchError::CountOutOfRange);
         }
         self.positive.merge(&other.positive);
         self.negative.merge(&other.negative);
@@ -344,10 +358,16 @@ impl DdSketch {
             return Err(SketchError::UnknownVersion(version));
         }
         let mut sketch = DdSketch::new(Mapping::new(r.f64()?)?);
-        sketch.zero = r.varint()?;
-        sketch.nan = r.varint()?;
-        sketch.pos_inf = r.varint()?;
-        sketch.neg_inf = r.varint()?;
+        // Every count goes through `counted`: their sum stays at most MAX_COUNT.
+        let mut total = 0u64;
+        let mut counted = |c: u64| -> Result<u64, SketchError> {
+            total = total.checked_add(c).filter(|t| *t <= MAX_COUNT).ok_or(SketchError::CountOutOfRange)?;
+            Ok(c)
+        };
+        sketch.zero = counted(r.varint()?)?;
+        sketch.nan = counted(r.varint()?)?;
+        sketch.pos_inf = counted(r.varint()?)?;
+        sketch.neg_inf = counted(r.varint()?)?;
         sketch.min = r.f64()?;
         sketch.max = r.f64()?;
         for negative in [false, true] {
@@ -356,7 +376,7 @@ impl DdSketch {
             for _ in 0..entries {
                 index = index.checked_add(unzigzag(r.varint()?)).ok_or(SketchError::IndexOutOfRange)?;
                 let index = i32::try_from(index).map_err(|_| SketchError::IndexOutOfRange)?;
-                let c = r.varint()?;
+                let c = counted(r.varint()?)?;
                 let store = if negative { &mut sketch.negative } else { &mut sketch.positive };
                 if c > 0 {
                     store.add(index, c);
@@ -365,6 +385,10 @@ impl DdSketch {
         }
         if r.pos != bytes.len() {
             return Err(SketchError::TrailingBytes(bytes.len() - r.pos));
+        }
+        let finite = sketch.positive.count + sketch.negative.count + sketch.zero;
+        if finite > 0 && !(sketch.min <= sketch.max) {
+            return Err(SketchError::MinAboveMax(sketch.min, sketch.max));
         }
         Ok(sketch)
     }

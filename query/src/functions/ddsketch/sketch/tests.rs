@@ -144,3 +144,35 @@ proptest! {
         let _ = DdSketch::decode(&bytes);
     }
 }
+
+/// A state with `zero` zeros, bounds `min`/`max` and one positive bin of `count` (QA pass
+/// 18: the decoder took counts summing past u64, and a minimum above the maximum).
+fn state(zero: u64, min: f64, max: f64, count: u64) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    out.extend_from_slice(&DEFAULT_ALPHA.to_le_bytes());
+    for c in [zero, 0, 0, 0] {
+        put_varint(&mut out, c);
+    }
+    out.extend_from_slice(&min.to_le_bytes());
+    out.extend_from_slice(&max.to_le_bytes());
+    put_varint(&mut out, 1);
+    put_varint(&mut out, zigzag(10));
+    put_varint(&mut out, count);
+    put_varint(&mut out, 0);
+    out
+}
+
+#[test]
+fn decode_rejects_counts_past_2_62_and_inverted_bounds() {
+    assert!(DdSketch::decode(&state(0, 1.0, 1.1, 5)).is_ok());
+    assert_eq!(DdSketch::decode(&state(0, 1.0, 1.1, MAX_COUNT + 1)), Err(SketchError::CountOutOfRange));
+    assert_eq!(DdSketch::decode(&state(u64::MAX, 1.0, 1.1, u64::MAX)), Err(SketchError::CountOutOfRange));
+    assert_eq!(DdSketch::decode(&state(0, 5.0, 1.0, 1)), Err(SketchError::MinAboveMax(5.0, 1.0)));
+    // Two states within the limit whose merge is not.
+    let mut a = DdSketch::decode(&state(0, 1.0, 1.1, MAX_COUNT / 2 + 1)).unwrap();
+    let b = DdSketch::decode(&state(0, 1.0, 1.1, MAX_COUNT / 2)).unwrap();
+    assert_eq!(a.merge(&b), Err(SketchError::CountOutOfRange));
+    let c = DdSketch::decode(&state(0, 1.0, 1.1, MAX_COUNT / 2 - 1)).unwrap();
+    assert_eq!(a.merge(&c), Ok(()));
+    assert_eq!(a.count(), MAX_COUNT);
+}
