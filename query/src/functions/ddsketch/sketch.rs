@@ -387,7 +387,10 @@ impl DdSketch {
             return Err(SketchError::TrailingBytes(bytes.len() - r.pos));
         }
         let finite = sketch.positive.count + sketch.negative.count + sketch.zero;
-        if finite > 0 && !(sketch.min <= sketch.max) {
+        // NaN bounds are as corrupt as inverted ones.
+        let ordered =
+            matches!(sketch.min.partial_cmp(&sketch.max), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal));
+        if finite > 0 && !ordered {
             return Err(SketchError::MinAboveMax(sketch.min, sketch.max));
         }
         Ok(sketch)
