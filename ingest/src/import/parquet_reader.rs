@@ -185,7 +185,7 @@ fn push_batch(
         row += 1;
         if time.is_null(r) {
             let reason = match outside.next_if(|&(at, _)| at == r) {
-                Some((_, v)) => format!("time {v} ({unit}) does not fit ns since 1970 (years 1677-2262)"),
+                Some((_, v)) => format!("time {v} ({unit}) is outside 1970-2262, the times the store keeps"),
                 None => "time is null".into(),
             };
             sink.bad_row(row, reason).map_err(Ok)?;
