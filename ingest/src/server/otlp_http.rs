@@ -160,6 +160,19 @@ fn decode_json_float_strings(bytes: &[u8]) -> Result<ExportMetricsServiceRequest
     let mut specials = Vec::new();
     let mut bad = None;
     for_each_data_point(&mut value, |at, name, kind, point| {
+        // An `asInt` past int64 was dropped by the decoder, and the point then had "no value".
+        if let Some(v) = point.get("asInt") {
+            let fits = v.as_i64().is_some() || v.as_str().is_some_and(|t| t.parse::<i64>().is_ok());
+            if !fits {
+                let (r, s, m, p) = at;
+                bad.get_or_insert_with(|| {
+                    format!(
+                        "resourceMetrics[{r}].scopeMetrics[{s}].metrics[{m}] ({name:?}).{kind}.dataPoints[{p}].\
+                         asInt: {v} is not an int64 (-9223372036854775808 to 9223372036854775807)"
+                    )
+                });
+            }
+        }
         for field in POINT_DOUBLES {
             let Some(slot) = point.get_mut(*field) else { continue };
             let Some(text) = slot.as_str() else { continue };

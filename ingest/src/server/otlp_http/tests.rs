@@ -266,3 +266,29 @@ fn histogram_and_summary_doubles_may_be_strings() {
         Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(7.0))
     );
 }
+
+/// An `asInt` past int64 (as a string or a number) refuses the request naming the point and
+/// the range, instead of the point being rejected as having no value (QA pass 18, F19); one
+/// at the edge of the range is read.
+#[test]
+fn an_int_past_int64_is_named() {
+    use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point::Value};
+    let body = |v: &str| {
+        format!(
+            r#"{{"resourceMetrics":[{{"scopeMetrics":[{{"metrics":[{{"name":"c","gauge":{{"dataPoints":[
+            {{"timeUnixNano":"1","asInt":{v}}}]}}}}]}}]}}]}}"#
+        )
+    };
+    for v in [r#""9223372036854775808""#, "9223372036854775808", r#""-9223372036854775809""#, r#""1.5""#] {
+        let e = super::decode(body(v).as_bytes(), super::Encoding::Json).unwrap_err();
+        assert!(
+            e.message().contains(r#"metrics[0] ("c").gauge.dataPoints[0].asInt: "#)
+                && e.message().contains("is not an int64"),
+            "{v}: {}",
+            e.message()
+        );
+    }
+    let request = super::decode(body(r#""9223372036854775807""#).as_bytes(), super::Encoding::Json).unwrap();
+    let Some(Data::Gauge(g)) = &request.resource_metrics[0].scope_metrics[0].metrics[0].data else { panic!() };
+    assert_eq!(g.data_points[0].value, Some(Value::AsInt(i64::MAX)));
+}
