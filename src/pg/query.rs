@@ -128,7 +128,9 @@ impl QueryParser for Parser {
             let engine = self.shared.engine().map_err(|e| user_error(&e))?;
             let frame = engine.sql(sql).await.map_err(|e| user_error(&e))?;
             let types = frame.logical_plan().get_parameter_types().map_err(|e| user_error(&e.into()))?;
-            parameters = (1..=types.len()).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
+            // `$1` … `$n` up to the highest used (a statement of `$1` and `$3` takes three).
+            let highest = types.keys().filter_map(|k| k.strip_prefix('$')?.parse::<usize>().ok()).max().unwrap_or(0);
+            parameters = (1..=highest).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
             schema = Some(Arc::new(pg_schema(&wire_schema(frame.schema().as_arrow(), UTC))));
         }
         Ok(Some(Statement { sql: sql.to_string(), kind, schema, parameters }))
@@ -395,6 +397,18 @@ impl ExtendedQueryHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let statement = &portal.statement.statement;
+        let required = statement.parameters.len();
+        if statement.kind == Kind::Query && portal.parameter_len() != required {
+            return Err(error(
+                "08P01",
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"{}\" requires {required}",
+                    portal.parameter_len(),
+                    // pgwire's name of the unnamed statement is PostgreSQL's "".
+                    if portal.statement.id == pgwire::api::DEFAULT_NAME { "" } else { portal.statement.id.as_str() }
+                ),
+            ));
+        }
         let parameters = (0..portal.parameter_len())
             .map(|i| {
                 let declared = portal.statement.parameter_types.get(i).cloned().flatten();

@@ -58,7 +58,8 @@ print(json.dumps(out))
 /// end its connection with FATAL 08P01 instead of panicking the connection's task in
 /// pgwire's decoder: a Parse with a negative parameter count, a Bind whose value runs past
 /// the message or has length -5. An Execute with a row limit of -1 means no limit, as in
-/// PostgreSQL. The server answers the next client as before and never panicked.
+/// PostgreSQL; a Bind of more values than the statement has parameters is an error. The
+/// server answers the next client as before and never panicked.
 #[test]
 fn malformed_pg_messages_are_protocol_violations_not_panics() {
     if !have_psycopg() {
@@ -92,6 +93,9 @@ out["bind_past"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
      msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', 1000000) + b'12\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
 out["bind_negative"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
      msg(b'B', b'\0\0\0\0\0\x01' + struct.pack('!i', -5) + b'\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
+three = b''.join(struct.pack('!i', 1) + str(i).encode() for i in range(3))
+out["bind_count"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
+     msg(b'B', b'\0\0\0\0\0\x03' + three + b'\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
 out["execute_all"] = run([msg(b'P', b'\0select 41 + 1\0\0\0'), msg(b'B', b'\0\0\0\0\0\0\0\0'),
      msg(b'E', b'\0' + struct.pack('!i', -1)), msg(b'S', b'')])
 out["after"] = psycopg.connect(f"postgresql://anyone@127.0.0.1:{port}/lockstep").execute("select 7").fetchone()[0]
@@ -108,6 +112,11 @@ print(json.dumps(out))
         let reply = result[case].as_str().unwrap();
         assert!(reply.contains("FATAL") && reply.contains("08P01") && reply.contains(what), "{case}: {reply:?}");
     }
+    // A Bind of three values for one parameter: refused as PostgreSQL words it (it ran with
+    // the extra values ignored); the connection goes on.
+    let count = result["bind_count"].as_str().unwrap();
+    assert!(count.contains("bind message supplies 3 parameters, but prepared statement \"\" requires 1"), "{count:?}");
+    assert!(!count.contains("FATAL"), "{count:?}");
     let all = result["execute_all"].as_str().unwrap();
     assert!(all.contains("42") && all.contains("SELECT 1"), "{all:?}");
     assert_eq!(result["after"], 7);
