@@ -24,6 +24,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use super::*;
 use crate::clock::OffsetObservation;
 use crate::datafile::{self, RowFilter};
+use crate::model::WriteBatch;
 use crate::storage::OsStorage;
 
 const S: i64 = 1_000_000_000;

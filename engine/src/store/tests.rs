@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::error::ErrorKind;
-use crate::model::Name;
+use crate::model::{Name, WriteBatch};
 use crate::series::SeriesFilter;
 use crate::storage::{FaultyStorage, OsStorage};
 use std::sync::atomic::Ordering;
