@@ -7,8 +7,10 @@
 //! refused with SQLSTATE 25006), has its own memory pool of `--query-memory-limit-mb`
 //! (SQLSTATE 53200 past it) and a time limit of `--query-timeout-secs` (57014); a cancel
 //! request (psql's Ctrl-C) stops the running statement (57014), planning and streaming alike.
-//! `BEGIN`/`COMMIT`/`ROLLBACK` and `SET`/`RESET`/`DISCARD` are accepted and do nothing
-//! (drivers send them); every statement sees the store as it is when it starts.
+//! `BEGIN`/`COMMIT`/`ROLLBACK` are accepted (drivers send them); every statement sees the
+//! store as it is when it starts. `SET statement_timeout` shortens a session's time limit;
+//! other `SET`s are accepted quietly where Lockstep already does what they ask, with a NOTICE
+//! where they have no effect, and refused for DataFusion's settings (the server's).
 //!
 //! Authentication follows the gRPC port: without a tokens file (loopback, or `--insecure`)
 //! any user name connects without a password; with one, the password must be a token with
@@ -18,6 +20,7 @@
 pub mod client;
 mod frames;
 mod query;
+mod session;
 mod size;
 
 use std::collections::HashMap;
@@ -233,6 +236,18 @@ async fn connection(
     use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
     let startup_timeout = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup_timeout);
+    // A first packet of a length PostgreSQL refuses: closed at once, as there (pgwire waited
+    // for more bytes until the start-up limit).
+    let first = tokio::select! {
+        () = &mut startup_timeout => return Ok(()),
+        ok = frames::first_length(&socket) => ok?,
+    };
+    if !first {
+        tracing::debug!(peer = ?socket.peer_addr().ok(), "PostgreSQL startup packet of an invalid length");
+        // Read what was peeked, so that the close is an orderly one (not a reset).
+        let _ = socket.try_read(&mut [0u8; 4]);
+        return Ok(());
+    }
     let negotiated = tokio::select! {
         () = &mut startup_timeout => return Ok(()),
         socket = negotiate_tls::<query::Statement>(socket, tls) => socket?,

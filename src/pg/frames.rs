@@ -4,6 +4,12 @@
 //! negative row limit made the connection's task panic. A malformed message now ends the
 //! connection with FATAL 08P01 (protocol_violation), as PostgreSQL answers one; an Execute's
 //! negative row limit means "no limit", as in PostgreSQL.
+//!
+//! Outside the extended protocol: a password message after authentication ends the connection
+//! as PostgreSQL ends it (FATAL 08P01 "invalid frontend message type"), where pgwire ignored it
+//! and the client waited for an answer; and a first packet whose length PostgreSQL refuses
+//! (under 8 or over 10,000 bytes) closes the connection at once, where pgwire waited for more
+//! bytes until the 60 s start-up limit.
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -49,10 +55,33 @@ pub(super) async fn fill<S: AsyncRead + Unpin, C>(socket: &mut Framed<S, C>) -> 
     }
 }
 
+/// The most bytes PostgreSQL reads of a startup packet (`MAX_STARTUP_PACKET_LENGTH`).
+const MAX_STARTUP: i32 = 10_000;
+
+/// Before TLS is negotiated: waits until the first 4 bytes of `socket` are there (without
+/// reading them); `false` when they are the length of a packet PostgreSQL refuses, or the
+/// stream ends first. A TLS handshake (direct TLS, its first byte 0x16) passes.
+pub(super) async fn first_length(socket: &tokio::net::TcpStream) -> std::io::Result<bool> {
+    let mut b = [0u8; 4];
+    loop {
+        match socket.peek(&mut b).await? {
+            0 => return Ok(false),
+            _ if b[0] == 0x16 => return Ok(true),
+            4 => return Ok((8..=MAX_STARTUP).contains(&i32::from_be_bytes(b))),
+            // Fewer bytes than a length: a peek returns at once while any are there.
+            _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+}
+
 /// Checks the first message of `buf` (whole, after [`fill`]) if it is a Parse, Bind, Execute,
-/// Describe or Close; sets an Execute's negative row limit to 0 (no limit).
+/// Describe or Close; sets an Execute's negative row limit to 0 (no limit). A password message
+/// (after authentication, where this is called) is refused.
 pub(super) fn check(buf: &mut BytesMut) -> Result<(), String> {
     let Some(&kind) = buf.first() else { return Ok(()) };
+    if kind == b'p' {
+        return Err("invalid frontend message type 112 (a password message after authentication)".into());
+    }
     let Some(max) = checked(kind) else { return Ok(()) };
     let Some(len) = buf.get(1..5).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else { return Ok(()) };
     let Some(len) = usize::try_from(len).ok().filter(|l| (4..=max).contains(l)) else { return Ok(()) };

@@ -5,11 +5,11 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
-use futures::{Sink, StreamExt};
+use futures::{Sink, SinkExt, StreamExt};
 use lockstep_query::QueryError;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -21,6 +21,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
 
+use super::session::{Session, Settings, parse as parse_session};
 use super::{CancelFlag, Handlers, Shared};
 use crate::netsql::{Guarded, wire_schema};
 
@@ -40,6 +41,8 @@ enum Kind {
     Ignored(&'static str),
     /// `SHOW` of a PostgreSQL run-time parameter: its name as shown and its value.
     Show(&'static str, &'static str),
+    /// `SET`, `RESET`, `DISCARD ALL`, or `SHOW` of a parameter the session sets.
+    Session(Session),
 }
 
 /// The PostgreSQL parameters `SHOW` answers as PostgreSQL does (one column named after the
@@ -77,12 +80,10 @@ fn classify(sql: &str) -> Kind {
         "begin" | "start" => Kind::Begin,
         "commit" | "end" => Kind::End("COMMIT"),
         "rollback" | "abort" => Kind::End("ROLLBACK"),
-        "set" => Kind::Ignored("SET"),
-        "reset" => Kind::Ignored("RESET"),
-        "discard" => Kind::Ignored("DISCARD ALL"),
+        "set" | "reset" | "discard" => parse_session(sql).map_or(Kind::Ignored("DISCARD ALL"), Kind::Session),
         "deallocate" => Kind::Ignored("DEALLOCATE"),
         "listen" | "unlisten" => Kind::Ignored("LISTEN"),
-        "show" => shown(sql).unwrap_or(Kind::Query),
+        "show" => parse_session(sql).map(Kind::Session).or_else(|| shown(sql)).unwrap_or(Kind::Query),
         _ => Kind::Query,
     }
 }
@@ -121,8 +122,8 @@ impl QueryParser for Parser {
     {
         let kind = classify(sql);
         let (mut schema, mut parameters) = (None, Vec::new());
-        if let Kind::Show(name, value) = kind {
-            schema = Some(show_batch(name, value)?.schema());
+        if let Kind::Show(name, _) | Kind::Session(Session::Show(name)) = kind {
+            schema = Some(show_batch(name, "")?.schema());
         }
         if kind == Kind::Query {
             let engine = self.shared.engine().map_err(|e| user_error(&e))?;
@@ -158,18 +159,43 @@ fn pg_type(data_type: &DataType) -> Type {
 /// The type a column is sent as over the PostgreSQL protocol (after [`wire_schema`]): a
 /// timestamp in UTC microseconds, the protocol's unit (arrow-pg would drop the minutes of a
 /// zone offset such as +05:30 in text, and round a time before 1970 toward zero in binary but
-/// down in text), and a one-byte integer as int2 (arrow-pg sends its byte as int2's high byte).
+/// down in text), a one-byte integer as int2 (arrow-pg sends its byte as int2's high byte), a
+/// half float as float4, and what arrow-pg cannot encode — a list of lists, a map, a union, a
+/// 256-bit decimal — as text in Arrow's notation (`[[1, 2], [3]]`, `{a: 1}`), where it failed
+/// the statement with an internal error.
 fn pg_type_of(data_type: &DataType) -> DataType {
     let field = |f: &Field| Arc::new(f.clone().with_data_type(pg_type_of(f.data_type())));
+    let list_of = |f: &Field| {
+        let element = pg_type_of(f.data_type());
+        let nested = matches!(element, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..));
+        (!nested && !as_text(f.data_type())).then(|| Arc::new(f.clone().with_data_type(element)))
+    };
     match data_type {
         DataType::Timestamp(..) => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         DataType::Int8 => DataType::Int16,
-        DataType::List(f) => DataType::List(field(f)),
-        DataType::LargeList(f) => DataType::LargeList(field(f)),
-        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Float16 => DataType::Float32,
+        DataType::Decimal32(p, s) | DataType::Decimal64(p, s) => DataType::Decimal128(*p, *s),
+        DataType::Dictionary(_, value) => pg_type_of(value),
+        DataType::List(f) => list_of(f).map_or(DataType::Utf8, DataType::List),
+        DataType::LargeList(f) => list_of(f).map_or(DataType::Utf8, DataType::LargeList),
+        DataType::FixedSizeList(f, n) => list_of(f).map_or(DataType::Utf8, |f| DataType::FixedSizeList(f, *n)),
         DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
+        other if as_text(other) => DataType::Utf8,
         other => other.clone(),
     }
+}
+
+/// A type arrow-pg has no encoding for, sent as text.
+fn as_text(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Map(..)
+            | DataType::Union(..)
+            | DataType::Decimal256(..)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::RunEndEncoded(..)
+    )
 }
 
 /// `schema` with its columns' types as sent ([`pg_type_of`]).
@@ -198,9 +224,27 @@ fn pg_column(column: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow::error:
         TimestampMicrosecondType as Us, TimestampMillisecondType as Ms, TimestampNanosecondType as Ns,
         TimestampSecondType as S,
     };
-    let (DataType::Timestamp(unit, _), DataType::Timestamp(TimeUnit::Microsecond, zone)) = (column.data_type(), to)
-    else {
-        return if column.data_type() == to { Ok(column.clone()) } else { arrow::compute::cast(column, to) };
+    let from = column.data_type();
+    if let (DataType::Struct(_), DataType::Struct(fields)) = (from, to)
+        && from != to
+    {
+        // Field by field: a field may go as text, which a cast cannot do.
+        let array = column.as_struct();
+        let children =
+            array.columns().iter().zip(fields).map(|(c, f)| pg_column(c, f.data_type())).collect::<Result<_, _>>()?;
+        return Ok(Arc::new(arrow::array::StructArray::try_new(fields.clone(), children, array.nulls().cloned())?));
+    }
+    if *to == DataType::Utf8
+        && !matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        && !matches!(from, DataType::Dictionary(..))
+    {
+        let formatter = arrow::util::display::ArrayFormatter::try_new(column.as_ref(), &Default::default())?;
+        let text: arrow::array::StringArray =
+            (0..column.len()).map(|i| column.is_valid(i).then(|| formatter.value(i).to_string())).collect();
+        return Ok(Arc::new(text));
+    }
+    let (DataType::Timestamp(unit, _), DataType::Timestamp(TimeUnit::Microsecond, zone)) = (from, to) else {
+        return if from == to { Ok(column.clone()) } else { arrow::compute::cast(column, to) };
     };
     let out_of_range = |v: i64| {
         arrow::error::ArrowError::ComputeError(format!(
@@ -269,10 +313,16 @@ fn row_too_large(column: &str, bytes: u64, max: u64) -> PgWireError {
     )
 }
 
-/// Why a statement stopped early.
-fn interrupted(timeout: std::time::Duration, cancelled: bool) -> PgWireError {
+/// Why a statement stopped early: a cancel request, or the time limit (the session's
+/// `statement_timeout` where `own`, else the server's).
+fn interrupted(timeout: std::time::Duration, own: bool, cancelled: bool) -> PgWireError {
     if cancelled {
         error("57014", "canceling statement due to user request".into())
+    } else if own {
+        error(
+            "57014",
+            format!("canceling statement due to statement timeout ({} ms; SET statement_timeout)", timeout.as_millis()),
+        )
     } else {
         error(
             "57014",
@@ -287,61 +337,81 @@ fn interrupted(timeout: std::time::Duration, cancelled: bool) -> PgWireError {
 impl Handlers {
     /// Runs one statement: plans it in a fresh session (binding `parameters`), and returns
     /// its rows as a stream under the statement's memory pool, time limit and cancel flag.
-    async fn run<C: ClientInfo>(
+    async fn run<C>(
         &self,
-        client: &C,
+        client: &mut C,
         statement: &Statement,
         parameters: Vec<ScalarValue>,
         format: &Format,
-    ) -> PgWireResult<Response> {
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let settings = client.session_extensions().get_or_insert_with(Settings::default);
+        let show = |name: &str, value: &str| -> PgWireResult<Response> {
+            let batch = show_batch(name, value)?;
+            let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&batch.schema(), format, None)?);
+            let rows: Vec<PgWireResult<DataRow>> =
+                arrow_pg::datatypes::encode_recordbatch(fields.clone(), batch).collect();
+            Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(rows))))
+        };
         match &statement.kind {
-            Kind::Begin => return Ok(Response::TransactionStart(Tag::new("BEGIN"))),
-            Kind::End(tag) => return Ok(Response::TransactionEnd(Tag::new(tag))),
+            Kind::Begin => {
+                settings.begin();
+                return Ok(Response::TransactionStart(Tag::new("BEGIN")));
+            }
+            Kind::End(tag) => {
+                settings.end();
+                return Ok(Response::TransactionEnd(Tag::new(tag)));
+            }
             Kind::Ignored(tag) => return Ok(Response::Execution(Tag::new(tag))),
-            Kind::Show(name, value) => {
-                let batch = show_batch(name, value)?;
-                let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&batch.schema(), format, None)?);
-                let rows: Vec<PgWireResult<DataRow>> =
-                    arrow_pg::datatypes::encode_recordbatch(fields.clone(), batch).collect();
-                return Ok(Response::Query(QueryResponse::new(fields, futures::stream::iter(rows))));
+            Kind::Show(name, value) => return show(name, value),
+            Kind::Session(Session::Show(name)) => return show(name, &settings.show(name, self.shared.timeout)),
+            Kind::Session(session) => {
+                let (tag, notice) = settings.apply(session).map_err(|(code, message)| error(code, message))?;
+                if let Some((severity, code, message)) = notice {
+                    let info = ErrorInfo::new(severity.into(), code.into(), message);
+                    client.send(PgWireBackendMessage::NoticeResponse(info.into())).await?;
+                }
+                return Ok(Response::Execution(Tag::new(tag)));
             }
             Kind::Query => {}
         }
         let flag = client.session_extensions().get::<Arc<CancelFlag>>().map(|f| f.as_ref().clone());
-        let timeout = self.shared.timeout;
-        let mut stop = crate::netsql::interrupt(flag, timeout, move |cancelled| interrupted(timeout, cancelled));
+        let (timeout, own) = settings.time_limit(self.shared.timeout);
+        let mut stop = crate::netsql::interrupt(flag, timeout, move |cancelled| interrupted(timeout, own, cancelled));
         let plan = self.shared.execute(&statement.sql, parameters, UTC);
         let (schema, batches) = tokio::select! {
             planned = plan => planned.map_err(|e| user_error(&e))?,
             e = &mut stop => return Err(e),
         };
+        let may_be_large = super::size::may_be_large(&schema);
         let schema: SchemaRef = Arc::new(pg_schema(&schema));
         let fields = Arc::new(arrow_pg::datatypes::arrow_schema_to_pg_fields(&schema, format, None)?);
         let encode = fields.clone();
         let store = self.shared.store.clone();
-        let may_be_large = super::size::may_be_large(&schema);
         let max_row = super::size::max_row_text(self.shared.limits.memory_bytes);
         // Rows are encoded as they are sent (not a batch's rows at once), so what a statement
-        // holds beyond its batches in flight is one row, however slowly the client reads.
+        // holds beyond its batches in flight is one row, however slowly the client reads. A
+        // row's size is estimated before any of its text is built (a list sent as text too).
         let rows = batches
             .map(move |batch| {
-                let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> = match batch
-                    .map_err(|e| user_error(&QueryError::from(e).located(&store)))
-                    .and_then(|b| wire_batch(b, &schema))
-                {
-                    Ok(batch) => {
-                        let too_large = may_be_large.then(|| super::size::oversized_row(&batch, max_row)).flatten();
-                        match too_large {
-                            None => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
-                            Some((row, column, bytes)) => {
-                                let before =
-                                    arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch.slice(0, row));
-                                Box::new(before.chain(std::iter::once(Err(row_too_large(&column, bytes, max_row)))))
-                            }
+                let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> =
+                    match batch.map_err(|e| user_error(&QueryError::from(e).located(&store))) {
+                        Ok(batch) => {
+                            let too_large = may_be_large.then(|| super::size::oversized_row(&batch, max_row)).flatten();
+                            let sent = too_large.as_ref().map_or(batch.num_rows(), |(row, ..)| *row);
+                            let tail = too_large.map(|(_, column, bytes)| Err(row_too_large(&column, bytes, max_row)));
+                            let before: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> =
+                                match wire_batch(batch.slice(0, sent), &schema) {
+                                    Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
+                                    Err(e) => Box::new(std::iter::once(Err(e))),
+                                };
+                            Box::new(before.chain(tail))
                         }
-                    }
-                    Err(e) => Box::new(std::iter::once(Err(e))),
-                };
+                        Err(e) => Box::new(std::iter::once(Err(e))),
+                    };
                 futures::stream::iter(rows)
             })
             .flatten();
@@ -676,7 +746,9 @@ mod tests {
         assert_eq!(classify("start transaction read only"), Kind::Begin);
         assert_eq!(classify("commit;"), Kind::End("COMMIT"));
         assert_eq!(classify("ROLLBACK"), Kind::End("ROLLBACK"));
-        assert_eq!(classify("SET extra_float_digits = 3"), Kind::Ignored("SET"));
+        assert_eq!(classify("SET extra_float_digits = 3"), Kind::Session(Session::Quiet));
+        assert_eq!(classify("DISCARD PLANS"), Kind::Ignored("DISCARD ALL"));
+        assert_eq!(classify("show statement_timeout"), Kind::Session(Session::Show("statement_timeout")));
         assert_eq!(classify("SHOW TimeZone"), Kind::Show("TimeZone", "UTC"));
         assert_eq!(classify("show time zone;"), Kind::Show("TimeZone", "UTC"));
         assert_eq!(classify("SHOW \"DateStyle\""), Kind::Show("DateStyle", "ISO, MDY"));

@@ -58,8 +58,10 @@ print(json.dumps(out))
 /// end its connection with FATAL 08P01 instead of panicking the connection's task in
 /// pgwire's decoder: a Parse with a negative parameter count, a Bind whose value runs past
 /// the message or has length -5. An Execute with a row limit of -1 means no limit, as in
-/// PostgreSQL; a Bind of more values than the statement has parameters is an error. The
-/// server answers the next client as before and never panicked.
+/// PostgreSQL; a Bind of more values than the statement has parameters is an error. A password
+/// message after login is a protocol violation too, and a startup packet of a length PostgreSQL
+/// refuses closes the connection at once (QA pass 18, F21). The server answers the next client
+/// as before and never panicked.
 #[test]
 fn malformed_pg_messages_are_protocol_violations_not_panics() {
     if !have_psycopg() {
@@ -98,6 +100,22 @@ out["bind_count"] = run([msg(b'P', b'\0select $1::int\0\0\0'),
      msg(b'B', b'\0\0\0\0\0\x03' + three + b'\0\0'), msg(b'E', b'\0\0\0\0\0'), msg(b'S', b'')])
 out["execute_all"] = run([msg(b'P', b'\0select 41 + 1\0\0\0'), msg(b'B', b'\0\0\0\0\0\0\0\0'),
      msg(b'E', b'\0' + struct.pack('!i', -1)), msg(b'S', b'')])
+# A password message after login: FATAL 08P01, and the connection ends (it was ignored and
+# the client waited).
+out["password"] = run([msg(b'p', b'secret\0')])
+# Startup packets of a length PostgreSQL refuses (0, 2, 20000): closed at once, unanswered
+# (the server waited for more bytes until its 60 s start-up limit).
+out["short_startup"] = []
+for length in (0, 2, 20000):
+    s = socket.create_connection(('127.0.0.1', port), timeout=20)
+    s.sendall(struct.pack('!I', length))
+    started = time.time()
+    try:
+        reply = s.recv(4096)
+    except socket.timeout:
+        reply = b'(no close)'
+    out["short_startup"].append([reply.decode('latin-1'), round(time.time() - started, 1)])
+    s.close()
 out["after"] = psycopg.connect(f"postgresql://anyone@127.0.0.1:{port}/lockstep").execute("select 7").fetchone()[0]
 print(json.dumps(out))
 "#;
@@ -117,6 +135,12 @@ print(json.dumps(out))
     let count = result["bind_count"].as_str().unwrap();
     assert!(count.contains("bind message supplies 3 parameters, but prepared statement \"\" requires 1"), "{count:?}");
     assert!(!count.contains("FATAL"), "{count:?}");
+    let password = result["password"].as_str().unwrap();
+    assert!(password.contains("FATAL") && password.contains("invalid frontend message type 112"), "{password:?}");
+    for (reply, secs) in result["short_startup"].as_array().unwrap().iter().map(|r| (&r[0], &r[1])) {
+        assert_eq!(reply, "", "{result}");
+        assert!(secs.as_f64().unwrap() < 15.0, "{result}");
+    }
     let all = result["execute_all"].as_str().unwrap();
     assert!(all.contains("42") && all.contains("SELECT 1"), "{all:?}");
     assert_eq!(result["after"], 7);
@@ -179,4 +203,92 @@ print(json.dumps([[str(v) for v in conn.execute(sql, params, binary=b).fetchone(
     ]);
     assert_eq!(result[0], want, "text: {result}");
     assert_eq!(result[1], want, "binary: {result}");
+}
+
+/// `SET statement_timeout` shortens a session's time limit (QA pass 18, F15: it answered
+/// `SET` and the statement ran to the server's 60 s), `SET LOCAL` until the block ends, and
+/// `SHOW` says the limit in effect; a parameter without effect answers with a NOTICE, and
+/// DataFusion's settings (the server's) are refused. Through psycopg, as a driver sends them.
+#[test]
+fn pg_statement_timeout_is_honoured_and_other_settings_say_what_they_do() {
+    let script = r#"
+import time
+slow = "SELECT count(*) FROM generate_series(1, 10000000000) a WHERE a.value % 7 = 3"
+notices = []
+conn.add_notice_handler(lambda d: notices.append([d.severity, d.sqlstate, d.message_primary]))
+out = {"default": conn.execute("SHOW statement_timeout").fetchone()[0]}
+conn.execute("SET statement_timeout = '300ms'")
+out["set"] = conn.execute("SHOW statement_timeout").fetchone()[0]
+def timed(sql):
+    started = time.time()
+    try:
+        conn.execute(sql).fetchall()
+        return ["ran"]
+    except psycopg.Error as e:
+        return [e.sqlstate, str(e).strip(), round(time.time() - started, 1)]
+out["timeout"] = timed(slow)
+out["after"] = conn.execute("SELECT 41 + 1").fetchone()[0]
+conn.execute("RESET statement_timeout")
+out["reset"] = conn.execute("SHOW statement_timeout").fetchone()[0]
+conn.execute("BEGIN")
+conn.execute("SET LOCAL statement_timeout = 200")
+out["local"] = timed(slow)
+conn.execute("ROLLBACK")
+out["after_block"] = conn.execute("SHOW statement_timeout").fetchone()[0]
+conn.execute("SET LOCAL statement_timeout = 200")
+conn.execute("SET work_mem = '1GB'")
+conn.execute("SET extra_float_digits = 3")
+out["notices"] = notices
+for bad in ["SET datafusion.runtime.memory_limit = '100G'", "SET statement_timeout = '5 fortnights'"]:
+    try:
+        conn.execute(bad)
+        out.setdefault("refused", []).append("accepted")
+    except psycopg.Error as e:
+        out.setdefault("refused", []).append([e.sqlstate, str(e).strip()])
+print(json.dumps(out))
+"#;
+    let Some(out) = psycopg_on_a_new_server(script) else { return };
+    assert_eq!((out["default"].as_str(), out["set"].as_str()), (Some("5min"), Some("300ms")), "{out}");
+    assert_eq!(out["timeout"][0], "57014", "{out}");
+    assert!(out["timeout"][1].as_str().unwrap().contains("statement timeout (300 ms; SET statement_timeout)"), "{out}");
+    assert!(out["timeout"][2].as_f64().unwrap() < 10.0, "{out}");
+    assert_eq!(out["after"], 42, "{out}");
+    assert_eq!(out["reset"], "5min", "{out}");
+    assert_eq!(out["local"][0], "57014", "{out}");
+    assert!(out["local"][1].as_str().unwrap().contains("200 ms"), "{out}");
+    assert_eq!(out["after_block"], "5min", "{out}");
+    // SET LOCAL outside a block warns; work_mem has no effect; extra_float_digits is quiet.
+    let notices = out["notices"].as_array().unwrap();
+    assert_eq!(notices.len(), 2, "{out}");
+    assert_eq!((notices[0][0].as_str(), notices[0][1].as_str()), (Some("WARNING"), Some("25P01")), "{out}");
+    assert_eq!((notices[1][0].as_str(), notices[1][1].as_str()), (Some("NOTICE"), Some("00000")), "{out}");
+    assert!(notices[1][2].as_str().unwrap().contains("\"work_mem\" is accepted and has no effect"), "{out}");
+    assert_eq!(out["refused"][0][0], "55P02", "{out}");
+    assert_eq!(out["refused"][1][0], "22023", "{out}");
+    assert!(out["refused"][1][1].as_str().unwrap().contains("valid units"), "{out}");
+}
+
+/// Results of types arrow-pg has no encoding for go as text in Arrow's notation instead of
+/// failing the statement with XX000 (QA pass 18, F17): a list of lists (`array_agg` of lists),
+/// a map, a list of maps, a 256-bit decimal; a half float goes as float4. Text and binary agree.
+#[test]
+fn pg_lists_of_lists_maps_and_half_floats_are_sent() {
+    let script = r#"
+sql = """SELECT [[1, 2], [3]] AS a, map(['a', 'b'], [1, 2]) AS m, [map(['a'], [1])] AS lm,
+         arrow_cast(1.5, 'Float16') AS h, arrow_cast(1.25, 'Decimal256(10, 2)') AS d,
+         (SELECT array_agg(x) FROM (VALUES ([1, 2]), ([3])) t(x)) AS agg"""
+out = {}
+for binary in (False, True):
+    cur = conn.cursor(binary=binary)
+    row = cur.execute(sql).fetchone()
+    out["binary" if binary else "text"] = [str(v) for v in row]
+    out["types"] = [c.type_code for c in cur.description]
+print(json.dumps(out))
+"#;
+    let Some(out) = psycopg_on_a_new_server(script) else { return };
+    let want = serde_json::json!(["[[1, 2], [3]]", "{a: 1, b: 2}", "[{a: 1}]", "1.5", "1.25", "[[1, 2], [3]]"]);
+    assert_eq!(out["text"], want, "{out}");
+    assert_eq!(out["binary"], want, "{out}");
+    // text, text, text, float4, text, text (PostgreSQL's type oids).
+    assert_eq!(out["types"], serde_json::json!([25, 25, 25, 700, 25, 25]), "{out}");
 }
