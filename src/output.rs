@@ -24,7 +24,7 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
             }
         }
         Format::Json => {
-            let mut w = arrow::json::LineDelimitedWriter::new(out);
+            let mut w = json_writer(out);
             for b in batches {
                 w.write(b)?;
             }
@@ -32,6 +32,71 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
         }
     }
     Ok(())
+}
+
+/// The `json` format's writer: one object per row, floats that are not finite as strings
+/// ([`NonFinite`]).
+fn json_writer(
+    out: &mut dyn std::io::Write,
+) -> arrow::json::Writer<&mut dyn std::io::Write, arrow::json::writer::LineDelimited> {
+    arrow::json::WriterBuilder::new().with_encoder_factory(std::sync::Arc::new(NonFinite)).build(out)
+}
+
+/// Writes a float that is not finite as the string `"NaN"`, `"Infinity"` or `"-Infinity"` (as
+/// protobuf's and OTLP's JSON write them), where arrow-json writes `null`, which reads as a
+/// missing value: `change_points`' `after = inf` printed as `null`. At every depth (a list's
+/// elements, a struct's fields) and in the CSV format's nested columns, which are JSON text.
+#[derive(Debug)]
+struct NonFinite;
+
+impl arrow::json::writer::EncoderFactory for NonFinite {
+    fn make_default_encoder<'a>(
+        &self,
+        field: &'a arrow::datatypes::FieldRef,
+        array: &'a dyn arrow::array::Array,
+        _options: &'a arrow::json::writer::EncoderOptions,
+    ) -> Result<Option<arrow::json::writer::NullableEncoder<'a>>, arrow::error::ArrowError> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{DataType, Float16Type, Float32Type, Float64Type};
+        let value: Box<dyn Fn(usize) -> f64 + 'a> = match array.data_type() {
+            DataType::Float64 => {
+                let values = array.as_primitive::<Float64Type>().values();
+                Box::new(move |i| values[i])
+            }
+            DataType::Float32 => {
+                let values = array.as_primitive::<Float32Type>().values();
+                Box::new(move |i| f64::from(values[i]))
+            }
+            DataType::Float16 => {
+                let values = array.as_primitive::<Float16Type>().values();
+                Box::new(move |i| f64::from(values[i]))
+            }
+            _ => return Ok(None),
+        };
+        // Finite values as arrow-json writes them.
+        static PLAIN: std::sync::LazyLock<arrow::json::writer::EncoderOptions> =
+            std::sync::LazyLock::new(Default::default);
+        let plain = arrow::json::writer::make_encoder(field, array, &PLAIN)?;
+        let nulls = array.logical_nulls();
+        Ok(Some(arrow::json::writer::NullableEncoder::new(Box::new(NonFiniteEncoder { value, plain }), nulls)))
+    }
+}
+
+struct NonFiniteEncoder<'a> {
+    value: Box<dyn Fn(usize) -> f64 + 'a>,
+    plain: arrow::json::writer::NullableEncoder<'a>,
+}
+
+impl arrow::json::writer::Encoder for NonFiniteEncoder<'_> {
+    fn encode(&mut self, idx: usize, out: &mut Vec<u8>) {
+        let v = (self.value)(idx);
+        match v {
+            v if v.is_nan() => out.extend_from_slice(b"\"NaN\""),
+            v if v == f64::INFINITY => out.extend_from_slice(b"\"Infinity\""),
+            v if v == f64::NEG_INFINITY => out.extend_from_slice(b"\"-Infinity\""),
+            _ => self.plain.encode(idx, out),
+        }
+    }
 }
 
 /// `batch` with every nested column (struct, list, map: what `onset`, `change_points`,
@@ -51,7 +116,7 @@ fn csv_ready(batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
             continue;
         }
         // Each value through arrow-json's encoder, the one the `json` format writes rows with.
-        let options = arrow::json::writer::EncoderOptions::default();
+        let options = arrow::json::writer::EncoderOptions::default().with_encoder_factory(Arc::new(NonFinite));
         let mut encoder = arrow::json::writer::make_encoder(field, column.as_ref(), &options)?;
         let mut texts = arrow::array::StringBuilder::new();
         let mut text = Vec::new();
@@ -92,7 +157,7 @@ impl<'a> Printer<'a> {
         match format {
             Format::Table => Printer::Table { out, batches: Vec::new() },
             Format::Csv => Printer::Csv(Box::new(arrow::csv::WriterBuilder::new().with_header(true).build(out))),
-            Format::Json => Printer::Json(arrow::json::LineDelimitedWriter::new(out)),
+            Format::Json => Printer::Json(json_writer(out)),
         }
     }
 
@@ -186,7 +251,47 @@ pub fn print_stdout(text: &str) -> std::io::Result<()> {
 pub use lockstep_query::diagnose::format::fmt_rfc3339 as format_ns;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
+    /// Floats that are not finite keep their value in the json and csv formats, in lists and
+    /// structs too (QA pass 18, F10: `change_points`' `after = inf` printed as `null`); a null
+    /// stays `null`, and finite values are written as before.
+    #[test]
+    fn non_finite_floats_are_written_as_strings_not_null() {
+        use std::sync::Arc;
+
+        use arrow::array::{ArrayRef, Float32Array, Float64Array, ListArray, RecordBatch, StructArray};
+        use arrow::datatypes::{DataType, Field, Float64Type};
+        let list = ListArray::from_iter_primitive::<Float64Type, _, _>([Some(vec![
+            Some(f64::INFINITY),
+            Some(f64::NAN),
+            Some(1.0),
+            None,
+            Some(-2.5e300),
+        ])]);
+        let field = Arc::new(Field::new("a", DataType::Float32, true));
+        let s = StructArray::from(vec![(field, Arc::new(Float32Array::from(vec![f32::NEG_INFINITY])) as ArrayRef)]);
+        let batch = RecordBatch::try_from_iter([
+            ("l", Arc::new(list) as ArrayRef),
+            ("x", Arc::new(Float64Array::from(vec![f64::NEG_INFINITY])) as ArrayRef),
+            ("s", Arc::new(s) as ArrayRef),
+        ])
+        .unwrap();
+        let print = |format| {
+            let mut out = Vec::new();
+            super::print_batches(std::slice::from_ref(&batch), format, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            print(super::Format::Json),
+            "{\"l\":[\"Infinity\",\"NaN\",1.0,null,-2.5e300],\"x\":\"-Infinity\",\"s\":{\"a\":\"-Infinity\"}}\n"
+        );
+        assert_eq!(
+            print(super::Format::Csv),
+            "l,x,s\n\"[\"\"Infinity\"\",\"\"NaN\"\",1.0,null,-2.5e300]\",-inf,\"{\"\"a\"\":\"\"-Infinity\"\"}\"\n"
+        );
+    }
+
     #[test]
     fn formats_epoch_ns() {
         assert_eq!(super::format_ns(0), "1970-01-01T00:00:00.000000000Z");
