@@ -17,6 +17,7 @@ use datafusion::common::ScalarValue;
 use datafusion::execution::SendableRecordBatchStream;
 use futures::Stream;
 use lockstep_engine::Store;
+use lockstep_engine::analysis::Stop;
 use lockstep_ingest::server::{Role, TokenSet};
 use lockstep_query::{ClockVersion, QueryEngine, QueryError, QueryLimits};
 
@@ -76,6 +77,7 @@ impl Shared {
         zone: &str,
     ) -> Result<(SchemaRef, SendableRecordBatchStream), QueryError> {
         let engine = self.engine()?;
+        let stop = engine.stop().clone();
         let (sql, zone, store) = (sql.to_owned(), zone.to_owned(), self.store.clone());
         let (started, planned) = tokio::sync::oneshot::channel();
         let (send, receive) = tokio::sync::mpsc::channel(AHEAD);
@@ -99,7 +101,7 @@ impl Shared {
                 }
             }
         });
-        let running = Running(task.abort_handle());
+        let running = Running(task.abort_handle(), stop);
         let (schema, inner) = planned.await.map_err(|_| {
             QueryError::Engine(lockstep_engine::Error::Internal { reason: "the statement's task ended".into() })
         })??;
@@ -135,11 +137,14 @@ async fn start(
 }
 
 /// Aborts a statement's task on the statements' runtime when dropped (its result stream, or
-/// the future planning it, went away).
-struct Running(tokio::task::AbortHandle);
+/// the future planning it, went away), and sets its session's stop flag: an analysis computing
+/// without yielding (`lag_corr` over millions of rows) is not reached by the abort, and ends at
+/// its next check of the flag instead of keeping a statement thread busy to the end.
+struct Running(tokio::task::AbortHandle, Stop);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.1.set();
         self.0.abort();
     }
 }
@@ -397,6 +402,19 @@ mod tests {
     /// A client that stops reading blocks the connection's write, so nothing polls the result
     /// stream: the time limit and a cancel request still drop the statement at once, and the
     /// client gets the error when it reads again.
+    /// A statement's result stream (or the future planning it) going away sets its session's
+    /// stop flag as well as aborting its task: the abort does not reach an analysis computing
+    /// without yielding, the flag does.
+    #[test]
+    fn dropping_a_running_statement_sets_its_stop_flag() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let task = rt.spawn(futures::future::pending::<()>());
+        let stop = Stop::new();
+        drop(Running(task.abort_handle(), stop.clone()));
+        assert!(stop.is_set());
+        assert!(rt.block_on(task).unwrap_err().is_cancelled());
+    }
+
     #[test]
     fn an_interrupt_drops_the_statement_that_nobody_polls() {
         use futures::StreamExt;

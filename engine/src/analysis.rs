@@ -11,9 +11,11 @@
 //! - [`linear_cost`]: the piecewise-linear Gaussian segment cost.
 //! - [`robust`]: robust scale, winsorisation and lag-1 autocorrelation.
 //! - [`change_points`]: change points (level, slope, spread) and onset.
+//! - [`interrupt`]: the flag that ends a cancelled statement's analyses early.
 
 pub mod change_points;
 pub mod grid;
+pub mod interrupt;
 pub mod lag_corr;
 pub mod linear_cost;
 pub mod pelt;
@@ -24,4 +26,5 @@ pub mod xcorr;
 
 pub use change_points::{ChangeConfig, ChangeDetector, ChangeKind, ChangeModel, ChangePoint, TimedChange};
 pub use grid::{Grid, snap_pairs};
+pub use interrupt::Stop;
 pub use lag_corr::{LagCorr, LagCorrConfig, LagCorrelator, NullModel, XcorrMethod};

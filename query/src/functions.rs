@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
+use lockstep_engine::analysis::Stop;
 use lockstep_engine::metrics::MetricCatalog;
 
 pub mod approx_quantile;
@@ -45,12 +46,15 @@ pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalo
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_rate(catalog)));
 }
 
-/// Registers the correlation and change-point functions: `lag_corr`, `change_points`, `onset`.
+/// Registers the correlation and change-point functions: `lag_corr`, `change_points`, `onset`,
+/// under the session's stop flag (a [`Stop`] extension of its config, which
+/// [`crate::QueryEngine`] sets: the statement's; none, a flag never set).
 fn register_analysis_functions(ctx: &SessionContext) {
     use datafusion::logical_expr::AggregateUDF;
-    ctx.register_udaf(AggregateUDF::from(lag_corr::LagCorr::new()));
-    ctx.register_udaf(AggregateUDF::from(change_points::ChangePoints::new()));
-    ctx.register_udaf(AggregateUDF::from(onset::Onset::new()));
+    let stop = ctx.state_ref().read().config().get_extension::<Stop>().map(|s| s.as_ref().clone()).unwrap_or_default();
+    ctx.register_udaf(AggregateUDF::from(lag_corr::LagCorr::with_stop(stop.clone())));
+    ctx.register_udaf(AggregateUDF::from(change_points::ChangePoints::with_stop(stop.clone())));
+    ctx.register_udaf(AggregateUDF::from(onset::Onset::with_stop(stop)));
 }
 
 /// Registers the time-series functions: percentiles and sketches, counters, gap filling,

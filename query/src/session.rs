@@ -13,6 +13,7 @@ use datafusion::prelude::{DataFrame, SQLOptions, SessionContext};
 use datafusion::sql::sqlparser::dialect::{GenericDialect, dialect_from_str};
 use futures::Stream;
 use lockstep_engine::Store;
+use lockstep_engine::analysis::Stop;
 
 use crate::error::{QueryError, Result};
 use crate::limits::QueryLimits;
@@ -30,6 +31,7 @@ pub struct QueryEngine {
     ctx: SessionContext,
     store: Arc<Store>,
     limits: QueryLimits,
+    stop: Stop,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -75,7 +77,9 @@ impl QueryEngine {
         cluster: Option<&crate::distributed::ClusterConfig>,
     ) -> Result<Self> {
         clock.resolve(&store)?;
-        let config = limits.fit(SessionConfig::new().with_information_schema(true));
+        let stop = Stop::new();
+        let config =
+            limits.fit(SessionConfig::new().with_information_schema(true)).with_extension(Arc::new(stop.clone()));
         let (catalog, domain) = crate::catalog::store_documents(&store)?;
         let mut builder =
             crate::plan::session_builder_with(config, cluster.is_none()).with_runtime_env(limits.runtime_env()?);
@@ -91,7 +95,14 @@ impl QueryEngine {
         if let Some(domain) = domain {
             domain.register(&ctx)?;
         }
-        Ok(QueryEngine { ctx, store, limits })
+        Ok(QueryEngine { ctx, store, limits, stop })
+    }
+
+    /// The flag that ends the session's running analyses early (`lag_corr`, `change_points`,
+    /// `onset` over a long series compute without yielding): set it when the statement is
+    /// cancelled or passes its time limit ([`lockstep_engine::analysis::interrupt`]).
+    pub fn stop(&self) -> &Stop {
+        &self.stop
     }
 
     /// The resource limits the session was built with.

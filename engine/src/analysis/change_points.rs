@@ -518,6 +518,10 @@ impl ChangeDetector {
         if let Cost::Linear(c) = &cost {
             place_slope_changes(c, &mut cps, min_size);
         }
+        // A stopped statement's search may have ended early: no segmentation.
+        if super::interrupt::stopped() {
+            return None;
+        }
         Some(Segmentation { cost, cps, penalty, vif, scale })
     }
 }

@@ -186,6 +186,10 @@ impl LagCorrelator {
         } else {
             (None, None, 0)
         };
+        if super::interrupt::stopped() {
+            // The surrogates were cut short: no result.
+            return None;
+        }
         Some(LagCorr { lag: best_k as i64, coef, p_value, null_model, surrogates, n, max_lag })
     }
 
@@ -197,6 +201,11 @@ impl LagCorrelator {
         let norm = (m as f64).sqrt();
         let mut ge = 0;
         for _ in 0..cfg.surrogates {
+            // One inverse FFT of the series' length per surrogate: a stopped statement ends
+            // after the current one (its caller discards the result).
+            if super::interrupt::stopped() {
+                break;
+            }
             self.spec_s.clear();
             for (i, (xf, yf)) in self.spec_x.iter().zip(&self.spec_y).enumerate() {
                 let nyquist = m.is_multiple_of(2) && i == m / 2;

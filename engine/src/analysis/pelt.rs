@@ -147,6 +147,10 @@ pub fn pelt<C: SegmentCost>(cost: &C, cfg: &PeltConfig) -> Vec<usize> {
     let mut cands: Vec<usize> = vec![0];
     let mut fits: Vec<f64> = Vec::new();
     for ti in 1..pos.len() {
+        // A stopped statement's search ends here (its caller discards the result).
+        if ti % 256 == 0 && super::interrupt::stopped() {
+            return Vec::new();
+        }
         let t = pos[ti];
         fits.clear();
         let (mut best, mut arg) = (f64::INFINITY, 0);

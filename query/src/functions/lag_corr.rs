@@ -133,7 +133,7 @@ mod tests {
     }
 
     fn partial(range: std::ops::Range<i64>) -> Vec<ArrayRef> {
-        let mut acc = LagCorrAccumulator { points: Points::default(), options: Some(100) };
+        let mut acc = LagCorrAccumulator { points: Points::default(), options: Some(100), stop: Default::default() };
         acc.update_batch(&rows(range)).unwrap();
         acc.state().unwrap().iter().map(|s| s.to_array().unwrap()).collect()
     }
@@ -143,13 +143,14 @@ mod tests {
         let parts = [partial(0..70), partial(70..150), partial(150..300)];
         let mut results = Vec::new();
         for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
-            let mut acc = LagCorrAccumulator { points: Points::default(), options: Some(100) };
+            let mut acc =
+                LagCorrAccumulator { points: Points::default(), options: Some(100), stop: Default::default() };
             for i in order {
                 acc.merge_batch(&parts[i]).unwrap();
             }
             results.push(acc.evaluate().unwrap());
         }
-        let mut whole = LagCorrAccumulator { points: Points::default(), options: Some(100) };
+        let mut whole = LagCorrAccumulator { points: Points::default(), options: Some(100), stop: Default::default() };
         whole.update_batch(&rows(0..300)).unwrap();
         let expected = whole.evaluate().unwrap();
         assert!(results.iter().all(|r| *r == expected), "{results:?} vs {expected}");

@@ -12,9 +12,11 @@ use std::marker::PhantomData;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, GroupsAccumulator, Signature, Volatility};
+
+use lockstep_engine::analysis::{Stop, interrupt};
 
 use super::constant_args::reject_distinct;
 use super::point_state::{self, PointGroups, Points};
@@ -40,14 +42,37 @@ pub trait SeriesFunction<const K: usize>: Send + Sync + 'static {
 /// The DataFusion aggregate of a [`SeriesFunction`].
 pub struct WholeSeries<F, const K: usize> {
     signature: Signature,
+    /// The statement's flag: a group evaluated after it is set (the statement was cancelled
+    /// or passed its time limit) is an error, and one being evaluated ends early.
+    stop: Stop,
     _f: PhantomData<fn() -> F>,
 }
 
 impl<F: SeriesFunction<K>, const K: usize> WholeSeries<F, K> {
     /// Creates the UDAF implementation.
     pub fn new() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable), _f: PhantomData }
+        Self::with_stop(Stop::new())
     }
+
+    /// The UDAF of a statement that `stop` ends ([`lockstep_engine::analysis::interrupt`]).
+    pub fn with_stop(stop: Stop) -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), stop, _f: PhantomData }
+    }
+}
+
+/// Evaluates one group under `stop`; an error if the statement was stopped before or during.
+fn evaluate_under<F: SeriesFunction<K>, const K: usize>(
+    stop: &Stop,
+    times: &[i64],
+    cols: [&[f64]; K],
+    options: &F::Options,
+) -> Result<ScalarValue> {
+    let stopped = || exec_err!("{}: the statement was stopped (cancelled or past its time limit)", F::NAME);
+    if stop.is_set() {
+        return stopped();
+    }
+    let value = interrupt::run_with(stop, || F::evaluate(times, cols, options))?;
+    if stop.is_set() { stopped() } else { Ok(value) }
 }
 
 impl<F: SeriesFunction<K>, const K: usize> Default for WholeSeries<F, K> {
@@ -100,7 +125,7 @@ impl<F: SeriesFunction<K>, const K: usize> AggregateUDFImpl for WholeSeries<F, K
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         reject_distinct(&args, F::NAME)?;
         let options = F::options(&args)?;
-        Ok(Box::new(SeriesAccumulator::<F, K> { points: Points::default(), options }))
+        Ok(Box::new(SeriesAccumulator::<F, K> { points: Points::default(), options, stop: self.stop.clone() }))
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -109,7 +134,11 @@ impl<F: SeriesFunction<K>, const K: usize> AggregateUDFImpl for WholeSeries<F, K
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         let options = F::options(&args)?;
-        Ok(Box::new(PointGroups::<K>::new(F::NAME, Box::new(move |t, c| F::evaluate(t, c, &options)))))
+        let stop = self.stop.clone();
+        Ok(Box::new(PointGroups::<K>::new(
+            F::NAME,
+            Box::new(move |t, c| evaluate_under::<F, K>(&stop, t, c, &options)),
+        )))
     }
 }
 
@@ -117,6 +146,7 @@ impl<F: SeriesFunction<K>, const K: usize> AggregateUDFImpl for WholeSeries<F, K
 pub(crate) struct SeriesAccumulator<F: SeriesFunction<K>, const K: usize> {
     pub(crate) points: Points<K>,
     pub(crate) options: F::Options,
+    pub(crate) stop: Stop,
 }
 
 impl<F: SeriesFunction<K>, const K: usize> Debug for SeriesAccumulator<F, K> {
@@ -152,6 +182,36 @@ impl<F: SeriesFunction<K>, const K: usize> Accumulator for SeriesAccumulator<F, 
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let cols: [&[f64]; K] = std::array::from_fn(|i| self.points.col(i));
-        F::evaluate(self.points.times(), cols, &self.options)
+        evaluate_under::<F, K>(&self.stop, self.points.times(), cols, &self.options)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use lockstep_engine::store::StoreConfig;
+
+    use crate::{ClockVersion, QueryEngine, QueryLimits};
+
+    /// The session's stop flag reaches the whole-series aggregates: a statement whose flag is
+    /// set (cancelled, or past its time limit) fails with a clear error instead of computing
+    /// its series to the end; another session's statement is not affected.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_set_stop_flag_ends_the_sessions_series_functions() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(lockstep_engine::Store::open(dir.path(), StoreConfig::default()).unwrap());
+        let session =
+            || QueryEngine::with_limits(store.clone(), ClockVersion::Newest, QueryLimits::unbounded()).unwrap();
+        let sql = "SELECT g % 3 AS k, lag_corr(g * 1000000000, CAST(g % 7 AS DOUBLE), CAST(g % 5 AS DOUBLE)) AS l, \
+                   change_points(g * 1000000000, CAST(g % 7 AS DOUBLE)) AS c \
+                   FROM generate_series(1, 3000) t(g) GROUP BY g % 3";
+        let (stopped, other) = (session(), session());
+        stopped.stop().set();
+        let error = stopped.collect(sql).await.unwrap_err().to_string();
+        assert!(error.contains("the statement was stopped (cancelled or past its time limit)"), "{error}");
+        let rows: usize = other.collect(sql).await.unwrap().iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 3);
     }
 }
