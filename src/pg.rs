@@ -244,8 +244,7 @@ async fn connection(
     };
     if !first {
         tracing::debug!(peer = ?socket.peer_addr().ok(), "PostgreSQL startup packet of an invalid length");
-        // Read what was peeked, so that the close is an orderly one (not a reset).
-        let _ = socket.try_read(&mut [0u8; 4]);
+        frames::drain(&socket);
         return Ok(());
     }
     let negotiated = tokio::select! {

@@ -58,18 +58,27 @@ pub(super) async fn fill<S: AsyncRead + Unpin, C>(socket: &mut Framed<S, C>) -> 
 /// The most bytes PostgreSQL reads of a startup packet (`MAX_STARTUP_PACKET_LENGTH`).
 const MAX_STARTUP: i32 = 10_000;
 
-/// Before TLS is negotiated: waits until the first 4 bytes of `socket` are there (without
-/// reading them); `false` when they are the length of a packet PostgreSQL refuses, or the
-/// stream ends first. A TLS handshake (direct TLS, its first byte 0x16) passes.
+/// Before TLS is negotiated: looks at the first bytes of `socket` (without reading them);
+/// `false` when they are the length of a packet PostgreSQL refuses, or the stream ends first.
+/// A TLS handshake (direct TLS, its first byte 0x16) passes, and so do fewer than 4 bytes
+/// (pgwire waits for the rest, or sees the stream end).
 pub(super) async fn first_length(socket: &tokio::net::TcpStream) -> std::io::Result<bool> {
     let mut b = [0u8; 4];
-    loop {
-        match socket.peek(&mut b).await? {
-            0 => return Ok(false),
-            _ if b[0] == 0x16 => return Ok(true),
-            4 => return Ok((8..=MAX_STARTUP).contains(&i32::from_be_bytes(b))),
-            // Fewer bytes than a length: a peek returns at once while any are there.
-            _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+    match socket.peek(&mut b).await? {
+        0 => Ok(false),
+        4 if b[0] != 0x16 => Ok((8..=MAX_STARTUP).contains(&i32::from_be_bytes(b))),
+        _ => Ok(true),
+    }
+}
+
+/// Reads what the client sent (up to 64 KiB) before the connection is dropped unanswered, so
+/// that the close is an orderly one: unread bytes make the kernel reset it.
+pub(super) fn drain(socket: &tokio::net::TcpStream) {
+    let mut buf = [0u8; 4096];
+    for _ in 0..16 {
+        match socket.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => return,
         }
     }
 }

@@ -21,7 +21,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
 
-use super::session::{Session, Settings, parse as parse_session};
+use super::session::{Session, Settings, parse as parse_session, skip_comments};
 use super::{CancelFlag, Handlers, Shared};
 use crate::netsql::{Guarded, wire_schema};
 
@@ -75,15 +75,24 @@ fn shown(sql: &str) -> Option<Kind> {
 }
 
 fn classify(sql: &str) -> Kind {
-    let word = sql.trim_start().split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("").to_ascii_lowercase();
+    let start = skip_comments(sql);
+    let mut words = start.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty());
+    let word = start.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("").to_ascii_lowercase();
+    let second = words.nth(1).unwrap_or("").to_ascii_lowercase();
+    let discard = match second.as_str() {
+        "plans" => "DISCARD PLANS",
+        "sequences" => "DISCARD SEQUENCES",
+        "temp" | "temporary" => "DISCARD TEMP",
+        _ => "DISCARD ALL",
+    };
     match word.as_str() {
         "begin" | "start" => Kind::Begin,
         "commit" | "end" => Kind::End("COMMIT"),
         "rollback" | "abort" => Kind::End("ROLLBACK"),
-        "set" | "reset" | "discard" => parse_session(sql).map_or(Kind::Ignored("DISCARD ALL"), Kind::Session),
+        "set" | "reset" | "discard" => parse_session(start).map_or(Kind::Ignored(discard), Kind::Session),
         "deallocate" => Kind::Ignored("DEALLOCATE"),
         "listen" | "unlisten" => Kind::Ignored("LISTEN"),
-        "show" => parse_session(sql).map(Kind::Session).or_else(|| shown(sql)).unwrap_or(Kind::Query),
+        "show" => parse_session(start).map(Kind::Session).or_else(|| shown(start)).unwrap_or(Kind::Query),
         _ => Kind::Query,
     }
 }
@@ -165,11 +174,9 @@ fn pg_type(data_type: &DataType) -> Type {
 /// the statement with an internal error.
 fn pg_type_of(data_type: &DataType) -> DataType {
     let field = |f: &Field| Arc::new(f.clone().with_data_type(pg_type_of(f.data_type())));
-    let list_of = |f: &Field| {
-        let element = pg_type_of(f.data_type());
-        let nested = matches!(element, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..));
-        (!nested && !as_text(f.data_type())).then(|| Arc::new(f.clone().with_data_type(element)))
-    };
+    // A list whose elements are lists, or hold anything sent as text, goes whole as text (a
+    // cast cannot turn a list's inner values into text).
+    let list_of = |f: &Field| (!becomes_text(data_type)).then(|| field(f));
     match data_type {
         DataType::Timestamp(..) => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         DataType::Int8 => DataType::Int16,
@@ -182,6 +189,19 @@ fn pg_type_of(data_type: &DataType) -> DataType {
         DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| field(f)).collect()),
         other if as_text(other) => DataType::Utf8,
         other => other.clone(),
+    }
+}
+
+/// Whether [`pg_type_of`] sends `data_type`, or something inside it, as text.
+fn becomes_text(data_type: &DataType) -> bool {
+    let is_list = |t: &DataType| matches!(t, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..));
+    match data_type {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            is_list(f.data_type()) || becomes_text(f.data_type())
+        }
+        DataType::Struct(fields) => fields.iter().any(|f| becomes_text(f.data_type())),
+        DataType::Dictionary(_, value) => becomes_text(value),
+        other => as_text(other),
     }
 }
 
@@ -430,7 +450,11 @@ impl SimpleQueryHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut responses = Vec::new();
-        for part in lockstep_query::script::split_statements(query) {
+        let parts = lockstep_query::script::split_statements(query);
+        // Several statements in one string are one implicit block in PostgreSQL (`SET LOCAL`).
+        let settings = client.session_extensions().get_or_insert_with(Settings::default);
+        let implicit = parts.len() > 1 && settings.begin_implicit();
+        for part in parts {
             let statement =
                 Statement { kind: classify(&part.sql), sql: part.sql, schema: None, parameters: Vec::new() };
             match self.run(client, &statement, Vec::new(), &Format::UnifiedText).await {
@@ -440,8 +464,16 @@ impl SimpleQueryHandler for Handlers {
                     responses.push(Response::Error(info));
                     break;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if implicit {
+                        settings.end_implicit();
+                    }
+                    return Err(e);
+                }
             }
+        }
+        if implicit {
+            settings.end_implicit();
         }
         if responses.is_empty() {
             responses.push(Response::EmptyQuery);
@@ -747,7 +779,12 @@ mod tests {
         assert_eq!(classify("commit;"), Kind::End("COMMIT"));
         assert_eq!(classify("ROLLBACK"), Kind::End("ROLLBACK"));
         assert_eq!(classify("SET extra_float_digits = 3"), Kind::Session(Session::Quiet));
-        assert_eq!(classify("DISCARD PLANS"), Kind::Ignored("DISCARD ALL"));
+        assert_eq!(classify("DISCARD PLANS"), Kind::Ignored("DISCARD PLANS"));
+        assert_eq!(classify("/* c */ -- c\n  SET statement_timeout = 5"), classify("SET statement_timeout = 5"));
+        assert!(matches!(
+            classify("-- c\nSET datafusion.execution.batch_size = 1"),
+            Kind::Session(Session::Refused(..))
+        ));
         assert_eq!(classify("show statement_timeout"), Kind::Session(Session::Show("statement_timeout")));
         assert_eq!(classify("SHOW TimeZone"), Kind::Show("TimeZone", "UTC"));
         assert_eq!(classify("show time zone;"), Kind::Show("TimeZone", "UTC"));

@@ -43,6 +43,8 @@ struct State {
     /// `SET LOCAL statement_timeout`, until the transaction block ends.
     local: Option<Duration>,
     in_block: bool,
+    /// The block is a multi-statement query string's ([`Settings::begin_implicit`]).
+    implicit: bool,
     /// `client_min_messages`: 0 notice (PostgreSQL's default), 1 warning, 2 error.
     min_messages: u8,
 }
@@ -58,14 +60,37 @@ impl Settings {
 
     /// `BEGIN`.
     pub(super) fn begin(&self) {
-        self.state().in_block = true;
+        let mut state = self.state();
+        state.in_block = true;
+        state.implicit = false;
     }
 
     /// `COMMIT` or `ROLLBACK`: `SET LOCAL` values end.
     pub(super) fn end(&self) {
         let mut state = self.state();
         state.in_block = false;
+        state.implicit = false;
         state.local = None;
+    }
+
+    /// A query string of several statements starts, which PostgreSQL runs as one implicit
+    /// block (`SET LOCAL statement_timeout = 100; SELECT …` limits that `SELECT`); `false`
+    /// if a block was open already.
+    pub(super) fn begin_implicit(&self) -> bool {
+        let mut state = self.state();
+        if state.in_block {
+            return false;
+        }
+        (state.in_block, state.implicit) = (true, true);
+        true
+    }
+
+    /// The query string of [`Settings::begin_implicit`] ended: its block ends unless a `BEGIN`
+    /// in it made the block explicit.
+    pub(super) fn end_implicit(&self) {
+        if self.state().implicit {
+            self.end();
+        }
     }
 
     /// The time limit of the next statement: the server's `limit`, or the session's where it
@@ -148,41 +173,135 @@ fn show_duration(limit: Duration) -> String {
     }
 }
 
-/// A token of a session statement: a word (lower-cased), a quoted string, a number (with any
-/// unit written after it) or punctuation.
+/// A token of a session statement: a word (lower-cased), a quoted identifier (as written), a
+/// quoted string, a number (with any unit written after it) or punctuation.
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
     Word(String),
+    Quoted(String),
     Text(String),
     Number(String),
     Punct(char),
 }
 
+/// `sql` after its leading white space and comments (`-- …` to the end of the line, nested
+/// `/* … */`): where its first word is.
+pub(super) fn skip_comments(sql: &str) -> &str {
+    let mut rest = sql;
+    loop {
+        let trimmed = rest.trim_start();
+        if let Some(line) = trimmed.strip_prefix("--") {
+            rest = line.find('\n').map_or("", |i| &line[i + 1..]);
+        } else if trimmed.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut end = trimmed.len();
+            let bytes = trimmed.as_bytes();
+            let mut i = 0;
+            while i + 1 < bytes.len() {
+                match (bytes[i], bytes[i + 1]) {
+                    (b'/', b'*') => (depth, i) = (depth + 1, i + 2),
+                    (b'*', b'/') => {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => i += 1,
+                }
+            }
+            rest = trimmed.get(end..).unwrap_or("");
+        } else {
+            return trimmed;
+        }
+    }
+}
+
+/// A quoted string's text after its opening quote `q`: a doubled quote is one; with
+/// `escapes` (an `E'…'` string) a backslash escapes the next character (`\n`, `\t`, `\r` as
+/// control characters). `None` if it does not end.
+fn quoted(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, q: char, escapes: bool) -> Option<String> {
+    let mut text = String::new();
+    loop {
+        match chars.next()? {
+            '\\' if escapes => text.push(match chars.next()? {
+                'n' => '\n',
+                't' => '\t',
+                'r' => '\r',
+                other => other,
+            }),
+            c if c == q && chars.peek() == Some(&q) => {
+                chars.next();
+                text.push(q);
+            }
+            c if c == q => return Some(text),
+            other => text.push(other),
+        }
+    }
+}
+
+/// The tokens of `sql`; `None` where a string or comment does not end.
 fn tokens(sql: &str) -> Option<Vec<Token>> {
     let mut out = Vec::new();
     let mut chars = sql.chars().peekable();
     while let Some(&c) = chars.peek() {
+        let mut ahead = chars.clone();
+        ahead.next();
+        let next = ahead.peek().copied();
         if c.is_whitespace() || c == ';' {
             chars.next();
+        } else if c == '-' && next == Some('-') || c == '/' && next == Some('*') {
+            let rest: String = chars.clone().collect();
+            let after = skip_comments(&rest);
+            if after.len() == rest.trim_start().len() {
+                return None;
+            }
+            let skip = rest.chars().count() - after.chars().count();
+            for _ in 0..skip {
+                chars.next();
+            }
         } else if c == '\'' || c == '"' {
             chars.next();
-            let mut text = String::new();
+            let text = quoted(&mut chars, c, false)?;
+            out.push(if c == '"' { Token::Quoted(text) } else { Token::Text(text) });
+        } else if (c == 'e' || c == 'E') && next == Some('\'') {
+            chars.next();
+            chars.next();
+            out.push(Token::Text(quoted(&mut chars, '\'', true)?));
+        } else if c == '$' {
+            // A dollar-quoted string: `$tag$ … $tag$`.
+            chars.next();
+            let mut tag = String::from("$");
             loop {
-                match chars.next()? {
-                    q if q == c && chars.peek() == Some(&c) => {
-                        chars.next();
-                        text.push(c);
-                    }
-                    q if q == c => break,
-                    other => text.push(other),
+                let d = chars.next()?;
+                tag.push(d);
+                if d == '$' {
+                    break;
+                }
+                if !(d.is_alphanumeric() || d == '_') {
+                    return None;
                 }
             }
-            out.push(if c == '"' { Token::Word(text.to_lowercase()) } else { Token::Text(text) });
+            let rest: String = chars.clone().collect();
+            let end = rest.find(&tag)?;
+            out.push(Token::Text(rest[..end].to_string()));
+            for _ in 0..rest[..end + tag.len()].chars().count() {
+                chars.next();
+            }
         } else if c.is_ascii_digit() || c == '.' && out.last() != Some(&Token::Punct('.')) && !ends_in_word(&out) {
             let mut text = String::new();
             while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || **d == '.') {
                 text.push(d);
                 chars.next();
+                // An exponent's sign: `1e-3`.
+                if matches!(d, 'e' | 'E')
+                    && text.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+                    && let Some(&sign) = chars.peek().filter(|s| **s == '-' || **s == '+')
+                {
+                    text.push(sign);
+                    chars.next();
+                }
             }
             out.push(Token::Number(text));
         } else if c.is_alphabetic() || c == '_' {
@@ -201,7 +320,7 @@ fn tokens(sql: &str) -> Option<Vec<Token>> {
 }
 
 fn ends_in_word(tokens: &[Token]) -> bool {
-    matches!(tokens.last(), Some(Token::Word(_)))
+    matches!(tokens.last(), Some(Token::Word(_) | Token::Quoted(_)))
 }
 
 /// The session statement `sql` is (`SET`, `RESET`, `DISCARD`, `SHOW` of a setting the session
@@ -214,13 +333,16 @@ pub(super) fn parse(sql: &str) -> Option<Session> {
         _ => None,
     };
     match word(0)? {
-        "set" => Some(set(&tokens[1..]).unwrap_or_else(syntax)),
+        "set" => Some(set(&tokens[1..]).unwrap_or_else(|| not_understood(&tokens[1..], sql))),
         "reset" => Some(match (&tokens[1..], word(1)) {
             ([_], Some("all")) => Session::Reset(None, "RESET"),
-            (rest, _) => name(rest).map_or_else(syntax, |(n, _)| Session::Reset(Some(n), "RESET")),
+            (rest, _) => match name(rest) {
+                Some((n, [])) => Session::Reset(Some(n), "RESET"),
+                _ => syntax(),
+            },
         }),
         "discard" if word(1) == Some("all") && tokens.len() == 2 => Some(Session::Reset(None, "DISCARD ALL")),
-        "show" if tokens.len() == 2 => match word(1)? {
+        "show" if tokens.len() == 2 => match name(&tokens[1..])?.0.as_str() {
             "statement_timeout" => Some(Session::Show("statement_timeout")),
             "client_min_messages" => Some(Session::Show("client_min_messages")),
             _ => None,
@@ -229,13 +351,36 @@ pub(super) fn parse(sql: &str) -> Option<Session> {
     }
 }
 
-/// A parameter name (`a` or `a.b.c`) at the start of `tokens`, and the tokens after it.
+/// A `SET` that [`set`] could not read: an error where the parameter is one Lockstep applies
+/// or refuses (a typo there must not pass as done), else accepted with a notice (a form of
+/// PostgreSQL's grammar Lockstep does not read, such as `U&'…'` strings).
+fn not_understood(tokens: &[Token], sql: &str) -> Session {
+    let rest = match tokens.first() {
+        Some(Token::Word(w)) if w == "local" || w == "session" => &tokens[1..],
+        _ => tokens,
+    };
+    let name = name(rest).map(|(n, _)| n).unwrap_or_default();
+    let applied = ["statement_timeout", "client_min_messages", "client_encoding", "names"];
+    if name.is_empty() || applied.contains(&name.as_str()) || name.starts_with("datafusion.") {
+        Session::Refused("42601", format!("syntax error in session statement {:?}", sql.trim()))
+    } else {
+        Session::Notice(format!("{:?} is accepted and has no effect in Lockstep (it was not read)", sql.trim()))
+    }
+}
+
+/// A parameter name (`a`, `"A"` or `a.b.c`, lower-cased) at the start of `tokens`, and the
+/// tokens after it.
 fn name(tokens: &[Token]) -> Option<(String, &[Token])> {
-    let Some(Token::Word(first)) = tokens.first() else { return None };
-    let mut name = first.clone();
+    let part = |t: &Token| match t {
+        Token::Word(w) => Some(w.clone()),
+        Token::Quoted(q) => Some(q.to_lowercase()),
+        _ => None,
+    };
+    let mut name = part(tokens.first()?)?;
     let mut rest = &tokens[1..];
-    while let [Token::Punct('.'), Token::Word(part), tail @ ..] = rest {
-        name = format!("{name}.{part}");
+    while let [Token::Punct('.'), next, tail @ ..] = rest {
+        let Some(next) = part(next) else { break };
+        name = format!("{name}.{next}");
         rest = tail;
     }
     Some((name, rest))
@@ -253,7 +398,7 @@ fn values(tokens: &[Token]) -> Option<Option<Vec<String>>> {
     loop {
         let (value, tail) = match rest {
             [Token::Punct(sign @ ('-' | '+')), Token::Number(n), tail @ ..] => (format!("{sign}{n}"), tail),
-            [Token::Text(t) | Token::Number(t) | Token::Word(t), tail @ ..] => (t.clone(), tail),
+            [Token::Text(t) | Token::Number(t) | Token::Word(t) | Token::Quoted(t), tail @ ..] => (t.clone(), tail),
             _ => return None,
         };
         out.push(value);
@@ -280,6 +425,8 @@ fn set(tokens: &[Token]) -> Option<Session> {
     };
     let first = match rest.first() {
         Some(Token::Word(w)) => w.as_str(),
+        // A quoted name: never a keyword.
+        Some(Token::Quoted(_)) => "",
         _ => return None,
     };
     let (name, value) = match first {
@@ -299,11 +446,20 @@ fn set(tokens: &[Token]) -> Option<Session> {
         "time" if matches!(rest.get(1), Some(Token::Word(w)) if w == "zone") => {
             let value = match &rest[2..] {
                 [Token::Word(w)] if w == "local" || w == "default" => None,
+                [Token::Word(w), ..] if w == "interval" => {
+                    return Some(Session::Notice(
+                        "SET TIME ZONE INTERVAL has no effect in Lockstep: times are sent in UTC, with their \
+                         offset (+00)"
+                            .into(),
+                    ));
+                }
                 other => values(other)?,
             };
             ("timezone".to_string(), value)
         }
+        "names" if rest.len() == 1 => ("client_encoding".to_string(), None),
         "names" => ("client_encoding".to_string(), values(&rest[1..])?),
+        "schema" => ("search_path".to_string(), values(&rest[1..])?),
         _ => {
             let (name, after) = name(rest)?;
             let after = match after {
@@ -398,7 +554,11 @@ fn setting(name: &str, local: bool, value: Option<Vec<String>>) -> Session {
 /// `min`, `h`, `d`), rounded to milliseconds; at most 2,147,483,647 ms, as in PostgreSQL.
 fn duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    // A number alone (`1e3`) is milliseconds.
+    let split = match text.parse::<f64>() {
+        Ok(_) => text.len(),
+        Err(_) => text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len()),
+    };
     let number: f64 = text[..split].parse().ok()?;
     let per_ms = match text[split..].trim() {
         "" | "ms" => 1.0,
@@ -447,6 +607,34 @@ mod tests {
         }
         assert!(matches!(parse("SET statement_timeout"), Some(Session::Refused("42601", _))));
         assert!(matches!(parse("SET statement_timeout = 'unterminated"), Some(Session::Refused("42601", _))));
+    }
+
+    /// What the first version refused or misread (review of 27731e0): comments, `E'…'` and
+    /// dollar-quoted strings, `SET SCHEMA`, `SET NAMES` alone, an exponent, quoted names and
+    /// values, PostgreSQL forms Lockstep does not read (a notice, not an error), and trailing
+    /// words after `RESET`.
+    #[test]
+    fn comments_strings_and_other_forms_of_postgresqls_grammar() {
+        assert_eq!(timeout("SET statement_timeout = 1000 -- a comment"), Some(Duration::from_secs(1)));
+        assert_eq!(timeout("SET /* a /* nested */ comment */ statement_timeout = 1000"), Some(Duration::from_secs(1)));
+        assert_eq!(timeout("SET statement_timeout = 1e3"), Some(Duration::from_secs(1)));
+        assert_eq!(timeout("SET statement_timeout = $$2s$$"), Some(Duration::from_secs(2)));
+        assert_eq!(timeout("SET \"Statement_Timeout\" TO E'3s'"), Some(Duration::from_secs(3)));
+        assert_eq!(skip_comments("  -- one\n/* two */ SET x = 1"), "SET x = 1");
+        assert_eq!(parse("RESET /* c */ ALL -- c"), Some(Session::Reset(None, "RESET")));
+        assert_eq!(parse("SET application_name = E'a\\\\b\\'c'"), Some(Session::Quiet));
+        assert_eq!(parse("SET SCHEMA 'public'"), Some(Session::Quiet));
+        assert_eq!(parse("SET NAMES"), Some(Session::Quiet));
+        assert_eq!(parse("SET time zone 'UTC' -- c"), Some(Session::Quiet));
+        assert!(matches!(parse("SET TIME ZONE INTERVAL '+00:00' HOUR TO MINUTE"), Some(Session::Notice(_))));
+        assert!(
+            matches!(parse("SET application_name = U&'d\\0061t'"), Some(Session::Notice(m)) if m.contains("not read"))
+        );
+        // A quoted value is a value: "DEFAULT" is not the keyword.
+        assert!(matches!(parse("SET statement_timeout = \"DEFAULT\""), Some(Session::Refused("22023", _))));
+        for bad in ["RESET statement_timeout garbage", "RESET ALL x", "SET statement_timeout = U&'1'"] {
+            assert!(matches!(parse(bad), Some(Session::Refused("42601", _))), "{bad}");
+        }
     }
 
     #[test]
@@ -507,6 +695,17 @@ mod tests {
         assert_eq!(settings.time_limit(server), (Duration::from_secs(1), true));
         settings.end();
         assert_eq!(settings.time_limit(server), (server, false));
+        // A string of several statements is an implicit block; a BEGIN in it makes it explicit.
+        assert!(settings.begin_implicit());
+        apply("SET LOCAL statement_timeout = 1000").unwrap();
+        assert_eq!(settings.time_limit(server), (Duration::from_secs(1), true));
+        settings.end_implicit();
+        assert_eq!(settings.time_limit(server), (server, false));
+        assert!(settings.begin_implicit());
+        settings.begin();
+        settings.end_implicit();
+        assert!(!settings.begin_implicit(), "the explicit block is still open");
+        settings.end();
         apply("SET statement_timeout = 2000").unwrap();
         apply("RESET statement_timeout").unwrap();
         assert_eq!(settings.time_limit(server), (server, false));

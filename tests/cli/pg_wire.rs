@@ -103,12 +103,15 @@ out["execute_all"] = run([msg(b'P', b'\0select 41 + 1\0\0\0'), msg(b'B', b'\0\0\
 # A password message after login: FATAL 08P01, and the connection ends (it was ignored and
 # the client waited).
 out["password"] = run([msg(b'p', b'secret\0')])
-# Startup packets of a length PostgreSQL refuses (0, 2, 20000): closed at once, unanswered
-# (the server waited for more bytes until its 60 s start-up limit).
+# Startup packets of a length PostgreSQL refuses (0, 2, 20000, an HTTP request): closed at
+# once, unanswered (the server waited for more bytes until its 60 s start-up limit); one byte
+# and then the end of the stream: closed at once too.
 out["short_startup"] = []
-for length in (0, 2, 20000):
+for first in [struct.pack('!I', n) for n in (0, 2, 20000)] + [b'GET / HTTP/1.1\r\nHost: x\r\n\r\n', b'\0']:
     s = socket.create_connection(('127.0.0.1', port), timeout=20)
-    s.sendall(struct.pack('!I', length))
+    s.sendall(first)
+    if first == b'\0':
+        s.shutdown(socket.SHUT_WR)
     started = time.time()
     try:
         reply = s.recv(4096)
@@ -235,6 +238,10 @@ conn.execute("SET LOCAL statement_timeout = 200")
 out["local"] = timed(slow)
 conn.execute("ROLLBACK")
 out["after_block"] = conn.execute("SHOW statement_timeout").fetchone()[0]
+# Several statements in one string are an implicit block, as in PostgreSQL: SET LOCAL limits
+# the statement after it (a comment in the SET is read as one).
+out["implicit"] = timed("SET LOCAL statement_timeout = 250 /* ms */; " + slow)
+out["after_implicit"] = conn.execute("SHOW statement_timeout").fetchone()[0]
 conn.execute("SET LOCAL statement_timeout = 200")
 conn.execute("SET work_mem = '1GB'")
 conn.execute("SET extra_float_digits = 3")
@@ -257,6 +264,9 @@ print(json.dumps(out))
     assert_eq!(out["local"][0], "57014", "{out}");
     assert!(out["local"][1].as_str().unwrap().contains("200 ms"), "{out}");
     assert_eq!(out["after_block"], "5min", "{out}");
+    assert_eq!(out["implicit"][0], "57014", "{out}");
+    assert!(out["implicit"][1].as_str().unwrap().contains("250 ms"), "{out}");
+    assert_eq!(out["after_implicit"], "5min", "{out}");
     // SET LOCAL outside a block warns; work_mem has no effect; extra_float_digits is quiet.
     let notices = out["notices"].as_array().unwrap();
     assert_eq!(notices.len(), 2, "{out}");
@@ -270,13 +280,15 @@ print(json.dumps(out))
 
 /// Results of types arrow-pg has no encoding for go as text in Arrow's notation instead of
 /// failing the statement with XX000 (QA pass 18, F17): a list of lists (`array_agg` of lists),
-/// a map, a list of maps, a 256-bit decimal; a half float goes as float4. Text and binary agree.
+/// a map, a list of maps, a 256-bit decimal, and a list holding any of them inside (a struct
+/// with a map); a half float goes as float4. Text and binary agree.
 #[test]
 fn pg_lists_of_lists_maps_and_half_floats_are_sent() {
     let script = r#"
 sql = """SELECT [[1, 2], [3]] AS a, map(['a', 'b'], [1, 2]) AS m, [map(['a'], [1])] AS lm,
          arrow_cast(1.5, 'Float16') AS h, arrow_cast(1.25, 'Decimal256(10, 2)') AS d,
-         (SELECT array_agg(x) FROM (VALUES ([1, 2]), ([3])) t(x)) AS agg"""
+         (SELECT array_agg(x) FROM (VALUES ([1, 2]), ([3])) t(x)) AS agg,
+         make_array(named_struct('m', map(['a'], [1]))) AS ls, [[arrow_cast(1.5, 'Decimal256(10, 2)')]] AS dd"""
 out = {}
 for binary in (False, True):
     cur = conn.cursor(binary=binary)
@@ -286,9 +298,18 @@ for binary in (False, True):
 print(json.dumps(out))
 "#;
     let Some(out) = psycopg_on_a_new_server(script) else { return };
-    let want = serde_json::json!(["[[1, 2], [3]]", "{a: 1, b: 2}", "[{a: 1}]", "1.5", "1.25", "[[1, 2], [3]]"]);
+    let want = serde_json::json!([
+        "[[1, 2], [3]]",
+        "{a: 1, b: 2}",
+        "[{a: 1}]",
+        "1.5",
+        "1.25",
+        "[[1, 2], [3]]",
+        "[{m: {a: 1}}]",
+        "[[1.50]]"
+    ]);
     assert_eq!(out["text"], want, "{out}");
     assert_eq!(out["binary"], want, "{out}");
-    // text, text, text, float4, text, text (PostgreSQL's type oids).
-    assert_eq!(out["types"], serde_json::json!([25, 25, 25, 700, 25, 25]), "{out}");
+    // text, text, text, float4, text, text, text, text (PostgreSQL's type oids).
+    assert_eq!(out["types"], serde_json::json!([25, 25, 25, 700, 25, 25, 25, 25]), "{out}");
 }
