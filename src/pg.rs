@@ -233,7 +233,7 @@ async fn connection(
     factory: Factory,
 ) -> Result<(), std::io::Error> {
     use futures::StreamExt as _;
-    use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+    use pgwire::tokio::server::{negotiate_tls, process_message};
     let startup_timeout = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup_timeout);
     // A first packet of a length PostgreSQL refuses: closed at once, as there (pgwire waited
@@ -273,7 +273,7 @@ async fn connection(
             if let Err(reason) = frames::check(socket.read_buffer_mut()) {
                 tracing::debug!(peer = %socket.socket_addr(), %reason, "PostgreSQL protocol violation");
                 let error = PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), "08P01".into(), reason)));
-                process_error(&mut socket, error, false).await?;
+                answer_error(&mut socket, error, false).await?;
                 break;
             }
             socket.next().await
@@ -299,10 +299,30 @@ async fn connection(
         .await;
         if let Err(mut e) = processed {
             errors.on_error(&socket, &mut e);
-            process_error(&mut socket, e, extended_query).await?;
+            answer_error(&mut socket, e, extended_query).await?;
         }
     }
     Ok(())
+}
+
+/// Sends `error`: an ERROR as pgwire's `process_error` does (ReadyForQuery after it, or
+/// waiting for Sync), a FATAL one alone before the connection closes, as PostgreSQL sends it
+/// (`process_error` sent ReadyForQuery first, inviting a query on a connection about to close).
+async fn answer_error<S, ST>(
+    socket: &mut tokio_util::codec::Framed<S, pgwire::tokio::server::PgWireMessageServerCodec<ST>>,
+    error: PgWireError,
+    wait_for_sync: bool,
+) -> Result<(), std::io::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + 'static,
+{
+    let info: ErrorInfo = error.into();
+    if !info.is_fatal() {
+        return pgwire::tokio::server::process_error(socket, PgWireError::UserError(Box::new(info)), wait_for_sync)
+            .await;
+    }
+    socket.send(PgWireBackendMessage::ErrorResponse(info.into())).await?;
+    socket.close().await
 }
 
 /// Serves the PostgreSQL protocol on `listener` until `stop` resolves; connections still open

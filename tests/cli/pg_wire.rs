@@ -132,6 +132,8 @@ print(json.dumps(out))
     ] {
         let reply = result[case].as_str().unwrap();
         assert!(reply.contains("FATAL") && reply.contains("08P01") && reply.contains(what), "{case}: {reply:?}");
+        // Then the connection closes, without a ReadyForQuery inviting another query.
+        assert!(reply.ends_with("\0\0"), "{case}: {reply:?}");
     }
     // A Bind of three values for one parameter: refused as PostgreSQL words it (it ran with
     // the extra values ignored); the connection goes on.
