@@ -347,31 +347,43 @@ impl Store {
         let _maintenance = self.maintenance_lock.lock().map_err(lock_poisoned)?;
         let mut summary = CompactionSummary { files_expired: self.expire()?, ..Default::default() };
         summary.series_retired = self.retire_if_due(summary.files_expired)?;
-        let files = self.state.read().map_err(lock_poisoned)?.files.clone();
-        let mut by_partition: std::collections::BTreeMap<i64, Vec<&Arc<LiveFile>>> = Default::default();
-        for f in files.iter() {
-            by_partition.entry(f.entry.partition).or_default().push(f);
-        }
+        let partitions: std::collections::BTreeSet<i64> =
+            self.state.read().map_err(lock_poisoned)?.files.iter().map(|f| f.entry.partition).collect();
         let threshold = if force { 2 } else { self.config.compaction_min_files.max(2) };
         let skips = self.compaction_skips.lock().map_err(lock_poisoned)?.clone();
-        for (partition, mut group) in by_partition {
-            // Files up to an unreadable one stay as they are; newer ones still merge (the
-            // output's id is above theirs, so last-write-wins holds across the two).
-            if let Some(&bad) = skips.get(&partition) {
-                group.retain(|f| f.entry.id > bad);
-            }
-            let unchecked = self.config.rewrite_unchecked && group.iter().any(|f| f.entry.stats.footer_crc32.is_none());
-            if group.len() < threshold && !unchecked {
-                continue;
-            }
+        for partition in partitions {
             if summary.partitions >= max_partitions {
                 break;
             }
+            #[cfg(test)]
+            tests_hook::before_partition(self);
+            // The partition's files and the output's id, taken together under the manifest
+            // lock, which a flush (and an import) holds from allocating its files' ids to
+            // publishing them: every file with a lower id than the output's is an input, and a
+            // flush publishing later has a higher id, so its newer rows keep winning. (Files
+            // listed once for the whole pass, outside the lock, missed a flush in flight whose
+            // id was below the output's: the merge of older rows then won over it, and the next
+            // compaction removed the acknowledged value.)
+            let (files, id) = {
+                let _guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+                let files = self.state.read().map_err(lock_poisoned)?.files.clone();
+                let mut group: Vec<Arc<LiveFile>> =
+                    files.iter().filter(|f| f.entry.partition == partition).cloned().collect();
+                // Files up to an unreadable one stay as they are; newer ones still merge (the
+                // output's id is above theirs, so last-write-wins holds across the two).
+                if let Some(&bad) = skips.get(&partition) {
+                    group.retain(|f| f.entry.id > bad);
+                }
+                let unchecked =
+                    self.config.rewrite_unchecked && group.iter().any(|f| f.entry.stats.footer_crc32.is_none());
+                if group.len() < threshold && !unchecked {
+                    continue;
+                }
+                (group, self.alloc_file_ids(1)?)
+            };
+            let group: Vec<&Arc<LiveFile>> = files.iter().collect();
             // A streaming merge of the files in id order (older first, so the newest value of a
-            // duplicate wins); memory stays at a row group per input file. The output's id is
-            // above every input's; a flush committing meanwhile gets a higher id still, so its
-            // newer rows keep winning.
-            let id = self.alloc_file_ids(1)?;
+            // duplicate wins); memory stays at a row group per input file.
             let level = group.iter().map(|f| f.entry.level).max().unwrap_or(0) + 1;
             let (rel, path) = self.new_data_path(partition, id)?;
             let storage = self.storage.as_ref();
@@ -454,5 +466,36 @@ fn unreadable_input(e: &Error, group: &[&Arc<LiveFile>], storage: &dyn crate::st
             input(path)
         }
         _ => None,
+    }
+}
+
+/// A test's hook into [`Store::compact_with`]: called before each partition's files are
+/// taken, where a flush can run in between.
+#[cfg(test)]
+pub(super) mod tests_hook {
+    use std::cell::RefCell;
+
+    type Hook = Box<dyn FnMut(&super::Store)>;
+
+    thread_local! {
+        static BEFORE_PARTITION: RefCell<Option<Hook>> = RefCell::new(None);
+    }
+
+    /// Sets (or with `None` clears) this thread's hook.
+    pub(in crate::store) fn set(hook: Option<Hook>) {
+        BEFORE_PARTITION.with(|h| *h.borrow_mut() = hook);
+    }
+
+    pub(super) fn before_partition(store: &super::Store) {
+        let hook = BEFORE_PARTITION.with(|h| h.borrow_mut().take());
+        if let Some(mut hook) = hook {
+            hook(store);
+            BEFORE_PARTITION.with(|h| {
+                let mut slot = h.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(hook);
+                }
+            });
+        }
     }
 }

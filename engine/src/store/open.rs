@@ -59,6 +59,20 @@ impl Store {
             if files > 0 {
                 return Err(Error::ManifestMissing { path: dir, files });
             }
+            let nodes = node_stores_under(storage.as_ref(), &dir)?;
+            if !nodes.is_empty() {
+                let shown = nodes.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+                let more = if nodes.len() > 5 { format!(" and {} more", nodes.len() - 5) } else { String::new() };
+                return Err(Error::DatasetInvalid {
+                    path: dir.clone(),
+                    reason: format!(
+                        "it is a dataset root: the stores {shown}{more} are under it, and readers open it as their \
+                         union; a store created at the root would hide them from every reader. Write to a node's \
+                         directory ({}) or to another directory",
+                        dir.join("<node>").display()
+                    ),
+                });
+            }
         }
         for sub in ["wal", "data", "staging"] {
             let p = dir.join(sub);
@@ -387,6 +401,21 @@ impl Store {
 
 /// Data files and WAL segments under a store directory (to tell a store that lost its
 /// manifest from an empty directory).
+/// The node stores directly under `dir` (a directory with a node's name holding a
+/// `manifest.json`): what makes `dir` a dataset root to readers.
+fn node_stores_under(storage: &dyn Storage, dir: &Path) -> Result<Vec<String>> {
+    let mut nodes: Vec<String> = storage
+        .list_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .filter(|name| super::union::is_node_name(name) && storage.exists(&dir.join(name).join("manifest.json")))
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    Ok(nodes)
+}
+
 fn count_store_files(storage: &dyn Storage, dir: &Path) -> Result<usize> {
     let mut n = 0;
     let data = dir.join("data");
