@@ -34,12 +34,16 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std:
     Ok(())
 }
 
-/// The `json` format's writer: one object per row, floats that are not finite as strings
-/// ([`NonFinite`]).
+/// The `json` format's writer: one object per row with every column (a NULL as `null`, where
+/// arrow-json leaves the key out, so that every line has the result's columns), floats that
+/// are not finite as strings ([`NonFinite`]).
 fn json_writer(
     out: &mut dyn std::io::Write,
 ) -> arrow::json::Writer<&mut dyn std::io::Write, arrow::json::writer::LineDelimited> {
-    arrow::json::WriterBuilder::new().with_encoder_factory(std::sync::Arc::new(NonFinite)).build(out)
+    arrow::json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .with_encoder_factory(std::sync::Arc::new(NonFinite))
+        .build(out)
 }
 
 /// Writes a float that is not finite as the string `"NaN"`, `"Infinity"` or `"-Infinity"` (as
@@ -255,7 +259,8 @@ pub use lockstep_query::diagnose::format::fmt_rfc3339 as format_ns;
 mod tests {
     /// Floats that are not finite keep their value in the json and csv formats, in lists and
     /// structs too (QA pass 18, F10: `change_points`' `after = inf` printed as `null`); a null
-    /// stays `null`, and finite values are written as before.
+    /// stays `null` (a NULL column is written, not left out: QA pass 19), and finite values are
+    /// written as before. A top-level csv column prints as arrow-csv does (`-inf`).
     #[test]
     fn non_finite_floats_are_written_as_strings_not_null() {
         use std::sync::Arc;
@@ -275,6 +280,7 @@ mod tests {
             ("l", Arc::new(list) as ArrayRef),
             ("x", Arc::new(Float64Array::from(vec![f64::NEG_INFINITY])) as ArrayRef),
             ("s", Arc::new(s) as ArrayRef),
+            ("n", Arc::new(Float64Array::from(vec![None])) as ArrayRef),
         ])
         .unwrap();
         let print = |format| {
@@ -284,11 +290,11 @@ mod tests {
         };
         assert_eq!(
             print(super::Format::Json),
-            "{\"l\":[\"Infinity\",\"NaN\",1.0,null,-2.5e300],\"x\":\"-Infinity\",\"s\":{\"a\":\"-Infinity\"}}\n"
+            "{\"l\":[\"Infinity\",\"NaN\",1.0,null,-2.5e300],\"x\":\"-Infinity\",\"s\":{\"a\":\"-Infinity\"},\"n\":null}\n"
         );
         assert_eq!(
             print(super::Format::Csv),
-            "l,x,s\n\"[\"\"Infinity\"\",\"\"NaN\"\",1.0,null,-2.5e300]\",-inf,\"{\"\"a\"\":\"\"-Infinity\"\"}\"\n"
+            "l,x,s,n\n\"[\"\"Infinity\"\",\"\"NaN\"\",1.0,null,-2.5e300]\",-inf,\"{\"\"a\"\":\"\"-Infinity\"\"}\",\n"
         );
     }
 

@@ -30,9 +30,9 @@ pub struct Args {
     #[arg(short = 'f', long, conflicts_with = "query", value_name = "FILE")]
     file: Option<PathBuf>,
     /// Output format. csv and json print rows as they are produced; table holds the whole
-    /// result (within the memory limit) to align its columns. json (and csv's nested columns,
-    /// which are JSON text) writes a float that is not finite as "NaN", "Infinity" or
-    /// "-Infinity".
+    /// result (within the memory limit) to align its columns. json writes every column of a
+    /// row (a NULL as null), and (with csv's nested columns, which are JSON text) a float that
+    /// is not finite as "NaN", "Infinity" or "-Infinity".
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Correct `samples.time` with this clock-model version instead of the newest (see the
