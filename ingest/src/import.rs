@@ -160,8 +160,22 @@ pub fn import_bundle(
     let file = samples_file(bundle);
     let metadata = read_metadata(store, bundle)?;
     let clock_input = clock::read_clock_input(bundle)?;
+    // From before the samples are committed until the bundle's documents and clock input are
+    // stored, the store names the bundle: an import killed in between is reported by `check`
+    // and the next writer, with the bundle to import again.
+    let pending = file.is_ok() && !(metadata.is_empty() && clock_input.is_empty());
+    if pending {
+        store.mark_import_pending(&bundle.display().to_string())?;
+    }
     let mut report = match file {
-        Ok(file) => import_file(store, &file, options, progress)?,
+        Ok(file) => match import_file(store, &file, options, progress) {
+            Ok(report) => report,
+            Err(e) => {
+                // Nothing of the samples was committed.
+                let _ = store.clear_import_pending();
+                return Err(e);
+            }
+        },
         // Clock sync that arrives later (a sync-only bundle) improves the correction of data
         // already imported; a bundle of only `topology.json`/`jobs.json` describes the
         // cluster and its jobs for data that arrives (or arrived) another way.
@@ -178,6 +192,9 @@ pub fn import_bundle(
     report.clock_offsets = clock_input.offsets.len() as u64;
     report.clock_barriers = barriers.len() as u64;
     report.clock_version = add_clock_input(store, &clock_input, &barriers)?;
+    if pending {
+        store.clear_import_pending()?;
+    }
     Ok(report)
 }
 

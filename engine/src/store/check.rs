@@ -125,6 +125,16 @@ impl Store {
                 out.problems.push(CheckProblem { path: self.document_path(name)?, problem });
             }
         }
+        if let Some(bundle) = self.import_pending()? {
+            out.problems.push(CheckProblem {
+                path: self.dir.join(super::documents::IMPORT_PENDING),
+                problem: format!(
+                    "an import of {bundle} was interrupted: its samples may be in the store without the \
+                     bundle's topology, jobs and clock input; run `lockstep import` of it again (it completes the \
+                     import: samples resolve last-write-wins, repeated clock input is skipped)"
+                ),
+            });
+        }
         for f in self.union.iter().flat_map(|u| &u.left_out) {
             out.problems.push(CheckProblem {
                 path: f.path.clone(),
