@@ -163,12 +163,22 @@ impl SyncExchange {
 }
 
 impl OffsetObservation {
-    /// Checks the time range, that `|offset_ns| ≤ MAX_TIME_NS` and `uncertainty_ns ≥ 0`.
+    /// Checks the time range, that the reference time `local_time − offset_ns` is in the
+    /// store's range too (a 285-year offset moved a host's samples to 1740, where no filter
+    /// finds them) and `uncertainty_ns ≥ 0`.
     pub fn validate(&self) -> Result<()> {
         check_host(&self.host)?;
         check_time(&self.host, "local_time", self.local_time)?;
-        if self.offset_ns.checked_abs().is_none_or(|a| a > MAX_TIME_NS) {
-            return Err(sync_error(&self.host, format!("offset_ns={} is out of range", self.offset_ns)));
+        let reference = self.local_time.checked_sub(self.offset_ns);
+        if !reference.is_some_and(|t| (MIN_TIME_NS..=MAX_TIME_NS).contains(&t)) {
+            return Err(sync_error(
+                &self.host,
+                format!(
+                    "offset_ns={} at local_time={} puts the reference time outside [{MIN_TIME_NS}, {MAX_TIME_NS}] \
+                     (1970-2262, the times the store keeps)",
+                    self.offset_ns, self.local_time
+                ),
+            ));
         }
         if !(0..=MAX_TIME_NS).contains(&self.uncertainty_ns) {
             return Err(sync_error(

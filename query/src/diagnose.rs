@@ -74,7 +74,12 @@ pub enum DiagnoseError {
         known: String,
     },
     /// The window is empty or inverted.
-    #[error("empty diagnosis window [{from}, {to})")]
+    #[error(
+        "empty diagnosis window: from {} is not before to {}; --from must be before --to, and without \
+         --to the window ends at the job's end",
+        utc_text(*.from),
+        utc_text(*.to)
+    )]
     EmptyWindow {
         /// Start (ns).
         from: i64,
@@ -92,6 +97,13 @@ pub enum DiagnoseError {
     /// The engine failed.
     #[error("{0}")]
     Engine(#[from] lockstep_engine::Error),
+}
+
+/// A time in ns as RFC 3339 UTC text (as `--from`/`--to` are written), or the ns past
+/// chrono's range.
+fn utc_text(ns: i64) -> String {
+    arrow::temporal_conversions::timestamp_ns_to_datetime(ns)
+        .map_or_else(|| format!("{ns} ns"), |t| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string())
 }
 
 impl DiagnoseError {

@@ -121,6 +121,14 @@ mod tests {
         let unknown = wrapped(DiagnoseError::UnknownJob { job: "nope".into(), known: "a".into() });
         assert_eq!(unknown.kind(), ErrorKind::NotFound);
         assert_eq!(wrapped(DiagnoseError::EmptyWindow { from: 2, to: 1 }).kind(), ErrorKind::InvalidArgument);
+        // The window in the RFC 3339 times `--from`/`--to` are written in (QA pass 19).
+        let window = DiagnoseError::EmptyWindow { from: 1_772_442_300_000_000_000, to: 1_772_442_060_000_000_000 };
+        assert!(
+            window.to_string().starts_with(
+                "empty diagnosis window: from 2026-03-02T09:05:00Z is not before to 2026-03-02T09:01:00Z; --from"
+            ),
+            "{window}"
+        );
         let other = QueryError::DataFusion(DataFusionError::External("disk on fire".into()));
         assert_eq!(other.kind(), ErrorKind::Internal);
     }

@@ -134,6 +134,15 @@ impl QueryEngine {
             let msg = e.to_string();
             if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {
                 QueryError::ReadOnly { reason: msg }
+            } else if let Some(table) = missing_domain_table(&msg)
+                && !self.ctx.table_exist(table).unwrap_or(true)
+            {
+                // The domain tables exist once a topology (and jobs) was imported.
+                QueryError::DataFusion(datafusion::error::DataFusionError::Plan(format!(
+                    "{msg}: this store has no {} imported (lockstep import of a bundle with topology.json and \
+                     jobs.json; docs/topology.md)",
+                    if table == "jobs" { "jobs.json" } else { "topology.json" }
+                )))
             } else {
                 QueryError::from(e).located(&self.store)
             }
@@ -205,4 +214,15 @@ impl Stream for QueryStream {
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.inner.size_hint()
     }
+}
+
+/// The domain table (`topology_nodes`, …, `jobs`) a "table … not found" planning error names.
+fn missing_domain_table(message: &str) -> Option<&'static str> {
+    const DOMAIN: [&str; 5] = ["topology_nodes", "topology_nics", "topology_switches", "topology_links", "jobs"];
+    if !message.contains("not found") {
+        return None;
+    }
+    DOMAIN
+        .into_iter()
+        .find(|t| message.contains(&format!(".{t}' not found")) || message.contains(&format!("'{t}' not found")))
 }

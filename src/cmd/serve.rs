@@ -323,6 +323,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     memory::tune_allocator(config.limits.memory_limit_bytes);
     let mut store_config = StoreConfig::default();
     if let Some(rows) = args.flush_rows.or(file.store.flush_rows) {
+        // 0 flushed after every write: a Parquet file per request (QA pass 19).
+        anyhow::ensure!(rows > 0, "--flush-rows (flush_rows) must be at least 1, got 0");
         store_config.flush_rows = rows;
     } else if let Some(limit) = config.limits.memory_limit_bytes {
         store_config.flush_rows = memory::flush_rows_for_limit(limit);

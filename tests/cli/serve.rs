@@ -593,6 +593,13 @@ fn serve_with_a_bad_tls_key_fails_before_listening() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(errors[0].contains("TLS") && errors[0].contains("private key"), "{stderr}");
+    // --flush-rows 0 (a Parquet file per request) is refused the same way (QA pass 19).
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["serve", "--data-dir", db.to_str().unwrap(), "--listen", "127.0.0.1:0", "--flush-rows", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--flush-rows (flush_rows) must be at least 1"), "{stderr}");
 }
 
 /// The OpenTelemetry Python SDK exports a gauge, a counter and a histogram to `lockstep serve`

@@ -202,6 +202,17 @@ fn degenerate_inputs_give_clear_errors() {
     assert!(fit_host("h", &[other], &[], &cfg).is_err());
     let bad_direct = OffsetObservation { host: "h".into(), local_time: EPOCH, offset_ns: 0, uncertainty_ns: -1 };
     assert!(fit_host("h", &[], &[bad_direct], &cfg).is_err());
+    // An offset that puts the reference time before 1970 (285 years: QA pass 19) is refused;
+    // one of an hour is not.
+    let far = OffsetObservation {
+        host: "h".into(),
+        local_time: EPOCH,
+        offset_ns: 9_000_000_000_000_000_000,
+        uncertainty_ns: 5,
+    };
+    let err = far.validate().unwrap_err().to_string();
+    assert!(err.contains("puts the reference time outside") && err.contains("1970-2262"), "{err}");
+    assert!(OffsetObservation { offset_ns: 3_600_000_000_000, ..far }.validate().is_ok());
     let bad_cfg = FitConfig { max_drift_ppb: 0, ..FitConfig::default() };
     let err = fit_host("h", &[ok], &[], &bad_cfg).unwrap_err();
     assert!(err.to_string().contains("max_drift_ppb"), "{err}");

@@ -405,8 +405,6 @@ impl Store {
     }
 }
 
-/// Data files and WAL segments under a store directory (to tell a store that lost its
-/// manifest from an empty directory).
 /// The node stores directly under `dir` (a directory with a node's name holding a
 /// `manifest.json`): what makes `dir` a dataset root to readers.
 fn node_stores_under(storage: &dyn Storage, dir: &Path) -> Result<Vec<String>> {
@@ -422,6 +420,8 @@ fn node_stores_under(storage: &dyn Storage, dir: &Path) -> Result<Vec<String>> {
     Ok(nodes)
 }
 
+/// Data files and WAL segments under a store directory (to tell a store that lost its
+/// manifest from an empty directory).
 fn count_store_files(storage: &dyn Storage, dir: &Path) -> Result<usize> {
     let mut n = 0;
     let data = dir.join("data");
@@ -563,6 +563,10 @@ pub(super) fn apply_def(
             }
             Ok(())
         }
-        None => Err(format!("series id {id} skips ahead of the catalog ({} series)", catalog.len())),
+        None => Err(format!(
+            "series id {id} skips ahead of the catalog ({} series): the records that defined the ids between are \
+             missing (a WAL segment before this one deleted or lost?)",
+            catalog.len()
+        )),
     }
 }

@@ -321,3 +321,20 @@ async fn sessions_share_the_domain_until_a_document_changes() {
     store.write_document("jobs.json", one_job).unwrap();
     assert_eq!(count("SELECT count(*) FROM jobs").await.unwrap(), 1);
 }
+
+/// A domain table queried in a store without the document behind it says what is missing
+/// (QA pass 19: "table 'datafusion.public.topology_nodes' not found" alone), as an invalid
+/// argument; another unknown table keeps DataFusion's words.
+#[tokio::test]
+async fn a_domain_table_without_its_document_says_what_to_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = lockstep_engine::Store::open(dir.path(), lockstep_engine::store::StoreConfig::default()).unwrap();
+    let engine = crate::QueryEngine::new(Arc::new(store)).unwrap();
+    let err = engine.collect("SELECT * FROM topology_nodes").await.unwrap_err();
+    assert_eq!(err.kind(), lockstep_engine::ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("this store has no topology.json imported"), "{err}");
+    let err = engine.collect("SELECT * FROM jobs").await.unwrap_err().to_string();
+    assert!(err.contains("this store has no jobs.json imported"), "{err}");
+    let err = engine.collect("SELECT * FROM no_such_table").await.unwrap_err().to_string();
+    assert!(err.contains("not found") && !err.contains("imported"), "{err}");
+}
