@@ -329,13 +329,43 @@ fn check_json_data(request: &ExportMetricsServiceRequest, bytes: &[u8]) -> Resul
                         _ => Ok(()),
                     };
                     if let Err(e) = decoded {
-                        return Err(malformed(format!("{at}.{key}: {e}")));
+                        let (point, e) = failing_point(key, data).unwrap_or_else(|| (String::new(), e.to_string()));
+                        return Err(malformed(format!("{at}.{key}{point}: {e}")));
                     }
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Where in a metric's `data` (of kind `key`) decoding fails: `.dataPoints[i]` and, where
+/// one field alone is the cause (the point decodes without it), `.field`, with the error.
+fn failing_point(key: &str, data: &serde_json::Value) -> Option<(String, String)> {
+    use opentelemetry_proto::tonic::metrics::v1 as m;
+    let decode = |v: &serde_json::Value| -> Option<String> {
+        let v = v.clone();
+        match key {
+            "gauge" | "sum" => serde_json::from_value::<m::NumberDataPoint>(v).err(),
+            "histogram" => serde_json::from_value::<m::HistogramDataPoint>(v).err(),
+            "exponentialHistogram" => serde_json::from_value::<m::ExponentialHistogramDataPoint>(v).err(),
+            "summary" => serde_json::from_value::<m::SummaryDataPoint>(v).err(),
+            _ => None,
+        }
+        .map(|e| e.to_string())
+    };
+    let points = data.get("dataPoints")?.as_array()?;
+    points.iter().enumerate().find_map(|(i, point)| {
+        let error = decode(point)?;
+        let field = point.as_object().and_then(|fields| {
+            fields.keys().find(|k| {
+                let mut without = fields.clone();
+                without.remove(*k);
+                decode(&serde_json::Value::Object(without)).is_none()
+            })
+        });
+        Some((field.map_or_else(|| format!(".dataPoints[{i}]"), |f| format!(".dataPoints[{i}].{f}")), error))
+    })
 }
 
 #[cfg(test)]

@@ -114,7 +114,8 @@ async fn otlp_http_json_and_protobuf_with_gzip() {
     let status: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
     let message = status["message"].as_str().unwrap();
     assert!(
-        message.contains("metrics[0] (\"DCGM_FI_DEV_POWER_USAGE\").gauge: ") && message.contains("floating point"),
+        message.contains("metrics[0] (\"DCGM_FI_DEV_POWER_USAGE\").gauge.dataPoints[1].timeUnixNano: ")
+            && message.contains("floating point"),
         "{status}"
     );
     assert_eq!(power(&store).len(), before, "nothing of the refused request is stored");
@@ -291,4 +292,14 @@ fn an_int_past_int64_is_named() {
     let request = super::decode(body(r#""9223372036854775807""#).as_bytes(), super::Encoding::Json).unwrap();
     let Some(Data::Gauge(g)) = &request.resource_metrics[0].scope_metrics[0].metrics[0].data else { panic!() };
     assert_eq!(g.data_points[0].value, Some(Value::AsInt(i64::MAX)));
+}
+
+/// A data point whose time does not decode (`"-5"`) is named by its index and field (QA pass
+/// 19: the error stopped at the metric's `gauge`).
+#[test]
+fn a_bad_time_is_named_by_its_point_and_field() {
+    let body = r#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"j.g2","gauge":{"dataPoints":[
+        {"timeUnixNano":"1","asDouble":1},{"timeUnixNano":"-5","asDouble":1}]}}]}]}]}"#;
+    let e = super::decode(body.as_bytes(), super::Encoding::Json).unwrap_err();
+    assert!(e.message().contains(r#"metrics[0] ("j.g2").gauge.dataPoints[1].timeUnixNano: "#), "{}", e.message());
 }
