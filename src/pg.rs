@@ -19,6 +19,7 @@
 
 pub mod client;
 mod frames;
+mod params;
 mod query;
 mod session;
 mod size;

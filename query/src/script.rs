@@ -47,6 +47,40 @@ pub fn split_statements(text: &str) -> Vec<Statement> {
     out
 }
 
+/// `sql` from its first character that is not white space or in a comment (`-- …` to the end
+/// of the line, nested `/* … */`, as [`split_statements`] reads them): where its first word is.
+pub fn code_start(sql: &str) -> &str {
+    let mut rest = sql;
+    loop {
+        let trimmed = rest.trim_start();
+        if let Some(line) = trimmed.strip_prefix("--") {
+            rest = line.find('\n').map_or("", |i| &line[i + 1..]);
+        } else if trimmed.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut end = trimmed.len();
+            let bytes = trimmed.as_bytes();
+            let mut i = 0;
+            while i + 1 < bytes.len() {
+                match (bytes[i], bytes[i + 1]) {
+                    (b'/', b'*') => (depth, i) = (depth + 1, i + 2),
+                    (b'*', b'/') => {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => i += 1,
+                }
+            }
+            rest = trimmed.get(end..).unwrap_or("");
+        } else {
+            return trimmed;
+        }
+    }
+}
+
 /// Whether `text` ends inside a statement that is not finished yet: in an open string, quoted
 /// identifier or block comment, or with code after the last `;` (the interactive shell then
 /// asks for another line).
@@ -194,6 +228,14 @@ mod tests {
         assert!(is_incomplete("SELECT E'a\\';"));
         assert!(is_incomplete("/* a /* b */ ;"));
         assert!(!is_incomplete("SELECT $$a;$$;"));
+    }
+
+    #[test]
+    fn code_starts_after_white_space_and_comments() {
+        assert_eq!(code_start("  -- one\n/* two /* nested */ */ SET x = 1"), "SET x = 1");
+        assert_eq!(code_start("SELECT 1 -- c"), "SELECT 1 -- c");
+        assert_eq!(code_start("-- only a comment"), "");
+        assert_eq!(code_start("/* open"), "");
     }
 
     #[test]

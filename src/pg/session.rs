@@ -11,6 +11,8 @@
 //! a client encoding other than UTF8 cannot be served (0A000).
 
 use std::sync::Mutex;
+
+use lockstep_query::script::code_start;
 use std::time::Duration;
 
 /// What a session statement does (parsed from its text by [`parse`]).
@@ -184,40 +186,6 @@ enum Token {
     Punct(char),
 }
 
-/// `sql` after its leading white space and comments (`-- …` to the end of the line, nested
-/// `/* … */`): where its first word is.
-pub(super) fn skip_comments(sql: &str) -> &str {
-    let mut rest = sql;
-    loop {
-        let trimmed = rest.trim_start();
-        if let Some(line) = trimmed.strip_prefix("--") {
-            rest = line.find('\n').map_or("", |i| &line[i + 1..]);
-        } else if trimmed.starts_with("/*") {
-            let mut depth = 0usize;
-            let mut end = trimmed.len();
-            let bytes = trimmed.as_bytes();
-            let mut i = 0;
-            while i + 1 < bytes.len() {
-                match (bytes[i], bytes[i + 1]) {
-                    (b'/', b'*') => (depth, i) = (depth + 1, i + 2),
-                    (b'*', b'/') => {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            end = i;
-                            break;
-                        }
-                    }
-                    _ => i += 1,
-                }
-            }
-            rest = trimmed.get(end..).unwrap_or("");
-        } else {
-            return trimmed;
-        }
-    }
-}
-
 /// A quoted string's text after its opening quote `q`: a doubled quote is one; with
 /// `escapes` (an `E'…'` string) a backslash escapes the next character (`\n`, `\t`, `\r` as
 /// control characters). `None` if it does not end.
@@ -253,11 +221,7 @@ fn tokens(sql: &str) -> Option<Vec<Token>> {
             chars.next();
         } else if c == '-' && next == Some('-') || c == '/' && next == Some('*') {
             let rest: String = chars.clone().collect();
-            let after = skip_comments(&rest);
-            if after.len() == rest.trim_start().len() {
-                return None;
-            }
-            let skip = rest.chars().count() - after.chars().count();
+            let skip = rest.chars().count() - code_start(&rest).chars().count();
             for _ in 0..skip {
                 chars.next();
             }
@@ -620,7 +584,6 @@ mod tests {
         assert_eq!(timeout("SET statement_timeout = 1e3"), Some(Duration::from_secs(1)));
         assert_eq!(timeout("SET statement_timeout = $$2s$$"), Some(Duration::from_secs(2)));
         assert_eq!(timeout("SET \"Statement_Timeout\" TO E'3s'"), Some(Duration::from_secs(3)));
-        assert_eq!(skip_comments("  -- one\n/* two */ SET x = 1"), "SET x = 1");
         assert_eq!(parse("RESET /* c */ ALL -- c"), Some(Session::Reset(None, "RESET")));
         assert_eq!(parse("SET application_name = E'a\\\\b\\'c'"), Some(Session::Quiet));
         assert_eq!(parse("SET SCHEMA 'public'"), Some(Session::Quiet));

@@ -147,12 +147,6 @@ impl Store {
                 Err(e) => tracing::warn!(error = %e, "clock models are stale and could not be refitted"),
             }
         }
-        let pending = dir.join(super::documents::IMPORT_PENDING);
-        if storage.exists(&pending) {
-            let bundle = storage.read(&pending).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-            tracing::warn!(%bundle, "an import was interrupted after its samples may have been committed, before its \
-                topology, jobs and clock input were stored: import the bundle again to complete it");
-        }
         let store = Store::assemble(
             dir,
             storage,
@@ -167,6 +161,10 @@ impl Store {
             clocks,
         );
         store.remove_orphans()?;
+        if let Ok(Some(bundle)) = store.import_pending() {
+            tracing::warn!(%bundle, "an import was interrupted after its samples may have been committed, before its \
+                topology, jobs and clock input were stored: import the bundle again to complete it");
+        }
         Ok(store)
     }
 
