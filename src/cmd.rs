@@ -69,7 +69,21 @@ impl StoreArgs {
                     .map_err(|e| lockstep_engine::storage::locate_error(storage.as_ref(), e))
             }
         };
-        opened.with_context(|| format!("opening store {}", self.describe()))
+        let store = opened.with_context(|| format!("opening store {}", self.describe()))?;
+        // An import that committed its samples and stopped before storing its bundle's
+        // topology, jobs and clock input left them staged: store them now. A failure leaves
+        // them staged (`lockstep check` reports them) and does not keep the writer from
+        // starting.
+        match lockstep_ingest::import::complete_pending_import(&store, false) {
+            Ok(None) => {}
+            Ok(Some(bundle)) => tracing::warn!(
+                %bundle,
+                "stored the topology, jobs and clock input of an import that stopped after its samples"
+            ),
+            Err(e) => tracing::error!(error = %e, "the topology, jobs and clock input of an import that stopped \
+                after its samples could not be stored"),
+        }
+        Ok(store)
     }
 
     /// Opens a read-only snapshot of an existing store — or of a whole dataset, the union of
@@ -95,6 +109,23 @@ impl StoreArgs {
             None => {
                 std::fs::canonicalize(&self.data_dir).unwrap_or_else(|_| self.data_dir.clone()).display().to_string()
             }
+        }
+    }
+
+    /// The options that name this store on a command line (`--data-dir DIR`, and with an
+    /// object store `--data-url URL`), quoted for a POSIX shell where needed.
+    pub fn command_flags(&self) -> String {
+        let quote = |s: &str| {
+            if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_./:@=+,-".contains(c)) {
+                s.to_string()
+            } else {
+                format!("'{}'", s.replace('\'', r"'\''"))
+            }
+        };
+        let dir = format!("--data-dir {}", quote(&self.data_dir.display().to_string()));
+        match &self.data_url {
+            None => dir,
+            Some(url) => format!("--data-url {} {dir}", quote(url)),
         }
     }
 

@@ -123,6 +123,10 @@ pub struct Manifest {
     pub wal_checkpoints: std::collections::BTreeMap<String, u64>,
     /// Live data files, ordered by id.
     pub files: Vec<FileEntry>,
+    /// The id of an import's rest (its documents and clock input, `imports/<id>.json`) whose
+    /// samples this manifest publishes and which is not stored yet (`store/pending.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_import: Option<String>,
 }
 
 impl Manifest {
@@ -136,6 +140,7 @@ impl Manifest {
             wal_checkpoint: 0,
             wal_checkpoints: Default::default(),
             files: Vec::new(),
+            pending_import: None,
         }
     }
 

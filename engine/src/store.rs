@@ -30,6 +30,7 @@ mod footers;
 mod import;
 pub mod lock;
 mod open;
+mod pending;
 pub mod record;
 mod retire;
 mod scan;
@@ -56,8 +57,9 @@ use crate::wal::{Wal, WalConfig};
 use crate::wallclock::WallClock;
 use lock::WriterLock;
 
-pub use check::{CheckProblem, CheckReport};
+pub use check::{CheckProblem, CheckReport, WalTornTail};
 pub use import::{BulkImport, ImportSummary};
+pub use pending::{IMPORTS_DIR, ImportRest};
 pub use scan::{
     PortablePart, PortableScan, Scan, ScanRequest, ScanUnit, SeriesSlice, SplitScan, rows_to_batch, scan_schema,
 };

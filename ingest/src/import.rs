@@ -19,6 +19,7 @@ use std::time::Instant;
 use lockstep_engine::Rows;
 use lockstep_engine::Store;
 use lockstep_engine::metrics::{CATALOG_FILE, MetricCatalog};
+use lockstep_engine::store::{DOCUMENTS, ImportRest};
 use lockstep_engine::topology::{Topology, check_jobs, parse_jobs};
 
 /// Name of the topology file in a bundle and in a store directory.
@@ -151,66 +152,118 @@ pub fn samples_file(bundle: &Path) -> Result<PathBuf, ImportError> {
 /// input (sync exchanges, direct offsets, barriers from `collective_end`), refitting the clock
 /// models. A bundle may hold only clock files (they then refine the correction of samples
 /// imported earlier) or only documents (the topology and jobs of data written by collectors).
+///
+/// The bundle is imported as a whole: its documents and clock input are staged in the store
+/// and named by the manifest update that publishes its samples (`lockstep_engine`'s
+/// `store/pending.rs`), so a crash after that update leaves them for the next writer
+/// ([`complete_pending_import`]), and a crash before it leaves nothing.
 pub fn import_bundle(
     store: &Store,
     bundle: &Path,
     options: &ImportOptions,
     progress: Progress<'_>,
 ) -> Result<ImportReport, ImportError> {
+    // An earlier import's rest first (the manifest names one at a time), and before the
+    // bundle's jobs are checked against the store's topology, which it may hold.
+    complete_pending_import(store, true)?;
     let file = samples_file(bundle);
     let metadata = read_metadata(store, bundle)?;
     let clock_input = clock::read_clock_input(bundle)?;
-    // From before the samples are committed until the bundle's documents and clock input are
-    // stored, the store names the bundle: an import killed in between is reported by `check`
-    // and the next writer, with the bundle to import again.
-    let pending = file.is_ok() && !(metadata.is_empty() && clock_input.is_empty());
-    if pending {
-        store.mark_import_pending(&bundle.display().to_string())?;
-    }
+    let rest = ImportRest {
+        bundle: bundle.display().to_string(),
+        documents: metadata.into_iter().map(|(name, text)| (name.to_string(), text)).collect(),
+        exchanges: clock_input.exchanges,
+        offsets: clock_input.offsets,
+    };
+    let mut staged = None;
     let mut report = match file {
-        Ok(file) => match import_file(store, &file, options, progress) {
-            Ok(report) => report,
-            Err(e) => {
-                // Nothing of the samples was committed.
-                let _ = store.clear_import_pending();
-                return Err(e);
+        Ok(file) => {
+            staged = if rest.is_empty() { None } else { Some(store.stage_import_rest(&rest)?) };
+            match import_samples(store, &file, options, progress, staged.as_deref()) {
+                Ok(report) => report,
+                Err(e) => {
+                    // Nothing of the samples was committed.
+                    if let Some(id) = &staged {
+                        let _ = store.discard_import_rest(id);
+                    }
+                    return Err(e);
+                }
             }
-        },
+        }
         // Clock sync that arrives later (a sync-only bundle) improves the correction of data
         // already imported; a bundle of only `topology.json`/`jobs.json` describes the
         // cluster and its jobs for data that arrives (or arrived) another way.
-        Err(ImportError::NoSamples { .. }) if !clock_input.is_empty() || !metadata.is_empty() => {
-            ImportReport::default()
-        }
+        Err(ImportError::NoSamples { .. }) if !rest.is_empty() => ImportReport::default(),
         Err(e) => return Err(e),
     };
-    for (name, text) in metadata {
-        report.documents.push((name, store.write_document(name, &text)?));
-    }
-    let barriers = clock::collective_barriers(store)?;
-    report.clock_exchanges = clock_input.exchanges.len() as u64;
-    report.clock_offsets = clock_input.offsets.len() as u64;
-    report.clock_barriers = barriers.len() as u64;
-    report.clock_version = add_clock_input(store, &clock_input, &barriers)?;
-    if pending {
-        store.clear_import_pending()?;
+    store_rest(store, &rest, false, &mut report)?;
+    if let Some(id) = staged {
+        store.finish_import_rest(&id)?;
     }
     Ok(report)
 }
 
+/// Stores the rest of an import whose samples a writer committed before it stopped (see
+/// [`import_bundle`]): its documents and clock input. Returns the bundle it came from, or
+/// `None` when no rest was pending. Every writer calls it on opening a store.
+///
+/// A staged rest that does not read (a damaged file) is an error, or with `drop_unreadable`
+/// (an import, which would otherwise never commit again) logged and dropped: `lockstep check`
+/// said to import that bundle again.
+pub fn complete_pending_import(store: &Store, drop_unreadable: bool) -> Result<Option<String>, ImportError> {
+    let Some(id) = store.pending_import()? else {
+        return Ok(None);
+    };
+    let rest = match store.read_import_rest(&id) {
+        Ok(rest) => rest,
+        Err(e) if drop_unreadable => {
+            tracing::error!(error = %e, "the staged topology, jobs and clock input of an earlier import do not read \
+                and are dropped: import that bundle again");
+            store.finish_import_rest(&id)?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    store_rest(store, &rest, true, &mut ImportReport::default())?;
+    store.finish_import_rest(&id)?;
+    Ok(Some(rest.bundle))
+}
+
+/// Stores an import's documents, then its clock input with the barriers of the store's
+/// `collective_end` samples, refitting the clock models. `again`: the rest may have been
+/// stored in part before (a document equal to the current one is not written again).
+fn store_rest(store: &Store, rest: &ImportRest, again: bool, report: &mut ImportReport) -> Result<(), ImportError> {
+    for (name, text) in &rest.documents {
+        let Some(name) = DOCUMENTS.into_iter().find(|d| d == name) else {
+            return Err(lockstep_engine::Error::Internal { reason: format!("{name:?} is not a store document") }.into());
+        };
+        let version = match store.read_document(name)? {
+            Some(current) if again && current == *text => store.document_versions(name)?.last().copied().unwrap_or(0),
+            _ => store.write_document(name, text)?,
+        };
+        report.documents.push((name, version));
+    }
+    let barriers = clock::collective_barriers(store)?;
+    report.clock_exchanges = rest.exchanges.len() as u64;
+    report.clock_offsets = rest.offsets.len() as u64;
+    report.clock_barriers = barriers.len() as u64;
+    report.clock_version = add_clock_input(store, &rest.exchanges, &rest.offsets, &barriers)?;
+    Ok(())
+}
+
 /// Adds clock input (durably) and refits the clock models when anything was added or there
-/// is input the newest fitted version does not cover. Returns the version in effect. Samples committed before
-/// a failure here stay; re-running the import adds the clock data (duplicates are ignored).
+/// is input the newest fitted version does not cover. Returns the version in effect.
 pub fn add_clock_input(
     store: &Store,
-    input: &clock::ClockInput,
+    exchanges: &[lockstep_engine::clock::SyncExchange],
+    offsets: &[lockstep_engine::clock::OffsetObservation],
     barriers: &[lockstep_engine::clock::BarrierEvent],
 ) -> Result<u64, ImportError> {
-    store.check_clock_input(&input.exchanges, &input.offsets)?;
+    store.check_clock_input(exchanges, offsets)?;
     Ok(store.with_clocks(|reg| {
         let before = reg.input_counts()?;
-        reg.add_exchanges(&input.exchanges)?;
-        reg.add_offsets(&input.offsets)?;
+        reg.add_exchanges(exchanges)?;
+        reg.add_offsets(offsets)?;
         reg.add_barriers(barriers)?;
         let after = reg.input_counts()?;
         let has_input = after.exchanges + after.offsets > 0;
@@ -272,8 +325,19 @@ pub fn import_file(
     options: &ImportOptions,
     progress: Progress<'_>,
 ) -> Result<ImportReport, ImportError> {
+    import_samples(store, file, options, progress, None)
+}
+
+/// [`import_file`], its commit naming the import's staged rest `rest` (see [`import_bundle`]).
+fn import_samples(
+    store: &Store,
+    file: &Path,
+    options: &ImportOptions,
+    progress: Progress<'_>,
+    rest: Option<&str>,
+) -> Result<ImportReport, ImportError> {
     let started = Instant::now();
-    let mut sink = RowSink::new(store, file, options);
+    let mut sink = RowSink::new(store, file, options, rest);
     let is_parquet = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
     if is_parquet {
         without_panics(file, || parquet_reader::read(file, &mut sink, progress))?;
@@ -311,10 +375,12 @@ pub(crate) struct RowSink<'a> {
     skipped_examples: Vec<String>,
     rounded: u64,
     rounded_example: Option<String>,
+    /// The import's staged rest, named by the commit (see [`import_bundle`]).
+    rest: Option<String>,
 }
 
 impl<'a> RowSink<'a> {
-    fn new(store: &'a Store, file: &Path, options: &ImportOptions) -> Self {
+    fn new(store: &'a Store, file: &Path, options: &ImportOptions, rest: Option<&str>) -> Self {
         RowSink {
             store,
             file: file.to_path_buf(),
@@ -327,6 +393,7 @@ impl<'a> RowSink<'a> {
             skipped_examples: Vec::new(),
             rounded: 0,
             rounded_example: None,
+            rest: rest.map(str::to_owned),
         }
     }
 
@@ -412,7 +479,7 @@ impl<'a> RowSink<'a> {
 
     fn finish(mut self) -> Result<ImportReport, ImportError> {
         self.flush_chunk()?;
-        let summary = self.import.commit()?;
+        let summary = self.import.commit_with_rest(self.rest.as_deref())?;
         Ok(ImportReport {
             file: self.file,
             samples: summary.samples,

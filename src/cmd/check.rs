@@ -108,6 +108,16 @@ fn print_text(report: &CheckReport, store: &str, seconds: f64) -> std::io::Resul
             count(report.files_replaced, "data file")
         );
     }
+    if let Some(tail) = &report.wal_torn_tail {
+        outln!(
+            "note: the WAL segment {} ends in an incomplete record ({} from offset {}): a write in progress, or one \
+             a writer stopped in the middle of; nothing acknowledged is in it (a write is acknowledged once its \
+             whole record is synced), and the next writer cuts it",
+            tail.path.display(),
+            count(usize::try_from(tail.bytes).unwrap_or(usize::MAX), "byte"),
+            tail.offset
+        );
+    }
     for p in &report.problems {
         outln!("problem: {}: {}", p.path.display(), p.problem);
     }

@@ -147,38 +147,92 @@ fn object_storage_errors_name_files_by_url() {
     );
 }
 
-/// An import that fails (or is killed) after committing its samples but before storing the
-/// bundle's topology, jobs and clock input leaves a marker naming the bundle (QA pass 19,
-/// finding 2: nothing told that the new hosts' times stayed uncorrected and the job unknown):
-/// `lockstep check` reports it with what to do, and importing the bundle again completes it
-/// and clears it. The documents' step is made to fail by a file where the store keeps its
-/// document history.
+/// An import's topology, jobs and clock input are committed with its samples (QA pass 19,
+/// finding 2: an import stopped after its samples left the new hosts' times uncorrected and
+/// the job unknown, and `lockstep check` said nothing). An import that stops after its
+/// samples' commit leaves the rest staged and named by the manifest: `lockstep check` reports
+/// it, and the next writer stores it — without the bundle, which may be gone. A staged rest
+/// that does not read is dropped by the next import, as `check` says. The documents' step is
+/// made to fail by a file where the store keeps its document history.
 #[test]
-fn an_import_interrupted_after_its_samples_is_reported_and_completed_by_importing_again() {
+fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
     let tmp = tempfile::tempdir().unwrap();
-    let bundle = tmp.path().join("bundle");
-    ok(&["simulate", "--out", bundle.to_str().unwrap(), "--nodes", "4", "--minutes", "2", "--seed", "4"]);
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    ok(&["simulate", "--out", &path("b1"), "--nodes", "4", "--minutes", "2", "--seed", "4"]);
+    ok(&["simulate", "--out", &path("b2"), "--nodes", "6", "--minutes", "2", "--seed", "5"]);
+    // A bundle of samples only: importing it stores no documents of its own.
+    std::fs::create_dir_all(path("samples-only")).unwrap();
+    std::fs::copy(tmp.path().join("b1/samples.parquet"), tmp.path().join("samples-only/samples.parquet")).unwrap();
     let db = tmp.path().join("db");
-    let (db_s, bundle_s) = (db.to_str().unwrap(), bundle.to_str().unwrap());
-    ok(&["import", "--data-dir", db_s, bundle_s]);
+    let db_s = db.to_str().unwrap();
+    let rests = || std::fs::read_dir(db.join("imports")).map_or(0, |d| d.count());
+    let pending_problem = || {
+        let out = lockstep(&["check", "--data-dir", db_s, "--json"]);
+        assert!(!out.status.success());
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let problems = report["problems"].as_array().unwrap().clone();
+        let found = problems.iter().find(|p| p["path"].as_str().unwrap().contains("/imports/"));
+        found.unwrap_or_else(|| panic!("{report}"))["problem"].as_str().unwrap().to_string()
+    };
+    let block_history = || {
+        std::fs::remove_dir_all(db.join("history")).unwrap();
+        std::fs::write(db.join("history"), "in the way").unwrap();
+    };
+    let unblock_history = || {
+        std::fs::remove_file(db.join("history")).unwrap();
+        std::fs::create_dir(db.join("history")).unwrap();
+    };
+    ok(&["import", "--data-dir", db_s, &path("b1")]);
     assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
-    assert!(!db.join("import-pending").exists());
+    assert_eq!(rests(), 0);
 
-    std::fs::remove_dir_all(db.join("history")).unwrap();
-    std::fs::write(db.join("history"), "in the way").unwrap();
-    let out = lockstep(&["import", "--data-dir", db_s, bundle_s]);
+    let hosts = || {
+        let out = ok(&["sql", "--data-dir", db_s, "--format", "csv", "SELECT count(DISTINCT host) FROM samples"]);
+        out.lines().last().unwrap().parse::<u32>().unwrap()
+    };
+    let clocked = || {
+        let sql =
+            "SELECT count(DISTINCT host) FROM clock_models WHERE version = (SELECT max(version) FROM clock_models)";
+        ok(&["sql", "--data-dir", db_s, "--format", "csv", sql]).lines().last().unwrap().parse::<u32>().unwrap()
+    };
+    let (before, clocked_before) = (hosts(), clocked());
+    block_history();
+    let out = lockstep(&["import", "--data-dir", db_s, &path("b2")]);
     assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    let out = lockstep(&["check", "--data-dir", db_s, "--json"]);
-    assert!(!out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let problems = report["problems"].as_array().unwrap();
-    let pending = problems.iter().find(|p| p["path"].as_str().unwrap().ends_with("import-pending"));
-    let text = pending.unwrap_or_else(|| panic!("{report}"))["problem"].as_str().unwrap();
-    assert!(text.contains(&format!("an import of {bundle_s} was interrupted")), "{text}");
-    assert!(text.contains("run `lockstep import` of it again"), "{text}");
+    assert!(hosts() > before, "the samples of the six-node bundle are committed");
+    assert_eq!(clocked(), clocked_before, "its clock input is not");
+    let text = pending_problem();
+    assert!(text.contains(&format!("an import of {} are committed", path("b2"))), "{text}");
+    assert!(
+        text.contains("the next writer on this store (`lockstep import` or `lockstep serve`) stores them"),
+        "{text}"
+    );
 
-    std::fs::remove_file(db.join("history")).unwrap();
-    ok(&["import", "--data-dir", db_s, bundle_s]);
-    assert!(!db.join("import-pending").exists());
+    // The bundle is gone; the next writer, importing something else, stores its rest.
+    let topology = std::fs::read_to_string(tmp.path().join("b2/topology.json")).unwrap();
+    let jobs = std::fs::read_to_string(tmp.path().join("b2/jobs.json")).unwrap();
+    std::fs::remove_dir_all(tmp.path().join("b2")).unwrap();
+    unblock_history();
+    ok(&["import", "--data-dir", db_s, &path("samples-only")]);
+    assert_eq!(std::fs::read_to_string(db.join("topology.json")).unwrap(), topology);
+    assert_eq!(std::fs::read_to_string(db.join("jobs.json")).unwrap(), jobs);
+    assert!(clocked() > clocked_before, "the new hosts' clocks are modelled");
+    assert_eq!(rests(), 0);
+    assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
+
+    // A staged rest that does not read: check says to import the bundle again, which drops it.
+    block_history();
+    assert!(!lockstep(&["import", "--data-dir", db_s, &path("b1")]).status.success());
+    let staged = std::fs::read_dir(db.join("imports")).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&staged, "{ torn").unwrap();
+    unblock_history();
+    let text = pending_problem();
+    assert!(text.contains("which do not read") && text.contains("import that bundle again"), "{text}");
+    ok(&["import", "--data-dir", db_s, &path("b1")]);
+    assert_eq!(rests(), 0);
+    assert_eq!(
+        std::fs::read_to_string(db.join("topology.json")).unwrap(),
+        std::fs::read_to_string(tmp.path().join("b1/topology.json")).unwrap()
+    );
     assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
 }

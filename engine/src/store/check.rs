@@ -46,8 +46,24 @@ pub struct CheckReport {
     /// object storage (`--data-url`), where a snapshot holds the files already in the local
     /// cache and fetches the others when read; on a local disk the snapshot holds every file.
     pub files_replaced: usize,
+    /// The incomplete record the last WAL segment ends in, if any: not a problem (a write is
+    /// acknowledged once its whole record is synced, so nothing acknowledged is in it), but
+    /// said, since the next writer cuts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wal_torn_tail: Option<WalTornTail>,
     /// Everything wrong, one entry per file and row group.
     pub problems: Vec<CheckProblem>,
+}
+
+/// See [`CheckReport::wal_torn_tail`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WalTornTail {
+    /// The segment.
+    pub path: PathBuf,
+    /// Where the incomplete record starts.
+    pub offset: u64,
+    /// Its bytes, to the end of the file.
+    pub bytes: u64,
 }
 
 /// One problem [`Store::check`] found.
@@ -60,6 +76,22 @@ pub struct CheckProblem {
 }
 
 impl Store {
+    /// The incomplete record the WAL replay of a reader stops at ([`CheckReport::wal_torn_tail`]):
+    /// the replay is run again without keeping anything. A WAL that changes meanwhile (a live
+    /// writer flushing) is not a problem of the store: no tail is reported then.
+    fn wal_torn_tail(&self) -> Result<Option<WalTornTail>> {
+        let manifest = self.state.read().map_err(lock_poisoned)?.manifest.clone();
+        let checkpoint = manifest.checkpoint_for(self.storage.wal_owner().as_deref());
+        let wal = self.dir.join("wal");
+        let replayed =
+            crate::wal::replay_read_only(self.storage.as_ref(), &wal, manifest.store_id, checkpoint, &mut |_| Ok(()));
+        Ok(replayed.ok().and_then(|stats| stats.truncated_tail).map(|tail| WalTornTail {
+            path: tail.path,
+            offset: tail.offset,
+            bytes: tail.dropped_bytes,
+        }))
+    }
+
     /// Reads every row group of every live data file (what it checks: `docs/README.md`,
     /// *Checking a store*) on `threads` threads, calling `progress(bytes_done, bytes_total)`
     /// as files finish. The files checked are the ones live when the call starts; in a
@@ -125,15 +157,21 @@ impl Store {
                 out.problems.push(CheckProblem { path: self.document_path(name)?, problem });
             }
         }
-        if let Some(bundle) = self.import_pending()? {
-            out.problems.push(CheckProblem {
-                path: self.dir.join(super::documents::IMPORT_PENDING),
-                problem: format!(
-                    "an import of {bundle} was interrupted: its samples may be in the store without the \
-                     bundle's topology, jobs and clock input; run `lockstep import` of it again (it completes the \
-                     import: samples resolve last-write-wins, repeated clock input is skipped)"
+        out.wal_torn_tail = self.wal_torn_tail()?;
+        if let Some(id) = self.pending_import()? {
+            let problem = match self.read_import_rest(&id) {
+                Ok(rest) => format!(
+                    "the samples of an import of {} are committed, its topology, jobs and clock input not yet \
+                     stored (a writer stopped in between): the next writer on this store (`lockstep import` or \
+                     `lockstep serve`) stores them",
+                    rest.bundle
                 ),
-            });
+                Err(e) => format!(
+                    "the manifest names the staged topology, jobs and clock input of an import, which do not read \
+                     ({e}): import that bundle again (the import drops what does not read)"
+                ),
+            };
+            out.problems.push(CheckProblem { path: self.import_rest_path(&id), problem });
         }
         for f in self.union.iter().flat_map(|u| &u.left_out) {
             out.problems.push(CheckProblem {
@@ -538,6 +576,31 @@ mod tests {
         assert_eq!(reports[0].problems.len(), 1, "{:#?}", reports[0]);
         assert!(reports[0].problems[0].problem.starts_with("row group 1 column value_int: checksum mismatch"));
         assert!(reports.iter().all(|r| *r == reports[0]), "{reports:#?}");
+    }
+
+    /// A WAL that ends in an incomplete record (a writer killed in the middle of a write) is
+    /// said, not counted as a problem; once a writer has opened the store (and cut it) it is
+    /// gone.
+    #[test]
+    fn a_torn_wal_tail_is_said_and_is_not_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_files(dir.path());
+        assert_eq!(check(dir.path()).wal_torn_tail, None);
+        let mut segments: Vec<_> =
+            std::fs::read_dir(dir.path().join("wal")).unwrap().map(|e| e.unwrap().path()).collect();
+        segments.sort();
+        let last = segments.last().unwrap();
+        let len = std::fs::metadata(last).unwrap().len();
+        let mut f = std::fs::OpenOptions::new().append(true).open(last).unwrap();
+        std::io::Write::write_all(&mut f, &[7, 0, 0, 0, 1, 2]).unwrap();
+        drop(f);
+        let report = check(dir.path());
+        assert_eq!(report.wal_torn_tail, Some(WalTornTail { path: last.clone(), offset: len, bytes: 6 }));
+        assert!(report.problems.is_empty(), "{report:#?}");
+        let rows = report.buffered_rows;
+        drop(Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap());
+        let report = check(dir.path());
+        assert_eq!((report.wal_torn_tail, report.buffered_rows), (None, rows), "cut, and nothing else lost");
     }
 
     /// The documents are parsed as their readers parse them: an invalid one is a problem

@@ -33,39 +33,7 @@ pub const SNAPSHOT_EVERY: u64 = 64;
 /// bytes shared at the end.
 const DELTA_MAGIC: &str = "lockstep-delta 1";
 
-/// The file (in the store directory) an import keeps while its samples may be committed but
-/// its bundle's documents and clock input are not stored yet: it names the bundle.
-pub const IMPORT_PENDING: &str = "import-pending";
-
 impl Store {
-    /// Marks an import of `bundle` as under way, before its samples are committed: until
-    /// [`Store::clear_import_pending`] (after its documents and clock input are stored), an
-    /// import killed in between is reported by `lockstep check` and by the next writer, with
-    /// the bundle to import again (which completes it: duplicates resolve last-write-wins and
-    /// repeated clock input is skipped).
-    pub fn mark_import_pending(&self, bundle: &str) -> Result<()> {
-        if self.is_read_only() {
-            return Err(self.read_only_error());
-        }
-        let path = self.dir.join(IMPORT_PENDING);
-        self.storage.write_atomic(&path, bundle.as_bytes()).map_err(|e| Error::io(&path, e))
-    }
-
-    /// Ends what [`Store::mark_import_pending`] began.
-    pub fn clear_import_pending(&self) -> Result<()> {
-        let path = self.dir.join(IMPORT_PENDING);
-        match self.storage.remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
-            _ => Ok(()),
-        }
-    }
-
-    /// The bundle of an import that was interrupted after it may have committed its samples
-    /// ([`Store::mark_import_pending`]), if any.
-    pub fn import_pending(&self) -> Result<Option<String>> {
-        self.read_text(self.dir.join(IMPORT_PENDING))
-    }
-
     /// Reads one of the store's documents (`topology.json`, `jobs.json`, `metrics.toml`)
     /// through the store's storage; `Ok(None)` when the store has none. One rule for every
     /// reader: missing is `None`, unreadable or not UTF-8 is an error naming the file.

@@ -268,6 +268,17 @@ impl Store {
     /// optionally advances the WAL checkpoint. Saves the catalog first, so every series that
     /// a published file refers to is known after a restart.
     pub(super) fn commit(&self, added: Vec<FileEntry>, removed: &[u64], wal_checkpoint: Option<u64>) -> Result<()> {
+        self.commit_edit(added, removed, wal_checkpoint, |_| {})
+    }
+
+    /// [`Store::commit`], with `edit` applied to the new manifest before it is saved.
+    pub(super) fn commit_edit(
+        &self,
+        added: Vec<FileEntry>,
+        removed: &[u64],
+        wal_checkpoint: Option<u64>,
+        edit: impl FnOnce(&mut Manifest),
+    ) -> Result<()> {
         // Data files must be durable in their directories before the manifest names them.
         let mut dirs: Vec<_> =
             added.iter().filter_map(|f| self.dir.join(&f.path).parent().map(|p| p.to_path_buf())).collect();
@@ -292,6 +303,7 @@ impl Store {
         if let Some(seq) = wal_checkpoint {
             manifest.advance_checkpoint(self.storage.wal_owner().as_deref(), seq);
         }
+        edit(&mut manifest);
         manifest.save(self.storage.as_ref(), &self.dir.join("manifest.json"))?;
         let mut files: Vec<Arc<LiveFile>> = Vec::with_capacity(manifest.files.len());
         for f in old_files.iter() {

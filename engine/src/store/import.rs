@@ -213,7 +213,22 @@ impl BulkImport<'_> {
     }
 
     /// Publishes everything imported, atomically.
-    pub fn commit(mut self) -> Result<ImportSummary> {
+    pub fn commit(self) -> Result<ImportSummary> {
+        self.commit_with_rest(None)
+    }
+
+    /// [`BulkImport::commit`], naming in the same manifest update the import's rest staged by
+    /// [`Store::stage_import_rest`] (`store/pending.rs`). Refused while the manifest names
+    /// another rest: store that one first ([`Store::pending_import`]).
+    pub fn commit_with_rest(mut self, rest: Option<&str>) -> Result<ImportSummary> {
+        if let Some(id) = rest {
+            let named = self.store.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
+            if let Some(other) = named.filter(|other| other != id) {
+                return Err(Error::Internal {
+                    reason: format!("the rest of an earlier import ({other}) is not stored yet; store it first"),
+                });
+            }
+        }
         self.spill()?;
         self.join_spill()?;
         self.merge_spills()?;
@@ -234,7 +249,12 @@ impl BulkImport<'_> {
         self.summary.files = entries.len() as u64;
         self.summary.stored = self.staged.iter().map(|(_, _, stats)| stats.rows).sum();
         self.summary.series = self.series.len();
-        self.store.commit(entries, &[], None)?;
+        let rest = rest.map(str::to_owned);
+        self.store.commit_edit(entries, &[], None, |m| {
+            if rest.is_some() {
+                m.pending_import = rest;
+            }
+        })?;
         drop(guard);
         self.staged.clear();
         self.committed = true;

@@ -161,10 +161,7 @@ impl Store {
             clocks,
         );
         store.remove_orphans()?;
-        if let Ok(Some(bundle)) = store.import_pending() {
-            tracing::warn!(%bundle, "an import was interrupted after its samples may have been committed, before its \
-                topology, jobs and clock input were stored: import the bundle again to complete it");
-        }
+        store.remove_orphan_rests()?;
         Ok(store)
     }
 

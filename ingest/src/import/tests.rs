@@ -348,7 +348,7 @@ fn clock_input_from_the_future_is_refused() {
         }],
         ..Default::default()
     };
-    let e = add_clock_input(&store, &input, &[]).unwrap_err().to_string();
+    let e = add_clock_input(&store, &input.exchanges, &input.offsets, &[]).unwrap_err().to_string();
     assert!(e.contains("clock sync for host h: local_time=") && e.contains("ahead of the writer's clock"), "{e}");
     assert_eq!(store.with_clocks(|reg| reg.input_counts()).unwrap().offsets, 0);
 }

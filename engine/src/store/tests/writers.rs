@@ -1,5 +1,5 @@
-//! Writers racing or misplaced: a flush during a compaction of its partition, a store
-//! created over a dataset root.
+//! Writers racing, misplaced or stopped: a flush during a compaction of its partition, a
+//! store created over a dataset root, an import stopped between its samples and its rest.
 
 use super::*;
 
@@ -68,4 +68,69 @@ fn a_store_is_not_created_over_a_dataset_root() {
     // A store that is already at the root opens as before.
     drop(Store::open(plain.path().join("node-0"), cfg()).unwrap());
     drop(Store::open(plain.path(), cfg()).unwrap());
+}
+
+/// An import's rest (documents, clock input) is committed with its samples: the manifest
+/// update that publishes them names the staged rest, so a writer that stops before storing
+/// it leaves it to the next writer, and a writer that stops before that update leaves
+/// nothing (the staged file is an orphan the next writer removes).
+#[test]
+fn an_import_rest_is_named_by_the_commit_of_its_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let rest = ImportRest {
+        bundle: "/bundles/b1".into(),
+        documents: vec![("topology.json".into(), "{}".into())],
+        exchanges: Vec::new(),
+        offsets: vec![crate::clock::OffsetObservation {
+            host: "h".into(),
+            local_time: T0,
+            offset_ns: 5,
+            uncertainty_ns: 1,
+        }],
+    };
+    let rests = |store: &Store| store.storage.list_dir(&store.dir.join(IMPORTS_DIR)).unwrap().len();
+
+    // Stopped before the samples' commit: nothing is pending, and the next writer removes
+    // the staged file.
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let staged = store.stage_import_rest(&rest).unwrap();
+    let mut import = store.bulk_import();
+    import.write(&batch(&[(0, T0, 1.0)])).unwrap();
+    drop(import);
+    assert_eq!(store.pending_import().unwrap(), None);
+    drop(store);
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!((rests(&store), store.pending_import().unwrap()), (0, None));
+    assert!(store.read_import_rest(&staged).is_err());
+
+    // Stopped after it: readers and the next writer find the rest, whole; a second import
+    // cannot name its own rest until that one is stored.
+    let staged = store.stage_import_rest(&rest).unwrap();
+    let mut import = store.bulk_import();
+    import.write(&batch(&[(0, T0, 2.0)])).unwrap();
+    import.commit_with_rest(Some(&staged)).unwrap();
+    store.flush().unwrap();
+    drop(store);
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.pending_import().unwrap().as_deref(), Some(staged.as_str()));
+    let problems = reader.check(1, &|_, _| {}).unwrap().problems;
+    assert!(problems.iter().any(|p| p.problem.contains("an import of /bundles/b1 are committed")), "{problems:?}");
+    drop(reader);
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    assert_eq!(store.pending_import().unwrap().as_deref(), Some(staged.as_str()), "kept through a flush and a reopen");
+    assert_eq!(store.read_import_rest(&staged).unwrap(), rest);
+    let other = store.stage_import_rest(&rest).unwrap();
+    let mut import = store.bulk_import();
+    import.write(&batch(&[(1, T0, 3.0)])).unwrap();
+    let e = import.commit_with_rest(Some(&other)).unwrap_err().to_string();
+    assert!(e.contains(&format!("the rest of an earlier import ({staged}) is not stored yet")), "{e}");
+    store.discard_import_rest(&other).unwrap();
+
+    // Stored: the manifest no longer names it and its file is gone, for good.
+    store.finish_import_rest(&staged).unwrap();
+    assert_eq!((rests(&store), store.pending_import().unwrap()), (0, None));
+    drop(store);
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.pending_import().unwrap(), None);
+    assert!(reader.check(1, &|_, _| {}).unwrap().problems.is_empty());
 }
