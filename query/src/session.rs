@@ -21,6 +21,10 @@ use crate::limits::QueryLimits;
 use crate::clock::{ClockModelsTable, SamplesAtClockFunc};
 use crate::samples::{ClockVersion, SamplesTable};
 
+/// The first words of statements that write: data, files or the schema.
+const WRITES: [&str; 11] =
+    ["INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "COPY", "CREATE", "DROP", "ALTER", "GRANT", "REVOKE"];
+
 /// A read-only SQL session over a store, with the Lockstep tables and functions registered.
 ///
 /// Its queries run under one memory pool of [`QueryLimits::memory_bytes`] (shared by the
@@ -130,6 +134,18 @@ impl QueryEngine {
         // The dialect only: `state()` would clone the whole session state for every statement.
         let dialect = self.ctx.state_ref().read().config().options().sql_parser.dialect;
         crate::nesting::check(sql, dialect_from_str(dialect.as_ref()).as_deref().unwrap_or(&GenericDialect {}))?;
+        // A statement that writes is refused by what it is, before DataFusion plans it: its
+        // planning fails first on other grounds for some (`INSERT … VALUES` of the wrong
+        // width, `COPY … TO STDOUT`, which its parser does not know).
+        let word: String = crate::script::code_start(sql).chars().take_while(char::is_ascii_alphabetic).collect();
+        let word = word.to_ascii_uppercase();
+        if WRITES.contains(&word.as_str()) {
+            return Err(QueryError::ReadOnly {
+                reason: format!(
+                    "{word} is not supported (statements that write data, files or the schema are refused)"
+                ),
+            });
+        }
         self.ctx.sql_with_options(sql, Self::read_only_options()).await.map_err(|e| {
             let msg = e.to_string();
             if msg.contains("not supported") && (msg.contains("DDL") || msg.contains("DML")) {

@@ -3,16 +3,23 @@
 //! binary format — PostgreSQL's binary `interval`, `uuid`, `numeric` and `date`, and `bytea`
 //! in both text formats — refusing a number the statement's type would change.
 
+use std::collections::HashMap;
+
 use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, TryCast};
 use pgwire::api::Type;
 use pgwire::api::portal::Portal;
 use pgwire::error::PgWireResult;
+use postgres_types::Kind;
 
 use super::query::{Statement, UTC, error, pg_type};
 
 /// Parameter `i` of `portal` as a value of the type DataFusion inferred for it (else of the
-/// type the client declared, else text).
+/// type the client declared, else text). An array (`text[]`, `int8[]`, `float8[]`, … as
+/// psycopg sends a list for `host = ANY(%s)`) is a list of its elements, in text or binary
+/// format; one dimension only.
 pub(super) fn parameter(
     portal: &Portal<Statement>,
     i: usize,
@@ -20,61 +27,27 @@ pub(super) fn parameter(
     inferred: Option<DataType>,
 ) -> PgWireResult<ScalarValue> {
     let bad = |what: String| error("22P02", format!("parameter ${}: {what}", i + 1));
+    let declared = declared.filter(|t| *t != Type::UNKNOWN);
     let ty = declared.unwrap_or_else(|| inferred.as_ref().map_or(Type::TEXT, pg_type));
-    let value = if portal.parameter_format.is_binary(i) {
-        let Some(bytes) = portal.parameters.get(i).cloned().flatten() else {
-            return Ok(ScalarValue::Null);
-        };
-        let int = |n: usize| -> PgWireResult<i64> {
-            let b: &[u8] = bytes.as_ref();
-            match n {
-                2 => b.try_into().map(|a| i64::from(i16::from_be_bytes(a))),
-                4 => b.try_into().map(|a| i64::from(i32::from_be_bytes(a))),
-                _ => b.try_into().map(i64::from_be_bytes),
-            }
-            .map_err(|_| bad(format!("{} bytes for type {}", b.len(), ty.name())))
-        };
-        match ty {
-            Type::BOOL => ScalarValue::Boolean(bytes.first().map(|b| *b != 0)),
-            Type::INT2 => ScalarValue::Int64(Some(int(2)?)),
-            Type::INT4 => ScalarValue::Int64(Some(int(4)?)),
-            Type::INT8 => ScalarValue::Int64(Some(int(8)?)),
-            Type::FLOAT4 => ScalarValue::Float64(Some(f64::from(f32::from_bits(int(4)? as u32)))),
-            Type::FLOAT8 => ScalarValue::Float64(Some(f64::from_bits(int(8)? as u64))),
-            // Microseconds since 2000-01-01.
-            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
-                ScalarValue::TimestampMicrosecond(Some(int(8)? + 946_684_800_000_000), Some(UTC.into()))
-            }
-            Type::BYTEA => ScalarValue::Binary(Some(bytes.to_vec())),
-            // Days since 2000-01-01 (day 10,957 of the Unix epoch).
-            Type::DATE => ScalarValue::Date32(Some(
-                i32::try_from(int(4)? + 10_957).map_err(|_| bad("a date out of range".into()))?,
-            )),
-            Type::TIME => ScalarValue::Time64Microsecond(Some(int(8)?)),
-            Type::INTERVAL => binary_interval(&bytes).map_err(bad)?,
-            Type::UUID => binary_uuid(&bytes).map_err(bad)?,
-            Type::NUMERIC => ScalarValue::Utf8(Some(binary_numeric(&bytes).map_err(bad)?)),
-            _ => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?)),
+    let binary = portal.parameter_format.is_binary(i);
+    let value = match (ty.kind(), portal.parameters.get(i).cloned().flatten()) {
+        (_, None) => ScalarValue::Null,
+        (Kind::Array(element), Some(bytes)) => {
+            let elements = if binary { binary_array(&bytes, element) } else { text_array(&bytes) }.map_err(&bad)?;
+            let values = elements
+                .iter()
+                .map(|e| e.as_deref().map_or(Ok(ScalarValue::Null), |e| scalar(element, e, binary)))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(&bad)?;
+            let data_type = values.iter().find(|v| !v.is_null()).map_or(DataType::Utf8, ScalarValue::data_type);
+            let values = values
+                .into_iter()
+                .map(|v| if v.is_null() { ScalarValue::try_from(&data_type) } else { Ok(v) })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            ScalarValue::List(ScalarValue::new_list_nullable(&values, &data_type))
         }
-    } else {
-        match portal.parameters.get(i).cloned().flatten() {
-            Some(bytes) if ty == Type::BYTEA => ScalarValue::Binary(Some(bytea_text(&bytes).map_err(bad)?)),
-            Some(bytes) => {
-                let text = String::from_utf8(bytes.to_vec()).map_err(|e| bad(e.to_string()))?;
-                // A number in text format is of the type the client declared (psycopg sends its
-                // ints so), where nothing in the statement says more (a function's argument).
-                match ty {
-                    Type::INT2 | Type::INT4 | Type::INT8 => ScalarValue::Int64(Some(
-                        text.trim().parse().map_err(|e| bad(format!("{text:?} is not an integer: {e}")))?,
-                    )),
-                    Type::FLOAT4 | Type::FLOAT8 => ScalarValue::Float64(Some(
-                        text.trim().parse().map_err(|e| bad(format!("{text:?} is not a number: {e}")))?,
-                    )),
-                    _ => ScalarValue::Utf8(Some(text)),
-                }
-            }
-            None => ScalarValue::Null,
-        }
+        (_, Some(bytes)) => scalar(&ty, &bytes, binary).map_err(&bad)?,
     };
     match inferred {
         Some(target) if value.data_type() != target && !value.is_null() => {
@@ -97,6 +70,179 @@ pub(super) fn parameter(
         }
         Some(target) if value.is_null() => ScalarValue::try_from(&target).map_err(|e| bad(e.to_string())),
         _ => Ok(value),
+    }
+}
+
+/// The list types of the parameters DataFusion leaves untyped where the statement says they
+/// are lists: `CAST($1 AS TEXT[])` (`$1::text[]`), and `x = ANY($1)` (a list of `x`'s type).
+/// psycopg sends a list of strings as an array of unknown type, so that the server infers it.
+pub(super) fn list_parameters(plan: &LogicalPlan) -> HashMap<String, DataType> {
+    let mut lists = HashMap::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        let schema = node.inputs().first().map_or_else(|| node.schema().clone(), |input| input.schema().clone());
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                let is_list = |t: &DataType| matches!(t, DataType::List(_) | DataType::LargeList(_));
+                match e {
+                    Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
+                        if is_list(field.data_type()) =>
+                    {
+                        if let Expr::Placeholder(p) = expr.as_ref() {
+                            lists.entry(p.id.clone()).or_insert_with(|| field.data_type().clone());
+                        }
+                    }
+                    Expr::ScalarFunction(f) if f.name() == "array_has" => {
+                        if let [Expr::Placeholder(p), element] = f.args.as_slice() {
+                            let element = element.get_type(&schema).unwrap_or(DataType::Utf8);
+                            lists.entry(p.id.clone()).or_insert_with(|| DataType::new_list(element, true));
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    lists
+}
+
+/// One value of type `ty` (a parameter, or an element of an array parameter) in binary or
+/// text format.
+fn scalar(ty: &Type, bytes: &[u8], binary: bool) -> Result<ScalarValue, String> {
+    if !binary {
+        if *ty == Type::BYTEA {
+            return Ok(ScalarValue::Binary(Some(bytea_text(bytes)?)));
+        }
+        let text = String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?;
+        // A number in text format is of the type the client declared (psycopg sends its ints
+        // so), where nothing in the statement says more (a function's argument).
+        return Ok(match *ty {
+            Type::INT2 | Type::INT4 | Type::INT8 => {
+                ScalarValue::Int64(Some(text.trim().parse().map_err(|e| format!("{text:?} is not an integer: {e}"))?))
+            }
+            Type::FLOAT4 | Type::FLOAT8 => {
+                ScalarValue::Float64(Some(text.trim().parse().map_err(|e| format!("{text:?} is not a number: {e}"))?))
+            }
+            _ => ScalarValue::Utf8(Some(text)),
+        });
+    }
+    let int = |n: usize| -> Result<i64, String> {
+        match n {
+            2 => bytes.try_into().map(|a| i64::from(i16::from_be_bytes(a))),
+            4 => bytes.try_into().map(|a| i64::from(i32::from_be_bytes(a))),
+            _ => bytes.try_into().map(i64::from_be_bytes),
+        }
+        .map_err(|_| format!("{} bytes for type {}", bytes.len(), ty.name()))
+    };
+    Ok(match *ty {
+        Type::BOOL => ScalarValue::Boolean(bytes.first().map(|b| *b != 0)),
+        Type::INT2 => ScalarValue::Int64(Some(int(2)?)),
+        Type::INT4 => ScalarValue::Int64(Some(int(4)?)),
+        Type::INT8 => ScalarValue::Int64(Some(int(8)?)),
+        Type::FLOAT4 => ScalarValue::Float64(Some(f64::from(f32::from_bits(int(4)? as u32)))),
+        Type::FLOAT8 => ScalarValue::Float64(Some(f64::from_bits(int(8)? as u64))),
+        // Microseconds since 2000-01-01.
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+            ScalarValue::TimestampMicrosecond(Some(int(8)? + 946_684_800_000_000), Some(UTC.into()))
+        }
+        Type::BYTEA => ScalarValue::Binary(Some(bytes.to_vec())),
+        // Days since 2000-01-01 (day 10,957 of the Unix epoch).
+        Type::DATE => {
+            ScalarValue::Date32(Some(i32::try_from(int(4)? + 10_957).map_err(|_| "a date out of range".to_string())?))
+        }
+        Type::TIME => ScalarValue::Time64Microsecond(Some(int(8)?)),
+        Type::INTERVAL => binary_interval(bytes)?,
+        Type::UUID => binary_uuid(bytes)?,
+        Type::NUMERIC => ScalarValue::Utf8(Some(binary_numeric(bytes)?)),
+        _ => ScalarValue::Utf8(Some(String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?)),
+    })
+}
+
+/// The elements of a one-dimensional array in PostgreSQL's binary format: dimensions (i32),
+/// a has-nulls flag (i32), the element type's oid (u32), per dimension its length and lower
+/// bound (i32 each), then each element as a length (i32, -1 for NULL) and its bytes.
+fn binary_array(b: &[u8], element: &Type) -> Result<Vec<Option<Vec<u8>>>, String> {
+    let malformed = || format!("a malformed {}[] ({} bytes)", element.name(), b.len());
+    let word = |at: usize| b.get(at..at + 4).map(|w| i32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    let dims = word(0).ok_or_else(malformed)?;
+    match dims {
+        0 => return Ok(Vec::new()),
+        1 => {}
+        n => return Err(format!("a {n}-dimensional array: only one dimension is taken (a list)")),
+    }
+    let len = word(12).and_then(|n| usize::try_from(n).ok()).ok_or_else(malformed)?;
+    let mut at = 20;
+    let mut out = Vec::with_capacity(len.min(b.len() / 4));
+    for _ in 0..len {
+        let n = word(at).ok_or_else(malformed)?;
+        at += 4;
+        if n < 0 {
+            out.push(None);
+            continue;
+        }
+        let n = usize::try_from(n).map_err(|_| malformed())?;
+        let bytes = b.get(at..at.checked_add(n).ok_or_else(malformed)?).ok_or_else(malformed)?;
+        out.push(Some(bytes.to_vec()));
+        at += n;
+    }
+    if at != b.len() {
+        return Err(malformed());
+    }
+    Ok(out)
+}
+
+/// The elements of a one-dimensional array in PostgreSQL's text format: `{a,"b c",NULL}`,
+/// an element in double quotes with `\` escaping the next character, an unquoted one trimmed
+/// and `NULL` (any case) a null.
+fn text_array(b: &[u8]) -> Result<Vec<Option<Vec<u8>>>, String> {
+    let text = std::str::from_utf8(b).map_err(|e| e.to_string())?.trim();
+    let malformed = || format!("{text:?} is not an array literal such as {{a,b}}");
+    let inner = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(malformed)?;
+    if inner.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let element = if chars.next_if_eq(&'"').is_some() {
+            let mut value = String::new();
+            loop {
+                match chars.next().ok_or_else(malformed)? {
+                    '"' => break,
+                    '\\' => value.push(chars.next().ok_or_else(malformed)?),
+                    c => value.push(c),
+                }
+            }
+            while chars.next_if(|c| c.is_whitespace()).is_some() {}
+            Some(value)
+        } else {
+            let mut value = String::new();
+            while let Some(c) = chars.next_if(|c| *c != ',') {
+                match c {
+                    '{' => {
+                        return Err(format!(
+                            "{text:?}: a multi-dimensional array; only one dimension is taken (a list)"
+                        ));
+                    }
+                    '"' | '}' => return Err(malformed()),
+                    '\\' => value.push(chars.next().ok_or_else(malformed)?),
+                    c => value.push(c),
+                }
+            }
+            let value = value.trim_end();
+            match value {
+                "" => return Err(malformed()),
+                v if v.eq_ignore_ascii_case("null") => None,
+                v => Some(v.to_string()),
+            }
+        };
+        out.push(element.map(String::into_bytes));
+        match chars.next() {
+            None => return Ok(out),
+            Some(',') => {}
+            Some(_) => return Err(malformed()),
+        }
     }
 }
 
@@ -246,6 +392,56 @@ mod tests {
         assert!(binary_interval(&interval[..15]).is_err());
         let nul = error("22P02", "parameter $1: \0\0x".into());
         assert!(!format!("{nul:?}").contains("\\u{0}"), "{nul:?}");
+    }
+
+    /// Array parameters (psycopg's list for `host = ANY(%s)`) in PostgreSQL's text and binary
+    /// formats: their elements, NULLs, quoting; more than one dimension and malformed input
+    /// are errors (QA pass 20: the array was taken as one string, and the query found nothing).
+    #[test]
+    fn array_parameters_decode_in_both_formats() {
+        let some = |v: &[&str]| v.iter().map(|e| Some(e.as_bytes().to_vec())).collect::<Vec<_>>();
+        assert_eq!(text_array(b"{node-01,node-02}").unwrap(), some(&["node-01", "node-02"]));
+        assert_eq!(text_array(b" { a , \"b, c\" ,\"q\\\"d\\\\\"} ").unwrap(), some(&["a", "b, c", "q\"d\\"]));
+        assert_eq!(text_array(b"{NULL,\"NULL\",null}").unwrap(), vec![None, Some(b"NULL".to_vec()), None]);
+        assert_eq!(text_array(b"{}").unwrap(), Vec::<Option<Vec<u8>>>::new());
+        for bad in ["a,b", "{a,,b}", "{\"a}", "{a\"b}", "{a,}", "{a}}"] {
+            assert!(text_array(bad.as_bytes()).is_err(), "{bad}");
+        }
+        assert!(text_array(b"{{1,2},{3,4}}").unwrap_err().contains("multi-dimensional"));
+
+        let binary = |dims: i32, elements: &[Option<&[u8]>]| {
+            let mut b: Vec<u8> = [dims, 0, 25].iter().flat_map(|w| w.to_be_bytes()).collect();
+            if dims > 0 {
+                b.extend([elements.len() as i32, 1].iter().flat_map(|w| w.to_be_bytes()));
+            }
+            for e in elements {
+                match e {
+                    Some(e) => {
+                        b.extend((e.len() as i32).to_be_bytes());
+                        b.extend(*e);
+                    }
+                    None => b.extend((-1i32).to_be_bytes()),
+                }
+            }
+            b
+        };
+        let b = binary(1, &[Some(b"x"), None, Some(b"")]);
+        assert_eq!(binary_array(&b, &Type::TEXT).unwrap(), vec![Some(b"x".to_vec()), None, Some(Vec::new())]);
+        assert_eq!(binary_array(&binary(0, &[]), &Type::TEXT).unwrap(), Vec::<Option<Vec<u8>>>::new());
+        assert!(binary_array(&b[..b.len() - 1], &Type::TEXT).is_err());
+        assert!(binary_array(&[b.as_slice(), &[0]].concat(), &Type::TEXT).is_err());
+        assert!(binary_array(&b[..10], &Type::TEXT).is_err());
+        assert!(binary_array(&binary(2, &[]), &Type::TEXT).unwrap_err().contains("2-dimensional"));
+        let mut huge = binary(1, &[Some(b"x")]);
+        huge[12..16].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(binary_array(&huge, &Type::TEXT).is_err(), "a length past the bytes is an error, not an allocation");
+        let mut long = binary(1, &[Some(b"x")]);
+        long[20..24].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(binary_array(&long, &Type::TEXT).is_err());
+        // The elements as values of the element type.
+        assert_eq!(scalar(&Type::INT8, b"42", false).unwrap(), ScalarValue::Int64(Some(42)));
+        assert_eq!(scalar(&Type::INT4, &7i32.to_be_bytes(), true).unwrap(), ScalarValue::Int64(Some(7)));
+        assert!(scalar(&Type::INT4, b"x", false).unwrap_err().contains("not an integer"));
     }
 
     /// `bytea` parameters in text format, as PostgreSQL writes them (QA finding 8).

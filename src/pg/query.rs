@@ -40,6 +40,9 @@ enum Kind {
     End(&'static str),
     /// A session statement accepted without effect (the tag).
     Ignored(&'static str),
+    /// A PostgreSQL feature the listener does not have (what it is called), refused with
+    /// SQLSTATE 0A000.
+    Unsupported(&'static str),
     /// `SHOW` of a PostgreSQL run-time parameter: its name as shown and its value.
     Show(&'static str, &'static str),
     /// `SET`, `RESET`, `DISCARD ALL`, or `SHOW` of a parameter the session sets.
@@ -94,7 +97,9 @@ fn classify(sql: &str) -> Kind {
             Kind::Session,
         ),
         "deallocate" => Kind::Ignored("DEALLOCATE"),
-        "listen" | "unlisten" => Kind::Ignored("LISTEN"),
+        // A pool's reset (`DISCARD ALL`'s companion) is harmless; a LISTEN would wait forever.
+        "unlisten" => Kind::Ignored("UNLISTEN"),
+        "listen" | "notify" => Kind::Unsupported("LISTEN and NOTIFY"),
         "show" => parse_session(start).map(Kind::Session).or_else(|| shown(start)).unwrap_or(Kind::Query),
         _ => Kind::Query,
     }
@@ -143,7 +148,13 @@ impl QueryParser for Parser {
             let types = frame.logical_plan().get_parameter_types().map_err(|e| user_error(&e.into()))?;
             // `$1` … `$n` up to the highest used (a statement of `$1` and `$3` takes three).
             let highest = types.keys().filter_map(|k| k.strip_prefix('$')?.parse::<usize>().ok()).max().unwrap_or(0);
-            parameters = (1..=highest).map(|i| types.get(&format!("${i}")).cloned().flatten()).collect();
+            let lists = super::params::list_parameters(frame.logical_plan());
+            parameters = (1..=highest)
+                .map(|i| {
+                    let id = format!("${i}");
+                    types.get(&id).cloned().flatten().or_else(|| lists.get(&id).cloned())
+                })
+                .collect();
             schema = Some(Arc::new(pg_schema(&wire_schema(frame.schema().as_arrow(), UTC))));
         }
         Ok(Some(Statement { sql: sql.to_string(), kind, schema, parameters }))
@@ -389,6 +400,7 @@ impl Handlers {
                 return Ok(Response::TransactionEnd(Tag::new(tag)));
             }
             Kind::Ignored(tag) => return Ok(Response::Execution(Tag::new(tag))),
+            Kind::Unsupported(what) => return Err(error("0A000", format!("{what} are not supported by Lockstep"))),
             Kind::Show(name, value) => return show(name, value),
             Kind::Session(Session::Show(name)) => return show(name, &settings.show(name, self.shared.timeout)),
             Kind::Session(session) => {

@@ -317,9 +317,15 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
     let out = lockstep(&["sql", "--server", &server.url(None), "SELEC 1"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.lines().count() == 1 && err.matches("SELEC").count() == 1, "{err}");
-    for statement in
-        ["CREATE TABLE t (x INT)", "INSERT INTO samples SELECT * FROM samples LIMIT 1", "COPY samples TO '/tmp/x.csv'"]
-    {
+    // (QA pass 20: `INSERT … VALUES` failed on its width, `COPY … TO STDOUT` — psql's `\copy` —
+    // on DataFusion's parser, before either was seen to write.)
+    for statement in [
+        "CREATE TABLE t (x INT)",
+        "INSERT INTO samples SELECT * FROM samples LIMIT 1",
+        "COPY samples TO '/tmp/x.csv'",
+        "insert into samples values (1)",
+        "/* c */ COPY (SELECT host FROM samples LIMIT 3) TO STDOUT",
+    ] {
         let out = lockstep(&["sql", "--server", &server.url(None), statement]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains("read-only"), "{statement}: {err}");
@@ -328,6 +334,14 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success() && err.contains("read-only"), "{statement}: {err}");
         }
+    }
+
+    if psql_ok {
+        let out = psql(&server.url(None), None, &["-c", "LISTEN jobs"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("LISTEN and NOTIFY are not supported"), "{err}");
+        let out = psql(&server.url(None), None, &["-c", "UNLISTEN *"]);
+        assert!(out.status.success(), "a pool's reset: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     if psycopg_ok {
@@ -349,11 +363,20 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
         let gap_fill = "SELECT gap_fill(time, value, 1772442060000000000, 1772442066000000000, {}, 'locf') \
                         FROM samples WHERE metric = 'pg_probe'";
         let lag_corr = "SELECT lag_corr(time, value, value, {}) FROM samples WHERE metric = 'pg_probe'";
+        let hosts = "SELECT count(*) FROM samples WHERE host";
         let cases = serde_json::json!([
             [gap_fill.replace("{}", "%s"), [2_000_000_000i64], gap_fill.replace("{}", "2000000000")],
             [gap_fill.replace("{}", "%s"), ["2 seconds"], gap_fill.replace("{}", "INTERVAL '2 seconds'")],
             [lag_corr.replace("{}", "%s"), [3_000_000_000i64], lag_corr.replace("{}", "3000000000")],
             ["SELECT %s = decode('00ff5c78', 'hex')", [{"hex": "00ff5c78"}], "SELECT true"],
+            // A list is an array parameter (QA pass 20: it was taken as one string, and
+            // `host = ANY(%s::text[])` found nothing without an error).
+            [format!("{hosts} = ANY(%s::text[])"), [["node-01", "node-02"]], format!("{hosts} IN ('node-01', 'node-02')")],
+            [format!("{hosts} = ANY(%s)"), [["node-01", "node-02"]], format!("{hosts} IN ('node-01', 'node-02')")],
+            ["SELECT count(*) FROM samples WHERE value = ANY(%s)", [[1.0, 2.5]],
+             "SELECT count(*) FROM samples WHERE value IN (1.0, 2.5)"],
+            ["SELECT cardinality(%s::text[])", [["a", "b, \"c\"", null]], "SELECT cardinality(['a', 'b, \"c\"', NULL])"],
+            ["SELECT array_sum(%s::bigint[])", [[1, 2, 40]], "SELECT array_sum([1, 2, 40])"],
         ]);
         let out = Command::new("python3")
             .args(["-c", PSYCOPG_PARAMS, &server.url(None), &cases.to_string()])
@@ -363,6 +386,7 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
         for line in String::from_utf8(out.stdout).unwrap().lines() {
             let r: serde_json::Value = serde_json::from_str(line).unwrap();
             assert!(!r["literal_text"].as_str().unwrap().starts_with("error"), "{r}");
+            assert_ne!(r["literal_text"], "[(0,)]", "a case that finds something: {r}");
             assert_eq!(r["text"], r["literal_text"], "{r}");
             assert_eq!(r["binary"], r["literal_binary"], "{r}");
         }
