@@ -685,6 +685,11 @@ fn simulated_256_gpu_job_of_30_minutes_imports_and_is_queryable() {
     };
     let (series, samples) = (number(&out, " series"), number(&out, " samples"));
     assert!(series > 8_000 && samples > 14_000_000, "{out}");
+    // A second bundle into the same directory is refused, leaving the first whole (QA pass
+    // 20: it was mixed into it, or replaced a demo's bundle without a word).
+    let again = lockstep(&["simulate", "--nodes", "4", "--minutes", "1", "--out", bundle.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && err.contains("is not empty") && err.contains("new or empty directory"), "{err}");
     let db = tmp.path().join("db");
     let db = db.to_str().unwrap();
     let out = ok(&["import", "--data-dir", db, bundle.to_str().unwrap()]);

@@ -93,7 +93,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         threads: 0,
         lanes: args.report.is_some(),
     };
-    let d = diagnose(&store, &args.job, &opts)?;
+    let mut d = diagnose(&store, &args.job, &opts)?;
+    // The commands a next action names run against the store diagnosed, not the default one.
+    let flags = args.store.command_flags();
+    for e in std::iter::once(&mut d.main).chain(d.episodes.iter_mut()) {
+        for command in ["lockstep sql ", "lockstep diagnose "] {
+            e.next_action = e.next_action.replace(&format!("`{command}"), &format!("`{command}{flags} "));
+        }
+    }
     match args.format {
         Format::Text => print_stdout(&text::render(&d))?,
         Format::Json => print_stdout(&format!("{}\n", d.to_json()))?,

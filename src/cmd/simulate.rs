@@ -39,6 +39,16 @@ pub fn config(args: &Args) -> anyhow::Result<SimConfig> {
 /// Runs the simulator and prints a summary.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = config(&args)?;
+    // A bundle is a directory of its own: files already there would be mixed with it (a
+    // `samples.csv` beside the new `samples.parquet` makes the bundle one import refuses) or
+    // replaced without a word (a demo's bundle, no longer the data of its store).
+    if let Some(first) = std::fs::read_dir(&args.out).ok().and_then(|mut d| d.next()) {
+        let first = first.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_default();
+        anyhow::bail!(
+            "{} is not empty (it holds {first:?}, …): simulate writes a new bundle; give a new or empty directory",
+            args.out.display()
+        );
+    }
     let started = std::time::Instant::now();
     let summary = simulate(&cfg, &args.out).with_context(|| format!("simulating into {}", args.out.display()))?;
     outln!(

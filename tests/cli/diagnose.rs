@@ -226,6 +226,9 @@ fn cli_json_text_sql_and_compare() {
     let text = ok(&["diagnose", "--data-dir", dbs, "--job", &truth.job, "--report", report.to_str().unwrap()]);
     assert!(text.contains("verdict:") && text.contains("SELECT") && text.contains("network"), "{text}");
     assert!(text.contains(truth.fault_entity.as_deref().unwrap()), "{text}");
+    // The next action's command names the store diagnosed (QA pass 20: it read ./lockstep-data).
+    let evidence = format!("`lockstep sql --data-dir {dbs} \"SELECT");
+    assert!(text.contains(&evidence), "{text}");
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(
         html.contains("<svg") && html.contains("Verdict") && !html.contains("http://")

@@ -178,9 +178,13 @@ fn import_to_s3_then_a_fresh_reader_matches_a_local_store() {
 }
 
 /// `diagnose --job llm-70b --format json` of the store or dataset at `url` (read through
-/// `reader`) equals that of the local store `local`, all but its run time; it names suspects.
+/// `reader`) equals that of the local store `local`, all but its run time and the store its
+/// next actions' commands name; it names suspects.
 fn assert_same_diagnosis(endpoint: &str, local: &Path, reader: &Path, url: &str) {
+    let (local_flags, url_flags) =
+        (format!("--data-dir {}", local.display()), format!("--data-url {url} --data-dir {}", reader.display()));
     let diagnosis = |out: String| {
+        let out = out.replace(&url_flags, "STORE").replace(&local_flags, "STORE");
         let mut v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v.as_object_mut().unwrap().remove("elapsed_ms");
         v
@@ -190,6 +194,7 @@ fn assert_same_diagnosis(endpoint: &str, local: &Path, reader: &Path, url: &str)
     let args = [&["diagnose", "--data-dir", reader.to_str().unwrap(), "--data-url", url][..], &job].concat();
     assert_eq!(diagnosis(ok_s3(endpoint, &args)), want);
     assert!(want["suspects"].as_array().is_some_and(|f| !f.is_empty()), "{want}");
+    assert!(want["next_action"].as_str().unwrap().contains("`lockstep sql STORE \""), "{want}");
 }
 
 /// A running `lockstep serve --data-url`; killed on drop.

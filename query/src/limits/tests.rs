@@ -118,7 +118,8 @@ async fn statements_sharing_a_budget_stay_within_it_together() {
     let sql = "SELECT count(*) FROM generate_series(1, 300000) a JOIN generate_series(1, 300000) b \
                ON a.value = b.value";
 
-    // Statement A holds 200 MiB, within its own limit; 56 MiB are left for everyone else.
+    // Statement A holds 200 MiB, within its own limit; 56 MiB are left for everyone else,
+    // not enough for the peak of B's `repeat` (80 MB), which B's own limit would allow.
     let held = MemoryConsumer::new("held by A").register(&a.context().runtime_env().memory_pool);
     held.try_grow(200 * MIB).unwrap();
     assert_eq!(budget.used(), 200 * MIB);
@@ -134,6 +135,11 @@ async fn statements_sharing_a_budget_stay_within_it_together() {
     let text = error.to_string();
     assert!(text.starts_with("query exceeded the memory limit of 256 MiB shared by every statement"), "{text}");
     drop(other);
+    let repeat = "SELECT CAST(length(repeat('ab', 10000000)) AS BIGINT)";
+    let text = b.collect(repeat).await.unwrap_err().to_string();
+    assert!(text.contains("repeat(...) would build a result of 19 MiB, taking 76 MiB at its peak"), "{text}");
+    assert!(text.contains("shared by every statement of the server"), "{text}");
+    assert_eq!(budget.used(), 200 * MIB, "the refused call holds nothing");
 
     // Once A lets go, the same statement runs, and the budget is whole again afterwards (the
     // last operators of a plan let go of their memory as their tasks end, just after the
@@ -152,6 +158,8 @@ async fn statements_sharing_a_budget_stay_within_it_together() {
     let batches = b.collect(sql).await.unwrap();
     assert_eq!(column(&batches, 0), vec![300_000]);
     assert_eq!(settled().await, 0, "every byte reserved by the statement went back");
+    assert_eq!(column(&b.collect(repeat).await.unwrap(), 0), vec![20_000_000]);
+    assert_eq!(settled().await, 0, "nor does the call's peak stay held");
     assert_eq!(b.context().runtime_env().memory_pool.reserved(), 0);
 }
 
@@ -168,6 +176,9 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
         ("SELECT cardinality(array_repeat(1.5, 400000000))", "array_repeat"),
         ("SELECT cardinality(array_repeat('abcdefgh', 10000000))", "array_repeat"),
         ("SELECT length(repeat('ab', 1000000000))", "repeat"),
+        // 20 MB, which takes 80 MB at its peak (QA pass 20: 3.7 GB of memory for a result
+        // of 954 MiB under a 2 GiB limit).
+        ("SELECT length(repeat('ab', 10000000))", "repeat"),
         ("SELECT length(lpad('x', 2000000000))", "lpad"),
         ("SELECT length(rpad('x', 2000000000, 'yz'))", "rpad"),
         ("SELECT cardinality(array_resize([1, 2], 100000000))", "array_resize"),

@@ -133,6 +133,14 @@ async fn jobs_are_deleted_and_expire_with_the_retention() {
     assert_eq!(names(&store), ["ended-20d", "new", "running"]);
     let a = post(&addr, "/api/v1/jobs/new/end", &w, b"").await;
     assert_eq!((a.code, json(&a.body).get("expired").is_none()), (200, true));
+    // A job that ends before it starts is refused, also when both times are before the
+    // retention (QA pass 20: it was registered and dropped at once as expired, with a 200).
+    let versions = store.document_versions("jobs.json").unwrap();
+    let old = format!(r#"{{"job": "bad", "nodes": ["n1"], "start": {}, "end": {}}}"#, now - 50 * day, now - 60 * day);
+    let a = post(&addr, "/api/v1/jobs", &w, old.as_bytes()).await;
+    let body = String::from_utf8_lossy(&a.body);
+    assert!(a.code == 400 && body.contains("ends before it starts"), "{} {body}", a.code);
+    assert_eq!(store.document_versions("jobs.json").unwrap(), versions, "nothing written");
 
     // DELETE removes one job (its name %-encoded); an unknown job is 404 and writes nothing.
     let a = post(&addr, "/api/v1/jobs", &w, br#"{"job": "a b", "nodes": ["n2"]}"#).await;
