@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --- setup (idempotent; skipped when everything is present) ---------------------------------
-PY_PACKAGES="duckdb pyarrow pandas numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http psycopg[binary] adbc-driver-flightsql moto[server]"
-if ! python3 -c "import duckdb, pyarrow, pandas, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, opentelemetry.exporter.otlp.proto.http, psycopg, adbc_driver_flightsql.dbapi, moto.server, boto3" 2>/dev/null; then
+PY_PACKAGES="duckdb pyarrow pandas numpy scipy ruptures opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-http psycopg[binary] psycopg2-binary sqlalchemy adbc-driver-flightsql moto[server]"
+if ! python3 -c "import duckdb, pyarrow, pandas, numpy, scipy, ruptures, opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, opentelemetry.exporter.otlp.proto.http, psycopg, psycopg2, sqlalchemy, adbc_driver_flightsql.dbapi, moto.server, boto3" 2>/dev/null; then
   echo "== installing Python packages: $PY_PACKAGES"
   python3 -m pip install --quiet --disable-pip-version-check $PY_PACKAGES
 fi
@@ -26,7 +26,7 @@ if [ -n "$DEB_PACKAGES" ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $DEB_PACKAGES >/dev/null
 fi
 export LOCKSTEP_REQUIRE_CHROMIUM=1 LOCKSTEP_REQUIRE_NODE_EXPORTER=1 LOCKSTEP_REQUIRE_PROMETHEUS=1
-export LOCKSTEP_REQUIRE_PSQL=1 LOCKSTEP_REQUIRE_PSYCOPG=1 LOCKSTEP_REQUIRE_ADBC=1 LOCKSTEP_REQUIRE_MOTO=1
+export LOCKSTEP_REQUIRE_PSQL=1 LOCKSTEP_REQUIRE_PSYCOPG=1 LOCKSTEP_REQUIRE_SQLALCHEMY=1 LOCKSTEP_REQUIRE_ADBC=1 LOCKSTEP_REQUIRE_MOTO=1
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   echo "== installing rustup components: rustfmt clippy"
   rustup component add rustfmt clippy

@@ -23,6 +23,7 @@ pub mod gap_fill;
 mod group_rows;
 pub mod lag_corr;
 pub mod onset;
+mod pg_compat;
 mod point_state;
 pub mod quantile_cont;
 pub mod throttle_reasons;
@@ -40,6 +41,7 @@ pub fn register_all(ctx: &SessionContext) {
 pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalog>) {
     use datafusion::logical_expr::AggregateUDF;
     bounded::register(ctx);
+    pg_compat::register(ctx);
     register_time_series_functions(ctx);
     register_analysis_functions(ctx);
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_increase(catalog.clone())));

@@ -66,16 +66,19 @@ const SHOWN: [(&str, &str); 11] = [
     ("transaction_read_only", "on"),
 ];
 
-/// `SHOW name` (`SHOW TIME ZONE` too) for a parameter of [`SHOWN`], case-insensitively.
+/// `SHOW name` (`SHOW TIME ZONE` and `SHOW TRANSACTION ISOLATION LEVEL`, SQLAlchemy's, too)
+/// for a parameter of [`SHOWN`], case-insensitively.
 fn shown(sql: &str) -> Option<Kind> {
     let words: Vec<String> =
         sql.trim().trim_end_matches(';').split_whitespace().map(|w| w.trim_matches('"').to_ascii_lowercase()).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let name = match words.as_slice() {
-        [show, name] if show == "show" => name.clone(),
-        [show, time, zone] if show == "show" && time == "time" && zone == "zone" => "timezone".to_string(),
+        ["show", name] => name,
+        ["show", "time", "zone"] => "timezone",
+        ["show", "transaction", "isolation", "level"] => "transaction_isolation",
         _ => return None,
     };
-    SHOWN.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)).map(|&(n, v)| Kind::Show(n, v))
+    SHOWN.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|&(n, v)| Kind::Show(n, v))
 }
 
 fn classify(sql: &str) -> Kind {

@@ -135,7 +135,12 @@ impl ScalarUDFImpl for Bounded {
         // One reservation for the calls of every partition: they take turns. `peak` fits: it is
         // at most `max_bytes`, a usize.
         let held = self.held.lock().map_err(|_| DataFusionError::Internal("a poisoned reservation".into()))?;
-        held.try_resize(peak as usize).map_err(|e| too_large(e.find_root().to_string()))?;
+        held.try_resize(peak as usize).map_err(|e| {
+            too_large(match e.find_root() {
+                DataFusionError::ResourcesExhausted(why) => why.clone(),
+                other => other.to_string(),
+            })
+        })?;
         let result = self.inner.invoke_with_args(args);
         held.free();
         result
