@@ -175,20 +175,16 @@ pub fn import_bundle(
         exchanges: clock_input.exchanges,
         offsets: clock_input.offsets,
     };
+    // Everything about the rest that can be refused is refused now, before the samples commit:
+    // after it, the rest must store.
+    store.check_clock_input(&rest.exchanges, &rest.offsets)?;
     let mut staged = None;
     let mut report = match file {
         Ok(file) => {
             staged = if rest.is_empty() { None } else { Some(store.stage_import_rest(&rest)?) };
-            match import_samples(store, &file, options, progress, staged.as_deref()) {
-                Ok(report) => report,
-                Err(e) => {
-                    // Nothing of the samples was committed.
-                    if let Some(id) = &staged {
-                        let _ = store.discard_import_rest(id);
-                    }
-                    return Err(e);
-                }
-            }
+            // On an error the staged rest stays: a manifest save that failed after its rename
+            // may still name it. The next writer's open removes it if no manifest does.
+            import_samples(store, &file, options, progress, staged.as_deref())?
         }
         // Clock sync that arrives later (a sync-only bundle) improves the correction of data
         // already imported; a bundle of only `topology.json`/`jobs.json` describes the
@@ -207,26 +203,34 @@ pub fn import_bundle(
 /// [`import_bundle`]): its documents and clock input. Returns the bundle it came from, or
 /// `None` when no rest was pending. Every writer calls it on opening a store.
 ///
-/// A staged rest that does not read (a damaged file) is an error, or with `drop_unreadable`
-/// (an import, which would otherwise never commit again) logged and dropped: `lockstep check`
-/// said to import that bundle again.
-pub fn complete_pending_import(store: &Store, drop_unreadable: bool) -> Result<Option<String>, ImportError> {
+/// A staged rest that does not read (a damaged file), or that the store refuses (an error that
+/// storing it again would repeat, not one of I/O), is an error, or with `give_up` (an import,
+/// which could otherwise never commit again) logged and dropped: `lockstep check` said to
+/// import that bundle again.
+pub fn complete_pending_import(store: &Store, give_up: bool) -> Result<Option<String>, ImportError> {
     let Some(id) = store.pending_import()? else {
         return Ok(None);
     };
-    let rest = match store.read_import_rest(&id) {
-        Ok(rest) => rest,
-        Err(e) if drop_unreadable => {
-            tracing::error!(error = %e, "the staged topology, jobs and clock input of an earlier import do not read \
-                and are dropped: import that bundle again");
+    // Whether the error would come again: the rest does not read, or the store refuses it.
+    let mut lasting = true;
+    let stored = store.read_import_rest(&id).map_err(ImportError::from).and_then(|rest| {
+        lasting = false;
+        store_rest(store, &rest, true, &mut ImportReport::default()).map(|()| rest.bundle)
+    });
+    let lasting = |e: &ImportError| lasting || e.kind() == lockstep_engine::ErrorKind::InvalidArgument;
+    match stored {
+        Ok(bundle) => {
             store.finish_import_rest(&id)?;
-            return Ok(None);
+            Ok(Some(bundle))
         }
-        Err(e) => return Err(e.into()),
-    };
-    store_rest(store, &rest, true, &mut ImportReport::default())?;
-    store.finish_import_rest(&id)?;
-    Ok(Some(rest.bundle))
+        Err(e) if give_up && lasting(&e) => {
+            tracing::error!(error = %e, "the staged topology, jobs and clock input of an earlier import cannot be \
+                stored and are dropped: import that bundle again");
+            store.finish_import_rest(&id)?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Stores an import's documents, then its clock input with the barriers of the store's

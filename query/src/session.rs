@@ -141,9 +141,7 @@ impl QueryEngine {
         let word = word.to_ascii_uppercase();
         if WRITES.contains(&word.as_str()) {
             return Err(QueryError::ReadOnly {
-                reason: format!(
-                    "{word} is not supported (statements that write data, files or the schema are refused)"
-                ),
+                reason: format!("{word} is not supported: only queries run (SELECT, WITH, VALUES, EXPLAIN, SHOW)"),
             });
         }
         self.ctx.sql_with_options(sql, Self::read_only_options()).await.map_err(|e| {

@@ -158,6 +158,19 @@ fn scalar(ty: &Type, bytes: &[u8], binary: bool) -> Result<ScalarValue, String> 
     })
 }
 
+/// The most elements an array parameter may have: an IN list, not a data set (a Bind message
+/// of up to a GiB of tiny elements would take tens of GB as values, outside any memory limit).
+const MAX_ARRAY_ELEMENTS: usize = 1_000_000;
+
+fn within_bound(n: usize) -> Result<(), String> {
+    if n > MAX_ARRAY_ELEMENTS {
+        return Err(format!(
+            "an array of {n} elements, more than {MAX_ARRAY_ELEMENTS}: filter with a join or a subquery instead"
+        ));
+    }
+    Ok(())
+}
+
 /// The elements of a one-dimensional array in PostgreSQL's binary format: dimensions (i32),
 /// a has-nulls flag (i32), the element type's oid (u32), per dimension its length and lower
 /// bound (i32 each), then each element as a length (i32, -1 for NULL) and its bytes.
@@ -171,6 +184,7 @@ fn binary_array(b: &[u8], element: &Type) -> Result<Vec<Option<Vec<u8>>>, String
         n => return Err(format!("a {n}-dimensional array: only one dimension is taken (a list)")),
     }
     let len = word(12).and_then(|n| usize::try_from(n).ok()).ok_or_else(malformed)?;
+    within_bound(len)?;
     let mut at = 20;
     let mut out = Vec::with_capacity(len.min(b.len() / 4));
     for _ in 0..len {
@@ -238,6 +252,7 @@ fn text_array(b: &[u8]) -> Result<Vec<Option<Vec<u8>>>, String> {
             }
         };
         out.push(element.map(String::into_bytes));
+        within_bound(out.len())?;
         match chars.next() {
             None => return Ok(out),
             Some(',') => {}
@@ -434,7 +449,12 @@ mod tests {
         assert!(binary_array(&binary(2, &[]), &Type::TEXT).unwrap_err().contains("2-dimensional"));
         let mut huge = binary(1, &[Some(b"x")]);
         huge[12..16].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert!(binary_array(&huge, &Type::TEXT).is_err(), "a length past the bytes is an error, not an allocation");
+        assert!(binary_array(&huge, &Type::TEXT).unwrap_err().contains("more than 1000000"), "not an allocation");
+        let many = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS + 1].join(","));
+        let e = text_array(many.as_bytes()).map(|a| a.len());
+        assert!(e.as_ref().is_err_and(|e| e.contains("more than 1000000")), "{:?}", e.map_err(|e| e.len()));
+        let enough = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS].join(","));
+        assert_eq!(text_array(enough.as_bytes()).map(|a| a.len()), Ok(MAX_ARRAY_ELEMENTS));
         let mut long = binary(1, &[Some(b"x")]);
         long[20..24].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(binary_array(&long, &Type::TEXT).is_err());

@@ -77,8 +77,10 @@ pub struct CheckProblem {
 
 impl Store {
     /// The incomplete record the WAL replay of a reader stops at ([`CheckReport::wal_torn_tail`]):
-    /// the replay is run again without keeping anything. A WAL that changes meanwhile (a live
-    /// writer flushing) is not a problem of the store: no tail is reported then.
+    /// the replay is run again without keeping anything (it reads the unflushed segments a
+    /// second time). A replay that fails (a segment a live writer's flush deleted meanwhile)
+    /// reports no tail; a record a live writer is appending is reported, and the note says it
+    /// may be a write in progress.
     fn wal_torn_tail(&self) -> Result<Option<WalTornTail>> {
         let manifest = self.state.read().map_err(lock_poisoned)?.manifest.clone();
         let checkpoint = manifest.checkpoint_for(self.storage.wal_owner().as_deref());
@@ -162,8 +164,8 @@ impl Store {
             let problem = match self.read_import_rest(&id) {
                 Ok(rest) => format!(
                     "the samples of an import of {} are committed, its topology, jobs and clock input not yet \
-                     stored (a writer stopped in between): the next writer on this store (`lockstep import` or \
-                     `lockstep serve`) stores them",
+                     stored (an import under way, or one that stopped in between): the next writer on this store \
+                     (`lockstep import` or `lockstep serve`) stores them",
                     rest.bundle
                 ),
                 Err(e) => format!(

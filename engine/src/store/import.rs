@@ -221,6 +221,11 @@ impl BulkImport<'_> {
     /// [`Store::stage_import_rest`] (`store/pending.rs`). Refused while the manifest names
     /// another rest: store that one first ([`Store::pending_import`]).
     pub fn commit_with_rest(mut self, rest: Option<&str>) -> Result<ImportSummary> {
+        self.spill()?;
+        self.join_spill()?;
+        self.merge_spills()?;
+        let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
+        // Under the lock: two imports of one process cannot both name their rest.
         if let Some(id) = rest {
             let named = self.store.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
             if let Some(other) = named.filter(|other| other != id) {
@@ -229,10 +234,6 @@ impl BulkImport<'_> {
                 });
             }
         }
-        self.spill()?;
-        self.join_spill()?;
-        self.merge_spills()?;
-        let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
         let first_id = self.store.alloc_file_ids(self.staged.len() as u64)?;
         let mut entries = Vec::with_capacity(self.staged.len());
         for (next_id, (partition, path, stats)) in (first_id..).zip(&self.staged) {

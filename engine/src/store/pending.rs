@@ -116,8 +116,11 @@ impl Store {
         let keep = named.map(|id| self.import_rest_path(&id));
         let dir = self.dir.join(IMPORTS_DIR);
         for file in self.storage.list_dir(&dir).map_err(|e| Error::io(&dir, e))? {
-            if Some(&file) != keep.as_ref() {
-                self.storage.remove_file(&file).map_err(|e| Error::io(&file, e))?;
+            if Some(&file) != keep.as_ref()
+                && let Err(e) = self.storage.remove_file(&file)
+            {
+                // Not a reason to keep the writer from opening (a directory someone put there).
+                tracing::warn!(path = %file.display(), error = %e, "cannot remove a leftover of an import");
             }
         }
         Ok(())

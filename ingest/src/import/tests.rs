@@ -332,6 +332,27 @@ fn parquet_clock_offsets_in_any_timestamp_unit_are_read_as_ns() {
     assert_eq!(input.offsets[0].local_time, ms * 1_000_000, "milliseconds converted, not taken as ns");
 }
 
+/// A bundle whose clock input the store refuses (stamped two days ahead of the writer's
+/// clock) imports nothing: the refusal comes before its samples commit, not after, when the
+/// rest must store (review of the staged rest: such a rest was named by the manifest, and
+/// every later import failed on it).
+#[test]
+fn a_bundle_with_refused_clock_input_imports_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("b");
+    std::fs::create_dir(&bundle).unwrap();
+    write(&bundle, "samples.csv", &format!("time,host,metric,value\n{T},h,m,1\n"));
+    let s = Store::open(tmp.path().join("db"), StoreConfig::default()).unwrap();
+    let ahead = s.now_ns() + 2 * 86_400_000_000_000;
+    write(&bundle, "clock_offsets.csv", &format!("host,local_time,offset_ns,uncertainty_ns\nh,{ahead},0,10\n"));
+    let e = import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("ahead of the writer's clock"), "{e}");
+    assert_eq!(s.scan_all(ScanRequest::default()).unwrap().value.len(), 0, "no sample committed");
+    assert_eq!(s.pending_import().unwrap(), None);
+    std::fs::remove_file(bundle.join("clock_offsets.csv")).unwrap();
+    import_bundle(&s, &bundle, &ImportOptions::default(), &mut |_, _| {}).unwrap();
+}
+
 /// A bundle's clock input stamped beyond the store's future bound (a day ahead of the
 /// importing machine's clock, as for samples) is refused before anything is added.
 #[test]

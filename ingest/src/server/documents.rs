@@ -240,8 +240,9 @@ fn apply(store: &Store, change: Change) -> Result<Response<Body>, Status> {
             let mut jobs = current_jobs(store)?;
             jobs.retain(|j| j.job != job.job);
             let summary = serde_json::json!({ "job": job.job, "start": job.start });
+            checked_jobs(store, std::slice::from_ref(&job))?;
             jobs.push(job);
-            let summary = checked_then_expired(summary, store, &mut jobs, now)?;
+            let summary = with_expired(summary, store, &mut jobs, now);
             (JOBS_DOC, checked_jobs(store, &jobs)?, summary)
         }
         Change::End(name, text) => {
@@ -262,7 +263,8 @@ fn apply(store: &Store, change: Change) -> Result<Response<Body>, Status> {
             }
             *job = serde_json::from_value(stored).map_err(|e| invalid(format!("end: {e}")))?;
             let summary = serde_json::json!({ "job": name, "end": job.end });
-            let summary = checked_then_expired(summary, store, &mut jobs, now)?;
+            checked_jobs(store, std::slice::from_ref(job))?;
+            let summary = with_expired(summary, store, &mut jobs, now);
             (JOBS_DOC, checked_jobs(store, &jobs)?, summary)
         }
         Change::Delete(name) => {
@@ -307,18 +309,6 @@ fn with_expired(mut summary: serde_json::Value, store: &Store, jobs: &mut Vec<Jo
         }
     }
     summary
-}
-
-/// [`with_expired`] after checking the list with the change in it: an invalid job (one that
-/// ends before it starts) is refused, not dropped as expired because its end is old.
-fn checked_then_expired(
-    summary: serde_json::Value,
-    store: &Store,
-    jobs: &mut Vec<Job>,
-    now: i64,
-) -> Result<serde_json::Value, Status> {
-    checked_jobs(store, jobs)?;
-    Ok(with_expired(summary, store, jobs, now))
 }
 
 fn check_against_topology(store: &Store, jobs: &[Job]) -> Result<(), Status> {

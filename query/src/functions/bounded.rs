@@ -9,7 +9,8 @@
 //! built-in runs, the size of its result is computed from the arguments (summed over the
 //! batch's rows), and the memory the call takes at its peak, [`PEAK_COPIES`] times that, is
 //! reserved from the statement's pool — so from the statement's memory limit and the budget
-//! every statement of a server shares — while it runs. A call that does not fit fails with an
+//! every statement of a server shares — while it runs (a call under 1/64 of the limit is only
+//! checked, not reserved). A call that does not fit fails with an
 //! error naming the function and the sizes, instead of allocating. (The result, a quarter of
 //! the peak, then goes on unaccounted, as any scalar function's does.)
 
@@ -56,6 +57,10 @@ const WRAPPED: [(&str, Growth); 7] = [
 /// 954 MiB result — the built-in builds each value, then copies it into the result array,
 /// which the next operator copies again.
 pub(crate) const PEAK_COPIES: u128 = 4;
+
+/// A call whose peak is under this part of the statement's limit is not reserved (see
+/// [`Bounded::invoke_with_args`]).
+const SMALL_PART: u64 = 64;
 
 /// Wraps the functions above on `ctx` with the bound of its memory pool (nothing when the
 /// pool is unbounded, or for a function `ctx` does not have).
@@ -131,6 +136,12 @@ impl ScalarUDFImpl for Bounded {
         };
         if peak > u128::from(self.max_bytes) {
             return Err(too_large(format!("more than the statement's memory limit of {} MiB", self.max_bytes >> 20)));
+        }
+        // A call of a few rows' padding is what these functions mostly do: it takes nothing
+        // from the pool, where an unspillable reservation, however brief, could fail a sort
+        // or an aggregate that had grown to its share instead of letting it spill.
+        if peak < u128::from(self.max_bytes / SMALL_PART) {
+            return self.inner.invoke_with_args(args);
         }
         // One reservation for the calls of every partition: they take turns. `peak` fits: it is
         // at most `max_bytes`, a usize.
