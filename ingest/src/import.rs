@@ -169,34 +169,55 @@ pub fn import_bundle(
     let file = samples_file(bundle);
     let metadata = read_metadata(store, bundle)?;
     let clock_input = clock::read_clock_input(bundle)?;
+    let versions = metadata
+        .iter()
+        .map(|(name, _)| Ok(store.document_versions(name)?.last().copied().unwrap_or(0)))
+        .collect::<Result<Vec<u64>, ImportError>>()?;
     let rest = ImportRest {
         bundle: bundle.display().to_string(),
         documents: metadata.into_iter().map(|(name, text)| (name.to_string(), text)).collect(),
+        versions,
         exchanges: clock_input.exchanges,
         offsets: clock_input.offsets,
     };
     // Everything about the rest that can be refused is refused now, before the samples commit:
     // after it, the rest must store.
     store.check_clock_input(&rest.exchanges, &rest.offsets)?;
-    let mut staged = None;
+    let staged = if rest.is_empty() { None } else { Some(store.stage_import_rest(&rest)?) };
     let mut report = match file {
-        Ok(file) => {
-            staged = if rest.is_empty() { None } else { Some(store.stage_import_rest(&rest)?) };
-            // On an error the staged rest stays: a manifest save that failed after its rename
-            // may still name it. The next writer's open removes it if no manifest does.
-            import_samples(store, &file, options, progress, staged.as_deref())?
-        }
+        // On an error the staged rest stays: a manifest save that failed after its rename may
+        // still name it. The next writer's open removes it if no manifest does.
+        Ok(file) => import_samples(store, &file, options, progress, staged.as_deref())?,
         // Clock sync that arrives later (a sync-only bundle) improves the correction of data
         // already imported; a bundle of only `topology.json`/`jobs.json` describes the
-        // cluster and its jobs for data that arrives (or arrived) another way.
-        Err(ImportError::NoSamples { .. }) if !rest.is_empty() => ImportReport::default(),
+        // cluster and its jobs for data that arrives (or arrived) another way. It is committed
+        // as a whole too: named by a manifest update of its own before any part of it is stored
+        // (a topology stored without the jobs that go with it broke every query of the jobs,
+        // QA pass 21).
+        Err(e @ ImportError::NoSamples { .. }) => match &staged {
+            Some(id) => {
+                store.name_import_rest(id)?;
+                ImportReport::default()
+            }
+            None => return Err(e),
+        },
         Err(e) => return Err(e),
     };
+    failpoint("import-committed");
     store_rest(store, &rest, false, &mut report)?;
     if let Some(id) = staged {
         store.finish_import_rest(&id)?;
     }
     Ok(report)
+}
+
+/// In debug builds (the tests'), ends the process as a kill would where the environment's
+/// `LOCKSTEP_FAILPOINT` names point `name`: `import-committed` is just after an import's commit
+/// point, before its documents and clock input are stored.
+fn failpoint(name: &str) {
+    if cfg!(debug_assertions) && std::env::var("LOCKSTEP_FAILPOINT").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
 }
 
 /// Stores the rest of an import whose samples a writer committed before it stopped (see
@@ -235,14 +256,16 @@ pub fn complete_pending_import(store: &Store, give_up: bool) -> Result<Option<St
 
 /// Stores an import's documents, then its clock input with the barriers of the store's
 /// `collective_end` samples, refitting the clock models. `again`: the rest may have been
-/// stored in part before (a document equal to the current one is not written again).
+/// stored in part before, and documents changed since: a document with a version newer than
+/// the one the rest was staged over is not written (it is the rest's, or newer).
 fn store_rest(store: &Store, rest: &ImportRest, again: bool, report: &mut ImportReport) -> Result<(), ImportError> {
-    for (name, text) in &rest.documents {
+    for (i, (name, text)) in rest.documents.iter().enumerate() {
         let Some(name) = DOCUMENTS.into_iter().find(|d| d == name) else {
             return Err(lockstep_engine::Error::Internal { reason: format!("{name:?} is not a store document") }.into());
         };
-        let version = match store.read_document(name)? {
-            Some(current) if again && current == *text => store.document_versions(name)?.last().copied().unwrap_or(0),
+        let newest = store.document_versions(name)?.last().copied().unwrap_or(0);
+        let version = match rest.versions.get(i) {
+            Some(&staged_over) if again && newest != staged_over => newest,
             _ => store.write_document(name, text)?,
         };
         report.documents.push((name, version));
@@ -304,6 +327,24 @@ fn read_metadata(store: &Store, bundle: &Path) -> Result<Vec<(&'static str, Stri
         }
         None => store.read_document(TOPOLOGY_FILE)?.and_then(|t| Topology::from_json(&t).ok()),
     };
+    // A new topology without new jobs must still hold the stored jobs' nodes, as a topology
+    // sent to serve's API must (QA pass 21: one that dropped them made every query of the jobs
+    // fail, and `lockstep check` said nothing).
+    let new_topology = !out.is_empty();
+    if let (Some(topology), true, None) = (&topology, new_topology, read(JOBS_FILE)?)
+        && let Some(stored) = store.read_document(JOBS_FILE)?
+    {
+        let jobs = parse_jobs(&stored).map_err(|e| ImportError::BadFile {
+            file: bundle.join(TOPOLOGY_FILE),
+            reason: format!("the store's jobs.json does not parse ({e})"),
+        })?;
+        check_jobs(topology, &jobs).map_err(|e| ImportError::BadFile {
+            file: bundle.join(TOPOLOGY_FILE),
+            reason: format!(
+                "{e}: the new topology must still hold every stored job's nodes (import a jobs.json with it)"
+            ),
+        })?;
+    }
     if let Some((path, text)) = read(CATALOG_FILE)? {
         MetricCatalog::builtin()
             .extend_from_toml(&text)

@@ -152,8 +152,8 @@ fn object_storage_errors_name_files_by_url() {
 /// the job unknown, and `lockstep check` said nothing). An import that stops after its
 /// samples' commit leaves the rest staged and named by the manifest: `lockstep check` reports
 /// it, and the next writer stores it — without the bundle, which may be gone. A staged rest
-/// that does not read is dropped by the next import, as `check` says. The documents' step is
-/// made to fail by a file where the store keeps its document history.
+/// that does not read is dropped by the next import, as `check` says. The import is ended
+/// (aborted, as by a kill) just after its commit point by the debug build's failpoint.
 #[test]
 fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
     let tmp = tempfile::tempdir().unwrap();
@@ -174,13 +174,14 @@ fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
         let found = problems.iter().find(|p| p["path"].as_str().unwrap().contains("/imports/"));
         found.unwrap_or_else(|| panic!("{report}"))["problem"].as_str().unwrap().to_string()
     };
-    let block_history = || {
-        std::fs::remove_dir_all(db.join("history")).unwrap();
-        std::fs::write(db.join("history"), "in the way").unwrap();
-    };
-    let unblock_history = || {
-        std::fs::remove_file(db.join("history")).unwrap();
-        std::fs::create_dir(db.join("history")).unwrap();
+    // Killed (aborted) just after its commit point, by the debug build's failpoint.
+    let killed = |bundle: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["import", "--data-dir", db_s, bundle])
+            .env("LOCKSTEP_FAILPOINT", "import-committed")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     };
     ok(&["import", "--data-dir", db_s, &path("b1")]);
     assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
@@ -196,9 +197,7 @@ fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
         ok(&["sql", "--data-dir", db_s, "--format", "csv", sql]).lines().last().unwrap().parse::<u32>().unwrap()
     };
     let (before, clocked_before) = (hosts(), clocked());
-    block_history();
-    let out = lockstep(&["import", "--data-dir", db_s, &path("b2")]);
-    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    killed(&path("b2"));
     assert!(hosts() > before, "the samples of the six-node bundle are committed");
     assert_eq!(clocked(), clocked_before, "its clock input is not");
     let text = pending_problem();
@@ -212,7 +211,6 @@ fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
     let topology = std::fs::read_to_string(tmp.path().join("b2/topology.json")).unwrap();
     let jobs = std::fs::read_to_string(tmp.path().join("b2/jobs.json")).unwrap();
     std::fs::remove_dir_all(tmp.path().join("b2")).unwrap();
-    unblock_history();
     ok(&["import", "--data-dir", db_s, &path("samples-only")]);
     assert_eq!(std::fs::read_to_string(db.join("topology.json")).unwrap(), topology);
     assert_eq!(std::fs::read_to_string(db.join("jobs.json")).unwrap(), jobs);
@@ -221,11 +219,9 @@ fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
     assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
 
     // A staged rest that does not read: check says to import the bundle again, which drops it.
-    block_history();
-    assert!(!lockstep(&["import", "--data-dir", db_s, &path("b1")]).status.success());
+    killed(&path("b1"));
     let staged = std::fs::read_dir(db.join("imports")).unwrap().next().unwrap().unwrap().path();
     std::fs::write(&staged, "{ torn").unwrap();
-    unblock_history();
     let text = pending_problem();
     assert!(text.contains("which do not read") && text.contains("import that bundle again"), "{text}");
     ok(&["import", "--data-dir", db_s, &path("b1")]);
@@ -234,5 +230,52 @@ fn an_import_stopped_after_its_samples_is_completed_by_the_next_writer() {
         std::fs::read_to_string(db.join("topology.json")).unwrap(),
         std::fs::read_to_string(tmp.path().join("b1/topology.json")).unwrap()
     );
+    assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
+}
+
+/// A bundle of documents only (no samples) is committed whole as well (QA pass 21: killed
+/// between its topology and its jobs, the store kept a topology its jobs did not fit, and every
+/// query of the jobs failed), and a topology without jobs must hold the stored jobs' nodes, as
+/// one sent to serve's API must (it was accepted, with the same result).
+#[test]
+fn a_bundle_of_documents_is_committed_whole_and_keeps_the_jobs_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    ok(&["simulate", "--out", &path("b4"), "--nodes", "4", "--minutes", "1", "--seed", "4"]);
+    ok(&["simulate", "--out", &path("b6"), "--nodes", "6", "--minutes", "1", "--seed", "6"]);
+    let db = tmp.path().join("db");
+    let db_s = db.to_str().unwrap();
+    ok(&["import", "--data-dir", db_s, &path("b6")]);
+    let copy = |from: &str, to: &str, name: &str| {
+        std::fs::create_dir_all(tmp.path().join(to)).unwrap();
+        std::fs::copy(tmp.path().join(from).join(name), tmp.path().join(to).join(name)).unwrap();
+    };
+    copy("b4", "topology-only", "topology.json");
+    let out = lockstep(&["import", "--data-dir", db_s, &path("topology-only")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("must still hold every stored job's nodes"), "{err}");
+    copy("b4", "documents", "topology.json");
+    copy("b4", "documents", "jobs.json");
+
+    // Stopped after its commit point, before its documents are stored: reported, then stored
+    // whole by the next writer.
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["import", "--data-dir", db_s, &path("documents")])
+        .env("LOCKSTEP_FAILPOINT", "import-committed")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let out = lockstep(&["check", "--data-dir", db_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("an import of {} are committed", path("documents"))), "{text}");
+    std::fs::create_dir_all(tmp.path().join("nothing-new")).unwrap();
+    copy("b4", "nothing-new", "samples.parquet");
+    ok(&["import", "--data-dir", db_s, &path("nothing-new")]);
+    for name in ["topology.json", "jobs.json"] {
+        let want = std::fs::read_to_string(tmp.path().join("b4").join(name)).unwrap();
+        assert_eq!(std::fs::read_to_string(db.join(name)).unwrap(), want, "{name}");
+    }
+    let jobs = ok(&["sql", "--data-dir", db_s, "--format", "csv", "SELECT count(*) AS n FROM jobs"]);
+    assert!(jobs.starts_with("n\n") && jobs != "n\n0\n", "{jobs}");
     assert!(ok(&["check", "--data-dir", db_s]).ends_with("no problems found\n"));
 }

@@ -13,8 +13,8 @@
 //! nothing (the file is an orphan the next writer removes); a crash after it leaves the rest
 //! named in the manifest, where the next writer finds it ([`Store::pending_import`]) and
 //! stores it, without the bundle, which may be gone by then. Storing the rest twice does no
-//! harm: repeated clock input is skipped, and a document equal to the current one is not
-//! written again.
+//! harm: repeated clock input is skipped, and a document stored since the rest was staged (its
+//! own, or a newer one) is not written again.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +37,11 @@ pub struct ImportRest {
     pub bundle: String,
     /// The bundle's documents, validated: (name, text), in the order to store them.
     pub documents: Vec<(String, String)>,
+    /// Each document's newest version when the rest was staged (0: none): a version stored
+    /// after it (this rest's own, or a newer document's) is not overwritten when the rest is
+    /// stored again after a crash.
+    #[serde(default)]
+    pub versions: Vec<u64>,
     /// Its clock-sync exchanges.
     pub exchanges: Vec<SyncExchange>,
     /// Its direct clock offsets.
@@ -66,6 +71,23 @@ impl Store {
         self.storage.create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         self.storage.write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))?;
         Ok(id)
+    }
+
+    /// Names the staged rest `id` in a manifest update of its own: the commit point of a
+    /// bundle without samples (documents and clock input only), which is then stored as after
+    /// a sample commit. Refused while the manifest names another rest.
+    pub fn name_import_rest(&self, id: &str) -> Result<()> {
+        if self.is_read_only() {
+            return Err(self.read_only_error());
+        }
+        let _guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
+        let named = self.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
+        if let Some(other) = named.filter(|other| other != id) {
+            return Err(Error::Internal {
+                reason: format!("the rest of an earlier import ({other}) is not stored yet; store it first"),
+            });
+        }
+        self.commit_edit(Vec::new(), &[], None, |m| m.pending_import = Some(id.to_owned()))
     }
 
     /// Removes a staged rest whose samples were not committed.

@@ -80,6 +80,7 @@ fn an_import_rest_is_named_by_the_commit_of_its_samples() {
     let rest = ImportRest {
         bundle: "/bundles/b1".into(),
         documents: vec![("topology.json".into(), "{}".into())],
+        versions: vec![0],
         exchanges: Vec::new(),
         offsets: vec![crate::clock::OffsetObservation {
             host: "h".into(),
