@@ -159,6 +159,22 @@ impl Store {
                 out.problems.push(CheckProblem { path: self.document_path(name)?, problem });
             }
         }
+        // The jobs must run on the topology's nodes: every query of the jobs and the diagnosis
+        // fail otherwise (a store written before imports checked it, QA pass 21).
+        if let (Ok(Some(topology)), Ok(Some(jobs))) =
+            (self.read_document("topology.json"), self.read_document("jobs.json"))
+            && let (Ok(topology), Ok(jobs)) =
+                (crate::topology::Topology::from_json(&topology), crate::topology::parse_jobs(&jobs))
+            && let Err(e) = crate::topology::check_jobs(&topology, &jobs)
+        {
+            out.problems.push(CheckProblem {
+                path: self.document_path("jobs.json")?,
+                problem: format!(
+                    "{e}: jobs.json does not fit topology.json (import a bundle with both, or send either to \
+                     serve's API)"
+                ),
+            });
+        }
         out.wal_torn_tail = self.wal_torn_tail()?;
         if let Some(id) = self.pending_import()? {
             let problem = match self.read_import_rest(&id) {
@@ -612,7 +628,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         store_with_files(dir.path());
         let config = StoreConfig { max_future_ns: None, flush_rows: usize::MAX, ..Default::default() };
-        let store = Store::open(dir.path(), config).unwrap();
+        let store = Store::open(dir.path(), config.clone()).unwrap();
         store.write_document("jobs.json", "[]").unwrap();
         store.write_document("topology.json", "{\"nodes\": [").unwrap();
         drop(store);
@@ -621,6 +637,15 @@ mod tests {
         assert_eq!(report.problems.len(), 1, "{report:#?}");
         assert_eq!(report.problems[0].path, dir.path().join("topology.json"));
         assert!(report.problems[0].problem.contains("topology.json"), "{:?}", report.problems[0]);
+        // Both parse, but a job runs on a node the topology lacks.
+        let store = Store::open(dir.path(), config).unwrap();
+        store.write_document("topology.json", r#"{"nodes": [{"name": "n1"}]}"#).unwrap();
+        store.write_document("jobs.json", r#"[{"job": "j", "nodes": ["n2"], "start": 0}]"#).unwrap();
+        drop(store);
+        let report = check(dir.path());
+        assert_eq!(report.problems.len(), 1, "{report:#?}");
+        assert_eq!(report.problems[0].path, dir.path().join("jobs.json"));
+        assert!(report.problems[0].problem.contains("does not fit topology.json"), "{:?}", report.problems[0]);
     }
 
     /// What a manifest records about a file is compared with the file: an unsealed manifest
