@@ -372,12 +372,33 @@ impl<T, E> Stream for Guarded<T, E> {
     }
 }
 
+/// What a listener adds to a memory-limit error: the `serve` option of the limit that was
+/// hit — the one all statements share (`--query-memory-total-mb`), or each statement's.
+pub(crate) fn memory_limit_message(message: &str) -> String {
+    let option = if message.contains("shared by every statement") {
+        "the limit of all statements together is set by `lockstep serve --query-memory-total-mb`"
+    } else {
+        "the server's per-statement limit is set by `lockstep serve --query-memory-limit-mb`"
+    };
+    format!("{message}; {option}")
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use arrow::array::{Array, TimestampNanosecondArray};
     use arrow::datatypes::TimeUnit;
+
+    /// A memory-limit error names the option of the limit that was hit (QA pass 21: a refusal
+    /// by the budget all statements share named the per-statement option).
+    #[test]
+    fn a_memory_limit_error_names_the_limit_hit() {
+        let shared = memory_limit_message("query exceeded the memory limit of 1024 MiB shared by every statement");
+        assert!(shared.ends_with("set by `lockstep serve --query-memory-total-mb`"), "{shared}");
+        let own = memory_limit_message("query exceeded the memory limit of 64 MiB: SortExec needed 2 MiB more");
+        assert!(own.ends_with("set by `lockstep serve --query-memory-limit-mb`"), "{own}");
+    }
 
     /// Sets its flag when dropped: stands for a running statement's resources.
     struct Dropped(Arc<std::sync::atomic::AtomicBool>);

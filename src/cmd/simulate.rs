@@ -42,10 +42,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // A bundle is a directory of its own: files already there would be mixed with it (a
     // `samples.csv` beside the new `samples.parquet` makes the bundle one import refuses) or
     // replaced without a word (a demo's bundle, no longer the data of its store).
-    if let Some(first) = std::fs::read_dir(&args.out).ok().and_then(|mut d| d.next()) {
-        let first = first.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_default();
+    let held: Vec<String> = std::fs::read_dir(&args.out)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).take(2).collect())
+        .unwrap_or_default();
+    if let Some(first) = held.first() {
+        let more = if held.len() > 1 { ", …" } else { "" };
         anyhow::bail!(
-            "{} is not empty (it holds {first:?}, …): simulate writes a new bundle; give a new or empty directory",
+            "{} is not empty (it holds {first:?}{more}): simulate writes a new bundle; give a new or empty directory",
             args.out.display()
         );
     }

@@ -287,9 +287,7 @@ fn status(e: &QueryError) -> Status {
         QueryError::ReadOnly { reason } => {
             Status::permission_denied(format!("Lockstep's SQL listener is read-only (queries only): {reason}"))
         }
-        QueryError::MemoryLimit { message } => Status::resource_exhausted(format!(
-            "{message}; the server's per-statement limit is set by `lockstep serve --query-memory-limit-mb`"
-        )),
+        QueryError::MemoryLimit { message } => Status::resource_exhausted(crate::netsql::memory_limit_message(message)),
         QueryError::DataFusion(d) if matches!(d.find_root(), datafusion::error::DataFusionError::SQL(..)) => {
             Status::invalid_argument(e.to_string())
         }

@@ -319,10 +319,7 @@ fn user_error(e: &QueryError) -> PgWireError {
         QueryError::ReadOnly { reason } => {
             error("25006", format!("Lockstep's SQL listener is read-only (queries only): {reason}"))
         }
-        QueryError::MemoryLimit { message } => error(
-            "53200",
-            format!("{message}; the server's per-statement limit is set by `lockstep serve --query-memory-limit-mb`"),
-        ),
+        QueryError::MemoryLimit { message } => error("53200", crate::netsql::memory_limit_message(message)),
         QueryError::DataFusion(d) if matches!(d.find_root(), datafusion::error::DataFusionError::SQL(..)) => {
             error("42601", e.to_string())
         }
