@@ -232,24 +232,24 @@ pub fn complete_pending_import(store: &Store, give_up: bool) -> Result<Option<St
     let Some(id) = store.pending_import()? else {
         return Ok(None);
     };
-    // Whether the error would come again: the rest does not read, or the store refuses it.
-    let mut lasting = true;
-    let stored = store.read_import_rest(&id).map_err(ImportError::from).and_then(|rest| {
-        lasting = false;
-        store_rest(store, &rest, true, &mut ImportReport::default()).map(|()| rest.bundle)
-    });
-    let lasting = |e: &ImportError| lasting || e.kind() == lockstep_engine::ErrorKind::InvalidArgument;
-    match stored {
-        Ok(bundle) => {
+    // With `give_up`, an error that would come again (the rest does not read, or the store
+    // refuses it) drops the rest.
+    let drop_it = |e: ImportError| {
+        tracing::error!(error = %e, "the staged topology, jobs and clock input of an earlier import cannot be \
+            stored and are dropped: import that bundle again");
+        store.finish_import_rest(&id).map(|()| None).map_err(ImportError::from)
+    };
+    let rest = match store.read_import_rest(&id) {
+        Ok(rest) => rest,
+        Err(e) if give_up => return drop_it(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    match store_rest(store, &rest, true, &mut ImportReport::default()) {
+        Ok(()) => {
             store.finish_import_rest(&id)?;
-            Ok(Some(bundle))
+            Ok(Some(rest.bundle))
         }
-        Err(e) if give_up && lasting(&e) => {
-            tracing::error!(error = %e, "the staged topology, jobs and clock input of an earlier import cannot be \
-                stored and are dropped: import that bundle again");
-            store.finish_import_rest(&id)?;
-            Ok(None)
-        }
+        Err(e) if give_up && e.kind() == lockstep_engine::ErrorKind::InvalidArgument => drop_it(e),
         Err(e) => Err(e),
     }
 }

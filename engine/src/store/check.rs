@@ -148,10 +148,19 @@ impl Store {
             clock_versions: self.clocks.lock().map_err(lock_poisoned)?.versions().len(),
             ..CheckReport::default()
         };
+        let (mut topology, mut jobs) = (None, None);
         for name in super::DOCUMENTS {
             let problem = match self.read_document(name) {
                 Ok(None) => continue,
-                Ok(Some(text)) => document_problem(name, &text),
+                Ok(Some(text)) => {
+                    let problem = document_problem(name, &text);
+                    match name {
+                        "topology.json" => topology = Some(text),
+                        "jobs.json" => jobs = Some(text),
+                        _ => {}
+                    }
+                    problem
+                }
                 Err(e) => Some(e.to_string()),
             };
             out.documents += 1;
@@ -161,8 +170,7 @@ impl Store {
         }
         // The jobs must run on the topology's nodes: every query of the jobs and the diagnosis
         // fail otherwise (a store written before imports checked it, QA pass 21).
-        if let (Ok(Some(topology)), Ok(Some(jobs))) =
-            (self.read_document("topology.json"), self.read_document("jobs.json"))
+        if let (Some(topology), Some(jobs)) = (topology, jobs)
             && let (Ok(topology), Ok(jobs)) =
                 (crate::topology::Topology::from_json(&topology), crate::topology::parse_jobs(&jobs))
             && let Err(e) = crate::topology::check_jobs(&topology, &jobs)

@@ -227,12 +227,7 @@ impl BulkImport<'_> {
         let guard = self.store.manifest_lock.lock().map_err(lock_poisoned)?;
         // Under the lock: two imports of one process cannot both name their rest.
         if let Some(id) = rest {
-            let named = self.store.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
-            if let Some(other) = named.filter(|other| other != id) {
-                return Err(Error::Internal {
-                    reason: format!("the rest of an earlier import ({other}) is not stored yet; store it first"),
-                });
-            }
+            self.store.check_no_other_rest(id)?;
         }
         let first_id = self.store.alloc_file_ids(self.staged.len() as u64)?;
         let mut entries = Vec::with_capacity(self.staged.len());

@@ -57,8 +57,8 @@ impl ImportRest {
 
 impl Store {
     /// Writes `rest` durably to `imports/<id>.json` and returns the id, for
-    /// [`super::BulkImport::commit_with_rest`]. Until a manifest names it, the file is an orphan
-    /// (removed by [`Store::discard_import_rest`] or the next writer's open).
+    /// [`super::BulkImport::commit_with_rest`] or [`Store::name_import_rest`]. Until a manifest
+    /// names it, the file is an orphan, which the next writer's open removes.
     pub fn stage_import_rest(&self, rest: &ImportRest) -> Result<String> {
         if self.is_read_only() {
             return Err(self.read_only_error());
@@ -81,17 +81,24 @@ impl Store {
             return Err(self.read_only_error());
         }
         let _guard = self.manifest_lock.lock().map_err(lock_poisoned)?;
-        let named = self.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
-        if let Some(other) = named.filter(|other| other != id) {
-            return Err(Error::Internal {
-                reason: format!("the rest of an earlier import ({other}) is not stored yet; store it first"),
-            });
-        }
+        self.check_no_other_rest(id)?;
         self.commit_edit(Vec::new(), &[], None, |m| m.pending_import = Some(id.to_owned()))
     }
 
-    /// Removes a staged rest whose samples were not committed.
-    pub fn discard_import_rest(&self, id: &str) -> Result<()> {
+    /// Refuses to name rest `id` while the manifest names another (under the manifest lock:
+    /// the manifest names one rest at a time).
+    pub(super) fn check_no_other_rest(&self, id: &str) -> Result<()> {
+        let named = self.state.read().map_err(lock_poisoned)?.manifest.pending_import.clone();
+        match named.filter(|other| other != id) {
+            Some(other) => Err(Error::Internal {
+                reason: format!("the rest of an earlier import ({other}) is not stored yet; store it first"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the file of staged rest `id` (gone already is fine).
+    pub(crate) fn discard_import_rest(&self, id: &str) -> Result<()> {
         let path = self.import_rest_path(id);
         match self.storage.remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
