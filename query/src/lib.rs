@@ -14,6 +14,7 @@ pub mod limits;
 pub mod nesting;
 pub mod objstore;
 mod per_store;
+pub mod pg_array;
 pub mod plan;
 pub mod samples;
 pub mod script;

@@ -241,7 +241,21 @@ pub(crate) fn session_builder_with(config: SessionConfig, series_scans: bool) ->
     SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_analyzer_rules(crate::pg_array::analyzer_rules())
+        .with_optimizer_rules(optimizer_rules())
         .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates::new(series_scans)))
+}
+
+/// DataFusion's logical optimizer rules without `eliminate_duplicated_expr`, which also drops a
+/// sort key an earlier one "determines": after `unnest` of a per-group list the group key no
+/// longer does (one row becomes many), but the unnest keeps its input's functional
+/// dependencies, so `ORDER BY host, g['time']` over `unnest(gap_fill(…))` sorted by host only
+/// (QA pass 22; apache/datafusion#24787). What the rule saves — a duplicated sort or group key
+/// — is small; a wrong order is not.
+fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::optimizer::Optimizer::new().rules;
+    rules.retain(|r| r.name() != "eliminate_duplicated_expr");
+    rules
 }
 
 /// A SQL context with the Lockstep functions (built-in metric catalog) and plan rule, without
@@ -268,6 +282,29 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::MemTable;
+
+    /// Rows unnested from a list per group are sorted by every key (QA pass 22: the sort kept
+    /// only the group key; the rows came out in the lists' order).
+    #[tokio::test]
+    async fn a_sort_key_after_unnest_is_kept() {
+        let ctx = context(SessionConfig::new());
+        let sql = "SELECT k, u['x'] AS x FROM (SELECT k, unnest(array_agg(named_struct('x', v))) AS u \
+                   FROM (VALUES (1, 3), (1, 1), (2, 9), (1, 2), (2, 7)) t(k, v) GROUP BY k) ORDER BY k, x";
+        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        let got: Vec<(i64, i64)> = batches
+            .iter()
+            .flat_map(|b| {
+                let k = arrow::compute::cast(b.column(0), &DataType::Int64).unwrap();
+                let x = arrow::compute::cast(b.column(1), &DataType::Int64).unwrap();
+                let (k, x) = (
+                    k.as_any().downcast_ref::<Int64Array>().unwrap().clone(),
+                    x.as_any().downcast_ref::<Int64Array>().unwrap().clone(),
+                );
+                (0..b.num_rows()).map(move |i| (k.value(i), x.value(i)))
+            })
+            .collect();
+        assert_eq!(got, [(1, 1), (1, 2), (1, 3), (2, 7), (2, 9)]);
+    }
 
     async fn run(ctx: &SessionContext, sql: &str) -> (String, String) {
         let df = ctx.sql(sql).await.unwrap();

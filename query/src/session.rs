@@ -153,9 +153,19 @@ impl QueryEngine {
             {
                 // The domain tables exist once a topology (and jobs) was imported.
                 QueryError::DataFusion(datafusion::error::DataFusionError::Plan(format!(
-                    "{msg}: this store has no {} imported (lockstep import of a bundle with topology.json and \
+                    "{}: this store has no {} imported (lockstep import of a bundle with topology.json and \
                      jobs.json; docs/topology.md)",
+                    root_message(&e),
                     if table == "jobs" { "jobs.json" } else { "topology.json" }
+                )))
+            } else if msg.contains("not found") && msg.contains(".pg_catalog.") {
+                // What ORMs and psql's `\d` ask for first (SQLAlchemy's reflection, pandas'
+                // `read_sql_table` and `to_sql`).
+                QueryError::DataFusion(datafusion::error::DataFusionError::Plan(format!(
+                    "{}: the pg_catalog tables are not provided, so table reflection (psql's \\d, \
+                     SQLAlchemy's inspect, pandas' read_sql_table) does not work; read with a SELECT \
+                     (pandas.read_sql), and find the columns in information_schema.columns",
+                    root_message(&e)
                 )))
             } else {
                 QueryError::from(e).located(&self.store)
@@ -227,6 +237,15 @@ impl Stream for QueryStream {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.inner.size_hint()
+    }
+}
+
+/// A planning error's own message, without DataFusion's "Error during planning: " (a hint
+/// that extends it is a planning error again, which adds the prefix once).
+fn root_message(e: &datafusion::error::DataFusionError) -> String {
+    match e.find_root() {
+        datafusion::error::DataFusionError::Plan(m) => m.clone(),
+        other => other.to_string(),
     }
 }
 

@@ -19,6 +19,7 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
 use datafusion::error::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use sqllogictest::{
     AsyncDB, DBOutput, DefaultColumnType, Runner, default_column_validator, default_normalizer, default_validator,
@@ -110,7 +111,13 @@ async fn sqllogictest_files() {
                 let ctx = if lockstep_plan {
                     lockstep_query::plan::context(SessionConfig::new())
                 } else {
-                    let ctx = SessionContext::new();
+                    // DataFusion's session, with the analyzer rule every Lockstep session has
+                    // (PostgreSQL's array literals) and its functions.
+                    let state = SessionStateBuilder::new()
+                        .with_default_features()
+                        .with_analyzer_rules(lockstep_query::pg_array::analyzer_rules())
+                        .build();
+                    let ctx = SessionContext::new_with_state(state);
                     lockstep_query::functions::register_all(&ctx);
                     ctx
                 };

@@ -9,6 +9,7 @@ use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, TryCast};
+use lockstep_query::pg_array::{parse_text, within_bound};
 use pgwire::api::Type;
 use pgwire::api::portal::Portal;
 use pgwire::error::PgWireResult;
@@ -158,19 +159,6 @@ fn scalar(ty: &Type, bytes: &[u8], binary: bool) -> Result<ScalarValue, String> 
     })
 }
 
-/// The most elements an array parameter may have: an IN list, not a data set (a Bind message
-/// of up to a GiB of tiny elements would take tens of GB as values, outside any memory limit).
-const MAX_ARRAY_ELEMENTS: usize = 1_000_000;
-
-fn within_bound(n: usize) -> Result<(), String> {
-    if n > MAX_ARRAY_ELEMENTS {
-        return Err(format!(
-            "an array of {n} elements, more than {MAX_ARRAY_ELEMENTS}: filter with a join or a subquery instead"
-        ));
-    }
-    Ok(())
-}
-
 /// The elements of a one-dimensional array in PostgreSQL's binary format: dimensions (i32),
 /// a has-nulls flag (i32), the element type's oid (u32), per dimension its length and lower
 /// bound (i32 each), then each element as a length (i32, -1 for NULL) and its bytes.
@@ -205,60 +193,11 @@ fn binary_array(b: &[u8], element: &Type) -> Result<Vec<Option<Vec<u8>>>, String
     Ok(out)
 }
 
-/// The elements of a one-dimensional array in PostgreSQL's text format: `{a,"b c",NULL}`,
-/// an element in double quotes with `\` escaping the next character, an unquoted one trimmed
-/// and `NULL` (any case) a null.
+/// The elements of a one-dimensional array in PostgreSQL's text format
+/// ([`lockstep_query::pg_array::parse_text`]).
 fn text_array(b: &[u8]) -> Result<Vec<Option<Vec<u8>>>, String> {
-    let text = std::str::from_utf8(b).map_err(|e| e.to_string())?.trim();
-    let malformed = || format!("{text:?} is not an array literal such as {{a,b}}");
-    let inner = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(malformed)?;
-    if inner.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    let mut chars = inner.chars().peekable();
-    loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        let element = if chars.next_if_eq(&'"').is_some() {
-            let mut value = String::new();
-            loop {
-                match chars.next().ok_or_else(malformed)? {
-                    '"' => break,
-                    '\\' => value.push(chars.next().ok_or_else(malformed)?),
-                    c => value.push(c),
-                }
-            }
-            while chars.next_if(|c| c.is_whitespace()).is_some() {}
-            Some(value)
-        } else {
-            let mut value = String::new();
-            while let Some(c) = chars.next_if(|c| *c != ',') {
-                match c {
-                    '{' => {
-                        return Err(format!(
-                            "{text:?}: a multi-dimensional array; only one dimension is taken (a list)"
-                        ));
-                    }
-                    '"' | '}' => return Err(malformed()),
-                    '\\' => value.push(chars.next().ok_or_else(malformed)?),
-                    c => value.push(c),
-                }
-            }
-            let value = value.trim_end();
-            match value {
-                "" => return Err(malformed()),
-                v if v.eq_ignore_ascii_case("null") => None,
-                v => Some(v.to_string()),
-            }
-        };
-        out.push(element.map(String::into_bytes));
-        within_bound(out.len())?;
-        match chars.next() {
-            None => return Ok(out),
-            Some(',') => {}
-            Some(_) => return Err(malformed()),
-        }
-    }
+    let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
+    Ok(parse_text(text)?.into_iter().map(|e| e.map(String::into_bytes)).collect())
 }
 
 /// PostgreSQL's binary `interval`: microseconds (i64), days (i32), months (i32).
@@ -414,15 +353,9 @@ mod tests {
     /// are errors (QA pass 20: the array was taken as one string, and the query found nothing).
     #[test]
     fn array_parameters_decode_in_both_formats() {
-        let some = |v: &[&str]| v.iter().map(|e| Some(e.as_bytes().to_vec())).collect::<Vec<_>>();
-        assert_eq!(text_array(b"{node-01,node-02}").unwrap(), some(&["node-01", "node-02"]));
-        assert_eq!(text_array(b" { a , \"b, c\" ,\"q\\\"d\\\\\"} ").unwrap(), some(&["a", "b, c", "q\"d\\"]));
-        assert_eq!(text_array(b"{NULL,\"NULL\",null}").unwrap(), vec![None, Some(b"NULL".to_vec()), None]);
-        assert_eq!(text_array(b"{}").unwrap(), Vec::<Option<Vec<u8>>>::new());
-        for bad in ["a,b", "{a,,b}", "{\"a}", "{a\"b}", "{a,}", "{a}}"] {
-            assert!(text_array(bad.as_bytes()).is_err(), "{bad}");
-        }
-        assert!(text_array(b"{{1,2},{3,4}}").unwrap_err().contains("multi-dimensional"));
+        // The text format's parser is lockstep_query::pg_array::parse_text (tested there).
+        assert_eq!(text_array(b"{a,NULL}").unwrap(), vec![Some(b"a".to_vec()), None]);
+        assert!(text_array(b"{\xff}").is_err(), "not UTF-8");
 
         let binary = |dims: i32, elements: &[Option<&[u8]>]| {
             let mut b: Vec<u8> = [dims, 0, 25].iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -450,11 +383,6 @@ mod tests {
         let mut huge = binary(1, &[Some(b"x")]);
         huge[12..16].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(binary_array(&huge, &Type::TEXT).unwrap_err().contains("more than 1000000"), "not an allocation");
-        let many = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS + 1].join(","));
-        let e = text_array(many.as_bytes()).map(|a| a.len());
-        assert!(e.as_ref().is_err_and(|e| e.contains("more than 1000000")), "{:?}", e.map_err(|e| e.len()));
-        let enough = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS].join(","));
-        assert_eq!(text_array(enough.as_bytes()).map(|a| a.len()), Ok(MAX_ARRAY_ELEMENTS));
         let mut long = binary(1, &[Some(b"x")]);
         long[20..24].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(binary_array(&long, &Type::TEXT).is_err());

@@ -324,7 +324,8 @@ async fn sessions_share_the_domain_until_a_document_changes() {
 
 /// A domain table queried in a store without the document behind it says what is missing
 /// (QA pass 19: "table 'datafusion.public.topology_nodes' not found" alone), as an invalid
-/// argument; another unknown table keeps DataFusion's words.
+/// argument; a `pg_catalog` table says there are none; another unknown table keeps
+/// DataFusion's words.
 #[tokio::test]
 async fn a_domain_table_without_its_document_says_what_to_import() {
     let dir = tempfile::tempdir().unwrap();
@@ -335,6 +336,11 @@ async fn a_domain_table_without_its_document_says_what_to_import() {
     assert!(err.to_string().contains("this store has no topology.json imported"), "{err}");
     let err = engine.collect("SELECT * FROM jobs").await.unwrap_err().to_string();
     assert!(err.contains("this store has no jobs.json imported"), "{err}");
+    assert_eq!(err.matches("Error during planning").count(), 1, "said once (QA pass 21): {err}");
     let err = engine.collect("SELECT * FROM no_such_table").await.unwrap_err().to_string();
     assert!(err.contains("not found") && !err.contains("imported"), "{err}");
+    // What SQLAlchemy's reflection reads first (QA pass 21: the bare "not found").
+    let err = engine.collect("SELECT relname FROM pg_catalog.pg_class").await.unwrap_err().to_string();
+    assert!(err.contains("pg_catalog tables are not provided") && err.contains("information_schema.columns"), "{err}");
+    assert_eq!(err.matches("Error during planning").count(), 1, "{err}");
 }

@@ -1,6 +1,10 @@
 //! Bounds on the built-in scalar functions whose output can be far larger than their input:
-//! `array_repeat(x, n)`, `repeat(s, n)`, `lpad`/`rpad(s, n[, fill])`, `array_resize(a, n[, x])`
-//! and the array forms of `range`/`generate_series(start, stop[, step])` on integers.
+//! `array_repeat(x, n)`, `repeat(s, n)`, `lpad`/`rpad(s, n[, fill])`, `array_resize(a, n[, x])`,
+//! the array forms of `range`/`generate_series(start, stop[, step])` on integers, and those
+//! that replace each match by something longer: `replace(s, from, to)`, `regexp_replace(s,
+//! pattern, replacement[, flags])`, `array_replace_all`/`array_replace_n(a, from, to[, n])`.
+//! Functions whose result is at most a few times their arguments' size (`||`, `concat`,
+//! `array_concat`, `upper`, …) are not bounded: their arguments were built within the limit.
 //!
 //! DataFusion's memory pool sees operators' buffers, not a scalar function's result, so
 //! `SELECT array_repeat(1.5, 400000000)` would allocate 3.2 GB behind the statement's memory
@@ -40,9 +44,16 @@ enum Growth {
     Length { item_bytes: u64 },
     /// `range`/`generate_series(start, stop[, step])`: `(stop − start) / step` integers.
     Range,
+    /// `replace(text, from, to)`: each `from` in the text becomes `to`.
+    Replace,
+    /// `regexp_replace(text, pattern, replacement[, flags])`: each match (the first without the
+    /// `g` flag) becomes the replacement, its group references expanded.
+    RegexpReplace,
+    /// `array_replace_all`/`array_replace_n(array, from, to[, n])`: elements become `to`.
+    ArrayReplace,
 }
 
-const WRAPPED: [(&str, Growth); 7] = [
+const WRAPPED: [(&str, Growth); 11] = [
     ("array_repeat", Growth::ArrayRepeat),
     ("repeat", Growth::Repeat),
     ("lpad", Growth::Length { item_bytes: 1 }),
@@ -50,6 +61,10 @@ const WRAPPED: [(&str, Growth); 7] = [
     ("array_resize", Growth::Length { item_bytes: 8 }),
     ("range", Growth::Range),
     ("generate_series", Growth::Range),
+    ("replace", Growth::Replace),
+    ("regexp_replace", Growth::RegexpReplace),
+    ("array_replace_all", Growth::ArrayReplace),
+    ("array_replace_n", Growth::ArrayReplace),
 ];
 
 /// The memory a call takes at its peak, in multiples of its result's size: measured with
@@ -124,7 +139,8 @@ impl ScalarUDFImpl for Bounded {
         self.inner.documentation()
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let bytes = result_bytes(self.growth, &args.args, args.number_rows)?;
+        let small = u128::from(self.max_bytes / SMALL_PART) / PEAK_COPIES;
+        let bytes = result_bytes(self.growth, &args.args, args.number_rows, small)?;
         let peak = bytes.saturating_mul(PEAK_COPIES);
         let too_large = |why: String| {
             DataFusionError::ResourcesExhausted(format!(
@@ -189,25 +205,135 @@ fn text_lengths(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Optio
     Ok(Some(lengths.into_iter().map(|l| l as u64).collect()))
 }
 
-/// Bytes per element of `array_repeat`'s first argument (its text when it is text, else the
-/// type's width, at least 8 for nested and other types).
-fn element_bytes(args: &[ColumnarValue], rows: usize) -> DfResult<Vec<u64>> {
-    if let Some(lengths) = text_lengths(args, 0, rows)? {
-        return Ok(lengths.into_iter().map(|l| l + 4).collect());
+/// The bytes of each row of argument `i` as a value (text: its bytes and an offset; a list:
+/// its elements' and an offset; a struct: its fields'; others: the type's width, at least 1,
+/// 8 when it has none), or `None` when the argument is missing.
+fn value_bytes(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<u64>>> {
+    Ok(match args.get(i) {
+        None => None,
+        Some(ColumnarValue::Array(a)) => Some(row_bytes(a.as_ref())),
+        Some(ColumnarValue::Scalar(s)) => Some(vec![row_bytes(s.to_array_of_size(1)?.as_ref())[0]; rows]),
+    })
+}
+
+/// [`value_bytes`] of each row of `array`.
+fn row_bytes(array: &dyn Array) -> Vec<u64> {
+    // The rows of a list from its elements' sizes and its offsets.
+    fn lists(offsets: impl Iterator<Item = (usize, usize)>, values: &dyn Array) -> Vec<u64> {
+        let mut sums = vec![0u64];
+        for b in row_bytes(values) {
+            sums.push(sums[sums.len() - 1] + b);
+        }
+        offsets.map(|(a, b)| sums.get(b).zip(sums.get(a)).map_or(0, |(hi, lo)| hi - lo) + 4).collect()
     }
-    let width = args.first().and_then(|a| a.data_type().primitive_width()).unwrap_or(8).max(1) as u64;
-    Ok(vec![width; rows])
+    let texts = |lengths: &mut dyn Iterator<Item = usize>| lengths.map(|l| l as u64 + 4).collect::<Vec<_>>();
+    match array.data_type() {
+        DataType::Utf8 => texts(&mut array.as_string::<i32>().iter().map(|s| s.map_or(0, str::len))),
+        DataType::LargeUtf8 => texts(&mut array.as_string::<i64>().iter().map(|s| s.map_or(0, str::len))),
+        DataType::Utf8View => texts(&mut array.as_string_view().iter().map(|s| s.map_or(0, str::len))),
+        DataType::Binary => texts(&mut array.as_binary::<i32>().iter().map(|s| s.map_or(0, <[u8]>::len))),
+        DataType::LargeBinary => texts(&mut array.as_binary::<i64>().iter().map(|s| s.map_or(0, <[u8]>::len))),
+        DataType::BinaryView => texts(&mut array.as_binary_view().iter().map(|s| s.map_or(0, <[u8]>::len))),
+        DataType::List(_) => {
+            let l = array.as_list::<i32>();
+            lists(l.offsets().windows(2).map(|w| (w[0] as usize, w[1] as usize)), l.values().as_ref())
+        }
+        DataType::LargeList(_) => {
+            let l = array.as_list::<i64>();
+            lists(l.offsets().windows(2).map(|w| (w[0] as usize, w[1] as usize)), l.values().as_ref())
+        }
+        DataType::FixedSizeList(_, n) => {
+            let l = array.as_fixed_size_list();
+            let n = (*n).max(0) as usize;
+            let first = l.offset() * n;
+            lists((0..l.len()).map(|r| (first + r * n, first + (r + 1) * n)), l.values().as_ref())
+        }
+        DataType::Struct(_) => {
+            let mut sums = vec![0u64; array.len()];
+            for field in array.as_struct().columns() {
+                sums.iter_mut().zip(row_bytes(field.as_ref())).for_each(|(s, b)| *s += b);
+            }
+            sums
+        }
+        t => vec![t.primitive_width().unwrap_or(8).max(1) as u64; array.len()],
+    }
+}
+
+/// The number of elements of each row of argument `i` when it is a list (`None` otherwise).
+fn list_lengths(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<u64>>> {
+    let Some(arg) = args.get(i) else { return Ok(None) };
+    let array = arg.to_array(rows)?;
+    let counts = |o: &mut dyn Iterator<Item = u64>| Some(o.collect::<Vec<_>>());
+    Ok(match array.data_type() {
+        DataType::List(_) => counts(&mut array.as_list::<i32>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64)),
+        DataType::LargeList(_) => {
+            counts(&mut array.as_list::<i64>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64))
+        }
+        DataType::FixedSizeList(_, n) => Some(vec![(*n).max(0) as u64; rows]),
+        _ => None,
+    })
+}
+
+/// The text of argument `i` when it is a constant (a scalar string), else `None`.
+fn constant_text(args: &[ColumnarValue], i: usize) -> Option<&str> {
+    match args.get(i)? {
+        ColumnarValue::Scalar(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s)) => {
+            s.as_deref()
+        }
+        _ => None,
+    }
+}
+
+/// `regexp_replace`'s result size for a constant pattern, replacement and flags, by finding the
+/// matches (`None` when the arguments are not constants, or the pattern is DataFusion's error
+/// to give): per row, the text with each match replaced by the replacement, whose group
+/// references (`\1`, `$1`) expand to at most the match.
+fn regexp_replace_bytes(args: &[ColumnarValue], rows: usize) -> DfResult<Option<u128>> {
+    let (Some(pattern), Some(replacement)) = (constant_text(args, 1), constant_text(args, 2)) else {
+        return Ok(None);
+    };
+    let flags = match args.get(3) {
+        None => "",
+        Some(_) => match constant_text(args, 3) {
+            Some(flags) => flags,
+            None => return Ok(None),
+        },
+    };
+    // As DataFusion reads the flags: `g` replaces every match, the rest are the regex's.
+    let global = flags.contains('g');
+    let inline = flags.replace('g', "");
+    let pattern = if inline.is_empty() { pattern.to_string() } else { format!("(?{inline}){pattern}") };
+    let Ok(regex) = regex::Regex::new(&pattern) else { return Ok(None) };
+    let references = replacement.chars().filter(|c| matches!(c, '\\' | '$')).count() as u128;
+    let Some(texts) = args.first() else { return Ok(None) };
+    let array = texts.to_array(if matches!(texts, ColumnarValue::Scalar(_)) { 1 } else { rows })?;
+    let each = |text: &str| {
+        let (mut count, mut matched) = (0u128, 0u128);
+        for m in regex.find_iter(text).take(if global { usize::MAX } else { 1 }) {
+            count += 1;
+            matched += m.len() as u128;
+        }
+        text.len() as u128 - matched + count * replacement.len() as u128 + references * matched
+    };
+    let total: u128 = match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().iter().flatten().map(each).sum(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().flatten().map(each).sum(),
+        DataType::Utf8View => array.as_string_view().iter().flatten().map(each).sum(),
+        _ => return Ok(None),
+    };
+    Ok(Some(if matches!(texts, ColumnarValue::Scalar(_)) { total * rows as u128 } else { total }))
 }
 
 /// The size of the result of a call over `rows` rows, in bytes (an upper estimate where the
 /// exact size is not known from the arguments; 0 when the arguments are not of a shape whose
 /// size is computed here).
-fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult<u128> {
+fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, small: u128) -> DfResult<u128> {
     let count = |n: i64| n.max(0) as u128;
     Ok(match growth {
         Growth::ArrayRepeat => {
-            let Some(counts) = integers(args, 1, rows)? else { return Ok(0) };
-            let each = element_bytes(args, rows)?;
+            let (Some(counts), Some(each)) = (integers(args, 1, rows)?, value_bytes(args, 0, rows)?) else {
+                return Ok(0);
+            };
             counts.iter().zip(&each).map(|(&n, &b)| count(n) * u128::from(b)).sum()
         }
         Growth::Repeat => {
@@ -218,6 +344,11 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult
         }
         Growth::Length { item_bytes } => {
             let Some(lengths) = integers(args, 1, rows)? else { return Ok(0) };
+            // A pad of characters of up to 4 bytes (UTF-8) each.
+            let item_bytes = match constant_text(args, 2) {
+                Some(fill) if item_bytes == 1 => fill.chars().map(char::len_utf8).max().unwrap_or(1) as u64,
+                _ => item_bytes,
+            };
             lengths.iter().map(|&n| count(n) * u128::from(item_bytes)).sum()
         }
         Growth::Range => {
@@ -243,6 +374,48 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize) -> DfResult
                 s => (i128::from(b) - i128::from(a)).unsigned_abs() / u128::from(s) + 1,
             };
             start.iter().zip(&stop).zip(&step).map(|((&a, &b), &s)| elements(a, b, s) * 8).sum()
+        }
+        Growth::Replace => {
+            let (Some(text), Some(from), Some(to)) =
+                (text_lengths(args, 0, rows)?, text_lengths(args, 1, rows)?, text_lengths(args, 2, rows)?)
+            else {
+                return Ok(0);
+            };
+            // At most `len / from` matches, each `to - from` bytes longer (an empty `from`
+            // leaves the text as it is, as in PostgreSQL).
+            let each = |l: u64, f: u64, t: u64| match (f, t > f) {
+                (0, _) | (_, false) => u128::from(l),
+                (f, true) => u128::from(l) + u128::from(l / f) * u128::from(t - f),
+            };
+            text.iter().zip(&from).zip(&to).map(|((&l, &f), &t)| each(l, f, t)).sum()
+        }
+        Growth::RegexpReplace => {
+            let (Some(text), Some(replacement)) = (text_lengths(args, 0, rows)?, text_lengths(args, 2, rows)?) else {
+                return Ok(0);
+            };
+            // Without finding the matches: up to one per byte and one at the end, each the
+            // replacement (its references expand to at most the match); found when that is
+            // more than a small call's.
+            let bound: u128 = text
+                .iter()
+                .zip(&replacement)
+                .map(|(&l, &r)| u128::from(l) * 2 + u128::from(l + 1) * u128::from(r))
+                .sum();
+            if bound <= small { bound } else { regexp_replace_bytes(args, rows)?.unwrap_or(bound) }
+        }
+        Growth::ArrayReplace => {
+            let (Some(arrays), Some(elements), Some(to)) =
+                (value_bytes(args, 0, rows)?, list_lengths(args, 0, rows)?, value_bytes(args, 2, rows)?)
+            else {
+                return Ok(0);
+            };
+            // Every element replaced, at worst.
+            arrays
+                .iter()
+                .zip(&elements)
+                .zip(&to)
+                .map(|((&a, &n), &t)| u128::from(a) + u128::from(n) * u128::from(t))
+                .sum()
         }
     })
 }

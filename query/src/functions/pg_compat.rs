@@ -5,8 +5,9 @@
 //! listener (`src/pg.rs`), which speaks PostgreSQL 16's protocol and answers `SHOW
 //! server_version` with the same version.
 //!
-//! - `pg_catalog.version()`: `PostgreSQL 16.6 (Lockstep x.y.z) on Apache DataFusion`; plain
-//!   `version()` stays DataFusion's;
+//! - `version()`, `pg_catalog.version()`: `PostgreSQL 16.6 (Lockstep x.y.z) on Apache DataFusion
+//!   55.y.z` (tools detect the server by the unqualified `version()` too; DataFusion's own
+//!   answer, its version and platform, did not start with `PostgreSQL`);
 //! - `current_schema()`, `pg_catalog.current_schema()`: `public`, where the tables are;
 //! - `current_database()`, `pg_catalog.current_database()`: `lockstep` (the listener takes any
 //!   database name);
@@ -44,8 +45,13 @@ fn setting(name: &str) -> Option<String> {
 
 /// Registers the functions of the module docs on `ctx`.
 pub(crate) fn register(ctx: &SessionContext) {
-    let version = format!("PostgreSQL {SERVER_VERSION} (Lockstep {}) on Apache DataFusion", env!("CARGO_PKG_VERSION"));
+    let version = format!(
+        "PostgreSQL {SERVER_VERSION} (Lockstep {}) on Apache DataFusion {}",
+        env!("CARGO_PKG_VERSION"),
+        datafusion::DATAFUSION_VERSION
+    );
     let constants = [
+        ("version", version.clone()),
         ("pg_catalog.version", version),
         ("current_schema", "public".into()),
         ("pg_catalog.current_schema", "public".into()),
@@ -160,6 +166,7 @@ mod tests {
         };
         let version = text("SELECT pg_catalog.version()").await.unwrap();
         assert!(version[0].starts_with("PostgreSQL 16.6 (Lockstep "), "{version:?}");
+        assert_eq!(text("SELECT version()").await.unwrap(), version, "the unqualified name too");
         assert_eq!(text("SELECT pg_catalog.current_schema()").await.unwrap(), ["public"]);
         assert_eq!(text("SELECT current_database()").await.unwrap(), ["lockstep"]);
         assert_eq!(text("SELECT CAST(current_setting('server_version_num') AS INT) / 100").await.unwrap(), ["1600"]);

@@ -173,7 +173,8 @@ async fn statements_sharing_a_budget_stay_within_it_together() {
 }
 
 /// Functions whose result can be far larger than their input (`array_repeat`, `repeat`,
-/// `lpad`, `array_resize`, `range`, `generate_series`) fail before allocating a result over
+/// `lpad`, `array_resize`, `range`, `generate_series`, `replace`, `regexp_replace`,
+/// `array_replace_all`/`_n`, and `array_repeat` of a list) fail before allocating a result over
 /// the statement's limit — the pool does not see a function's result, and one such call once
 /// had the kernel kill `lockstep serve` — and run as before below it, per row and for columns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,6 +200,25 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
             "SELECT sum(cardinality(array_repeat(x, 10000))) FROM (SELECT CAST(value AS DOUBLE) AS x FROM generate_series(1, 2000))",
             "array_repeat",
         ),
+        // Growth by replacing and by nesting (QA pass 21: the server grew to 4 GB under a
+        // 1 GiB budget): each argument small, the result 100 or 1000 times larger.
+        ("SELECT length(replace(repeat('x', 1000000), 'x', repeat('y', 100)))", "replace"),
+        ("SELECT length(regexp_replace(repeat('x', 1000000), 'x', repeat('y', 69), 'g'))", "regexp_replace"),
+        (
+            "SELECT length(regexp_replace(repeat('ab', 1000000), '(a)', '\\1\\1\\1\\1\\1\\1\\1\\1\\1\\1', 'g'))",
+            "regexp_replace",
+        ),
+        ("SELECT cardinality(array_repeat(array_repeat(1, 3000), 3000))", "array_repeat"),
+        ("SELECT cardinality(array_repeat(repeat('x', 1000), 100000))", "array_repeat"),
+        (
+            "SELECT cardinality(array_replace_all(array_repeat('a', 100000), 'a', repeat('b', 1000)))",
+            "array_replace_all",
+        ),
+        (
+            "SELECT cardinality(array_replace_n(array_repeat([1], 100000), [1], array_repeat(2, 1000), 100000))",
+            "array_replace_n",
+        ),
+        ("SELECT length(lpad('x', 10000000, '€'))", "lpad"),
     ] {
         let error = engine.collect(sql).await.unwrap_err();
         assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
@@ -214,6 +234,13 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
         ("SELECT length(lpad('x', 1000))", 1000),
         ("SELECT cardinality(range(0, 1000000))", 1_000_000),
         ("SELECT cardinality(generate_series(10, 1, -3))", 4),
+        // What is counted, not bounded: no match, no growth, a result of the limit's size.
+        ("SELECT length(regexp_replace(repeat('ab', 3000000), 'q', repeat('y', 100), 'g'))", 6_000_000),
+        ("SELECT length(regexp_replace(repeat('ab', 3000000), 'a', 'x'))", 6_000_000),
+        ("SELECT length(replace(repeat('ab', 3000000), 'ab', 'c'))", 3_000_000),
+        ("SELECT length(replace(repeat('ab', 1000000), 'a', 'xyz'))", 4_000_000),
+        ("SELECT length(replace(repeat('ab', 1000000), '', repeat('y', 1000)))", 2_000_000),
+        ("SELECT cardinality(array_replace_all(array_repeat('a', 100000), 'a', 'bb'))", 100_000),
         (
             "SELECT CAST(sum(cardinality(array_repeat(x, 100))) AS BIGINT) FROM (SELECT CAST(value AS DOUBLE) AS x FROM generate_series(1, 2000))",
             200_000,
