@@ -535,6 +535,29 @@ fn a_file_url_and_its_directory_refuse_a_second_writer() {
     assert!(out.contains("imported 3000 samples"), "{out}");
 }
 
+/// A writer given the URL of a dataset root (node stores under it) is refused, as one given
+/// the root's directory is (QA pass 22: through `--data-url` it created a store at the root,
+/// and every reader of the dataset saw only that store from then on); the nodes' URLs stay
+/// writable.
+#[test]
+fn a_writer_at_a_dataset_roots_url_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    make_bundle(&bundle);
+    let root = tmp.path().join("dataset");
+    let url = format!("file://{}", root.display());
+    let (bundle, local) = (bundle.to_str().unwrap(), |n: &str| tmp.path().join(n).to_str().unwrap().to_string());
+    ok(&["import", "--data-dir", &local("w0"), "--data-url", &format!("{url}/node-0"), bundle]);
+    let out = lockstep(&["import", "--data-dir", &local("w1"), "--data-url", &url, bundle]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("it is a dataset root: the stores node-0 are under it"), "{err}");
+    assert!(!root.join("manifest.json").exists(), "nothing written at the root");
+    let count =
+        ok(&["sql", "--data-dir", &local("r"), "--data-url", &url, "--format", "csv", "SELECT count(*) FROM samples"]);
+    assert_eq!(count.lines().nth(1), Some("3000"), "the dataset reads node-0: {count}");
+    ok(&["import", "--data-dir", &local("w2"), "--data-url", &format!("{url}/node-1"), bundle]);
+}
+
 /// Kills a real writer process (SIGKILL) while it writes; every sample it acknowledged
 /// must be in the store after reopening.
 #[test]

@@ -37,6 +37,7 @@ use datafusion_distributed::{
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use lockstep_engine::Store;
 use lockstep_engine::datafile::ValueRange;
+use lockstep_engine::manifest::StoreId;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::model::Rows;
 use lockstep_engine::store::{PortablePart, PortableScan};
@@ -65,18 +66,23 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Parses a comma-separated worker list (`host:port` or `http://host:port`).
     pub fn parse_workers(list: &str) -> Result<Vec<Url>, String> {
-        list.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|w| {
-                let text = if w.contains("://") { w.to_string() } else { format!("http://{w}") };
-                let url = Url::parse(&text).map_err(|e| format!("worker {w:?}: {e}"))?;
-                if url.scheme() != "http" || url.host_str().is_none() || url.port_or_known_default().is_none() {
-                    return Err(format!("worker {w:?}: expected host:port or http://host:port"));
-                }
-                Ok(url)
-            })
-            .collect()
+        let mut out: Vec<Url> = Vec::new();
+        for w in list.split(',').map(str::trim) {
+            if w.is_empty() {
+                return Err(format!("{list:?}: an empty worker address (expected host:port,host:port,…)"));
+            }
+            let text = if w.contains("://") { w.to_string() } else { format!("http://{w}") };
+            let url = Url::parse(&text).map_err(|e| format!("worker {w:?}: {e}"))?;
+            if url.scheme() != "http" || url.host_str().is_none() || url.port_or_known_default().is_none() {
+                return Err(format!("worker {w:?}: expected host:port or http://host:port"));
+            }
+            // A worker listed twice would get two tasks' shares in the plan's count of workers.
+            if out.contains(&url) {
+                return Err(format!("worker {w:?} is listed twice"));
+            }
+            out.push(url);
+        }
+        Ok(out)
     }
 }
 
@@ -244,12 +250,18 @@ fn catalog_of(store: &Store) -> DfResult<Arc<MetricCatalog>> {
 /// Whether `store` has the series ids (the same dataset layout, every series) and the
 /// clock-model version `plan` was made with.
 fn covers(store: &Store, plan: &PortableSamples) -> bool {
-    if store.dataset_layout() != plan.layout {
+    if store.dataset_layout() != plan.layout || !same_stores(store, plan) {
         return false;
     }
     let series = store.with_catalog(|c| c.len() as u64).unwrap_or(0);
     let clocks = plan.clock_version == 0 || matches!(store.clock_models_version(plan.clock_version), Ok(Some(_)));
     series >= plan.series_count && clocks
+}
+
+/// Whether `store` is (or its nodes are) the store(s) `plan` was made on, by store id; a plan
+/// without ids (an older planner) is taken as it is.
+fn same_stores(store: &Store, plan: &PortableSamples) -> bool {
+    plan.stores.is_empty() || store.store_ids().is_ok_and(|ids| ids == plan.stores)
 }
 
 /// Whether `e` is the engine's "file not in this snapshot".
@@ -290,6 +302,22 @@ impl PhysicalExtensionCodec for SamplesCodec {
         }
         let portable = proto.into_portable()?;
         let (store, catalog) = self.source.for_plan(&portable, false)?;
+        // The same path or URL can hold another store: on another machine, or replaced since
+        // (QA pass 22: a worker answered from its own store, and the coordinator printed a
+        // wrong result). A snapshot of another store was reopened by `for_plan`; still another
+        // is not the dataset the plan reads.
+        if !same_stores(&store, &portable) {
+            let ids = |ids: &[Option<StoreId>]| {
+                ids.iter().map(|id| id.map_or_else(|| "(none)".to_string(), |id| id.to_string())).collect::<Vec<_>>()
+            };
+            return Err(DataFusionError::Plan(format!(
+                "this worker's store at {:?} is not the coordinator's: store id {} here, {} in the plan (the same \
+                 path holds another store on this machine; start workers on the coordinator's dataset)",
+                self.source.dataset,
+                ids(&store.store_ids().map_err(|e| DataFusionError::External(Box::new(e)))?).join(","),
+                ids(&portable.stores).join(",")
+            )));
+        }
         match SamplesExec::from_portable(&store, &catalog, &portable) {
             // A file flushed after this worker's snapshot: take a newer one, once.
             Err(e) if is_file_gone(&e) => {
@@ -366,6 +394,9 @@ struct SamplesScanProto {
     scan: Option<ScanProto>,
     #[prost(message, repeated, tag = "9")]
     layout: Vec<NodeProto>,
+    /// The store ids (`Store::store_ids`, hex; empty for a store without one).
+    #[prost(string, repeated, tag = "10")]
+    stores: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -496,6 +527,7 @@ impl SamplesScanProto {
             series_count: p.series_count,
             scan,
             layout: p.layout.into_iter().map(|(name, series)| NodeProto { name, series }).collect(),
+            stores: p.stores.iter().map(|id| id.map(|id| id.to_string()).unwrap_or_default()).collect(),
         })
     }
 
@@ -566,6 +598,14 @@ impl SamplesScanProto {
             series_count: self.series_count,
             scan,
             layout: self.layout.into_iter().map(|n| (n.name, n.series)).collect(),
+            stores: self
+                .stores
+                .iter()
+                .map(|id| match id.as_str() {
+                    "" => Ok(None),
+                    id => id.parse().map(Some).map_err(|e| bad(format!("store id {id:?}: {e}"))),
+                })
+                .collect::<DfResult<_>>()?,
         })
     }
 }
@@ -582,6 +622,12 @@ mod tests {
         assert_eq!(urls[0].as_str(), "http://127.0.0.1:7701/");
         assert!(ClusterConfig::parse_workers("grpc://x:1").is_err());
         assert!(ClusterConfig::parse_workers("not a url").is_err());
+        // Empty entries and a worker listed twice (QA pass 22: accepted without a word).
+        for bad in ["", "a:1,,b:2", "a:1,"] {
+            assert!(ClusterConfig::parse_workers(bad).unwrap_err().contains("an empty worker address"), "{bad}");
+        }
+        let twice = ClusterConfig::parse_workers("127.0.0.1:7701,http://127.0.0.1:7701").unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
     }
 
     /// Garbage bytes and inconsistent messages are errors, not panics.

@@ -545,6 +545,20 @@ impl Storage for ObjectStorage {
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         let rel = match self.inner.route(path) {
+            // The root holds local entries (the lock, the WAL, the cache), and the prefixes
+            // under the URL: at a dataset root, the node stores a writer must not hide (QA pass
+            // 22: a writer given a dataset root's URL was not refused, this listing being local
+            // only). (The objects at the root — the manifest, the documents — are not listed.)
+            Route::Local if path == self.inner.root => {
+                let mut out = match OsStorage.list_dir(path) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+                    other => other?,
+                };
+                out.extend(self.list_prefixes()?.into_iter().map(|name| path.join(name)));
+                out.sort();
+                out.dedup();
+                return Ok(out);
+            }
             Route::Local => return OsStorage.list_dir(path),
             Route::Object(rel) => rel,
         };

@@ -65,6 +65,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use lockstep_engine::Store;
 use lockstep_engine::clock::{ClockModel, ClockSet, UNCERTAINTY_UNKNOWN};
 use lockstep_engine::datafile::{Chunk, Columns};
+use lockstep_engine::manifest::StoreId;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::{ScanRequest, ScanUnit, SeriesSlice, SplitScan};
 use roaring::RoaringBitmap;
@@ -216,6 +217,7 @@ impl TableProvider for SamplesTable {
             labels,
             root: self.store.dir().to_path_buf(),
             layout: self.store.dataset_layout(),
+            stores: self.store.store_ids().map_err(engine_err)?,
         });
         Ok(Arc::new(exec::SamplesExec::new(schema, job, assignment, limit)))
     }
@@ -270,6 +272,8 @@ struct ScanJob {
     /// The dataset's node layout (series ids; empty for one store), see
     /// `Store::dataset_layout`.
     layout: Vec<(String, u32)>,
+    /// The identity of the store(s) scanned: `Store::store_ids`.
+    stores: Vec<Option<StoreId>>,
 }
 
 /// Everything a scan needs, computed once per query and shared by its partitions.

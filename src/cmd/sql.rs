@@ -57,7 +57,8 @@ pub struct Args {
     /// With --workers: rows of stored samples per task of a scan (a scan of n rows runs on
     /// ceil(n / rows) workers, at most all of them; a statement whose stages all have one task,
     /// as with a single worker, runs in this process).
-    #[arg(long, default_value_t = lockstep_query::distributed::DEFAULT_ROWS_PER_TASK, value_name = "ROWS")]
+    #[arg(long, default_value_t = lockstep_query::distributed::DEFAULT_ROWS_PER_TASK, value_name = "ROWS",
+        value_parser = clap::value_parser!(u64).range(1..))]
     rows_per_task: u64,
 }
 

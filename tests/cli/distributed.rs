@@ -169,6 +169,17 @@ fn distributed_sql_matches_one_process_on_a_local_store() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("dataset") && !stderr.contains("panicked"), "{stderr}");
+
+    // Another store at the same path (moved away, another bundle imported there) while the
+    // workers hold a snapshot of the old one: they read the store the plan was made on (by
+    // store id), not their snapshot (QA pass 22: the coordinator printed the old store's rows).
+    std::fs::rename(store, dir.path().join("store-old")).unwrap();
+    let second = dir.path().join("bundle-2");
+    ok(&["simulate", "--out", second.to_str().unwrap(), "--nodes", "4", "--minutes", "2", "--seed", "6"]);
+    ok(&["import", "--data-dir", store, second.to_str().unwrap()]);
+    let local = run(None, &["sql", "--data-dir", store, query]);
+    let got = run(None, &["sql", "--data-dir", store, "--workers", &workers, "--rows-per-task", "2000", query]);
+    assert_eq!(got, local, "the workers read the store now at the path");
 }
 
 /// `lockstep sql QUERY` on `workers` (small tasks, so every worker gets some), its output piped.

@@ -43,7 +43,7 @@ use super::{DOCUMENTS, LiveFile, ScanRequest, Store, StoreConfig, lock_poisoned}
 use crate::buffer::WriteBuffer;
 use crate::clock::{ClockRegistry, ClockSet, InputWatermark};
 use crate::error::{Error, Result};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, StoreId};
 use crate::model::Rows;
 use crate::series::SeriesCatalog;
 use crate::storage::{ReadOnlyStorage, Storage};
@@ -77,6 +77,8 @@ pub struct DatasetNode {
     pub files: usize,
     /// The node's newest clock model version.
     pub clock_version: u64,
+    /// The node's store id (`None` for a store whose manifest predates store ids).
+    pub store_id: Option<StoreId>,
 }
 
 /// What a union store keeps beyond a plain store.
@@ -265,6 +267,7 @@ impl Store {
                 series: count,
                 files: node_files.len(),
                 clock_version: set.version(),
+                store_id: node.manifest()?.store_id,
             });
         }
         let partition_ns = partition_ns.unwrap_or(config.partition_ns);
@@ -295,6 +298,17 @@ impl Store {
     /// for [`Store::open_dataset_read_only_pinned`] (empty for a store of one directory).
     pub fn dataset_layout(&self) -> Vec<(String, u32)> {
         self.dataset_nodes().into_iter().map(|n| (n.name, n.series)).collect()
+    }
+
+    /// The identity of the stores this one reads: its store id, or for a dataset union each
+    /// node's, in the order of [`Self::dataset_layout`] (`None` for a store whose manifest
+    /// predates store ids). A process that takes over a plan made on another process's copy
+    /// of "the same" dataset checks it: the same path can hold another store.
+    pub fn store_ids(&self) -> Result<Vec<Option<StoreId>>> {
+        Ok(match &self.union {
+            Some(u) => u.nodes.iter().map(|n| n.store_id).collect(),
+            None => vec![self.manifest()?.store_id],
+        })
     }
 
     /// The directory a document is read from: the store's, or in a union the one chosen when

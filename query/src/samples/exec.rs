@@ -26,6 +26,7 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lockstep_engine::Store;
+use lockstep_engine::manifest::StoreId;
 use lockstep_engine::metrics::MetricCatalog;
 use lockstep_engine::store::{PortableScan, ScanRequest, SeriesSlice};
 use roaring::RoaringBitmap;
@@ -72,6 +73,10 @@ pub struct PortableSamples {
     /// For a dataset of several nodes: each node with its series count when the scan was
     /// planned (the series ids; a worker opens the dataset pinned to it). Empty for one store.
     pub layout: Vec<(String, u32)>,
+    /// The store ids of the store (or the dataset's nodes, in layout order) the scan was
+    /// planned on (`Store::store_ids`): a worker must read the same stores. Empty from a
+    /// planner that did not send them.
+    pub stores: Vec<Option<StoreId>>,
 }
 
 impl SamplesExec {
@@ -254,6 +259,7 @@ impl SamplesExec {
             series_count: job.plan.clocks.series_count() as u64,
             scan,
             layout: job.layout.clone(),
+            stores: job.stores.clone(),
         })
     }
 
@@ -304,6 +310,7 @@ impl SamplesExec {
             labels: p.labels.clone(),
             root: store.dir().to_path_buf(),
             layout: p.layout.clone(),
+            stores: p.stores.clone(),
         });
         Ok(SamplesExec::new(schema, job, assignment, p.limit))
     }
