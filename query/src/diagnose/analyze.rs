@@ -132,7 +132,10 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     // Onsets are searched from the end of the baseline, or from the episode's start when the
     // baseline is the healthy time after it.
     let search = if w.base_end <= w.slowdown { s.t.partition_point(|&t| t < w.search) } else { a_lo };
-    let onset = departure(s, search, m0, s0, m1).map(|(i, early)| Onset {
+    // ... up to the end of the degraded window: a departure after the recovery (a later burst
+    // of a recurring fault) is not this episode's onset (QA pass 22: a cause's onset after
+    // the recovery of the episode it was said to cause).
+    let onset = departure(s, search, a_hi, m0, s0, m1).map(|(i, early)| Onset {
         t: s.t[i],
         prev: if i > 0 { s.t[i - 1] } else { s.t[i] },
         uncertainty: timeline.uncertainty(&meta.host, s.t[i]),
@@ -143,10 +146,13 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     Some(Features { m0, s0, m1, mean0, mean1, z, onset, dt })
 }
 
-/// Index of the first sample from `start` on that departs from the baseline towards the new
+/// Index of the first sample in `start..limit` that departs from the baseline towards the new
 /// level and stays departed (≥ 60 % of the next 10 samples), with whether it was already
-/// departed at `start`.
-fn departure(s: &Signal, start: usize, m0: f64, s0: f64, m1: f64) -> Option<(usize, bool)> {
+/// departed at `start`. Within those 10 the onset is the departed sample that best splits them
+/// into not departed before and departed after (the earliest of equals): a noisy sample a few
+/// samples before a sustained departure starts the window but is not its onset (QA pass 22:
+/// onsets of a sparse gauge 24–76 s before the fault).
+fn departure(s: &Signal, start: usize, limit: usize, m0: f64, s0: f64, m1: f64) -> Option<(usize, bool)> {
     let delta = m1 - m0;
     if delta == 0.0 || !delta.is_finite() {
         return None;
@@ -155,15 +161,28 @@ fn departure(s: &Signal, start: usize, m0: f64, s0: f64, m1: f64) -> Option<(usi
     let thr = (4.0 * s0).max(0.1 * delta.abs()).max(1e-12);
     let out = |i: usize| dir * (s.v[i] - m0) > thr;
     let n = s.v.len();
-    for i in start..n {
+    for i in start..limit.min(n) {
         if !out(i) {
             continue;
         }
         let end = (i + SUSTAIN_WINDOW).min(n);
         let hits = (i..end).filter(|&k| out(k)).count();
         if end - i >= 3 && hits as f64 >= SUSTAIN_FRACTION * (end - i) as f64 {
-            let early = i == start && start > 0 && out(start - 1);
-            return Some((i, early));
+            // Agreement of a split at k: samples before it not departed, from it on departed.
+            let (mut best, mut best_agree) = (i, hits);
+            let (mut quiet_before, mut departed_from) = (0, hits);
+            for k in i..end {
+                if out(k) {
+                    if quiet_before + departed_from > best_agree {
+                        (best, best_agree) = (k, quiet_before + departed_from);
+                    }
+                    departed_from -= 1;
+                } else {
+                    quiet_before += 1;
+                }
+            }
+            let early = best == start && start > 0 && out(start - 1);
+            return Some((best, early));
         }
     }
     None
@@ -188,11 +207,36 @@ mod tests {
             };
             s.v.push(v);
         }
-        let (i, early) = departure(&s, 40, 1.0, 1.48, 11.0).unwrap();
+        let (i, early) = departure(&s, 40, 100, 1.0, 1.48, 11.0).unwrap();
         assert_eq!((i, early), (60, false));
         // Search that starts inside the new level: flagged early.
-        let (i, early) = departure(&s, 70, 1.0, 1.48, 11.0).unwrap();
+        let (i, early) = departure(&s, 70, 100, 1.0, 1.48, 11.0).unwrap();
         assert_eq!((i, early), (70, true));
-        assert!(departure(&s, 40, 1.0, 1.48, 1.0).is_none());
+        assert!(departure(&s, 40, 100, 1.0, 1.48, 1.0).is_none());
+        // Not after the degraded window's end.
+        assert!(departure(&s, 40, 60, 1.0, 1.48, 11.0).is_none());
+    }
+
+    /// A noisy sample four samples before a sustained step: the window it starts holds 60 %
+    /// departed samples, but the step is the onset; a step with one quiet sample inside it
+    /// keeps its first sample.
+    #[test]
+    fn a_noisy_sample_before_a_step_is_not_its_onset() {
+        let signal = |departed: &dyn Fn(i64) -> bool| {
+            let mut s = Signal::default();
+            for i in 0..100i64 {
+                s.t.push(i * 5 * SEC);
+                s.v.push(if departed(i) { 10.0 } else { (i % 3) as f64 });
+            }
+            s
+        };
+        let s = signal(&|i| i == 56 || i >= 60);
+        assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), Some((60, false)));
+        let s = signal(&|i| i >= 60 && i != 62);
+        assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), Some((60, false)));
+        let s = signal(&|i| i >= 60 && i % 2 == 0);
+        assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), None, "half departed: not sustained");
+        let s = signal(&|i| i >= 60 && i % 3 != 1);
+        assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), Some((60, false)), "an intermittent departure");
     }
 }

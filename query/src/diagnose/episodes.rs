@@ -4,7 +4,8 @@
 //!
 //! The signal is cut into segments by the engine's change-point detector; the healthy baseline
 //! is the level of the lowest sustained segments; every maximal run of segments at least 10 %
-//! above it is an episode if it lasts (enough points, or 20 s). A slow run that starts with the
+//! above it is an episode if it lasts (enough points, or 20 s of time with data: a gap in the
+//! pace data, such as a job restart, does not count). A slow run that starts with the
 //! signal has no healthy time before it: the window starts inside the slowdown.
 
 use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
@@ -14,6 +15,9 @@ use lockstep_engine::model::SEC;
 pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
 /// A slower segment lasting this long is sustained even with few points in it.
 const SUSTAIN_NS: i64 = 20 * SEC;
+/// Consecutive pace points further apart than this many typical steps have a gap between
+/// them, whose time does not count towards [`SUSTAIN_NS`].
+const GAP_STEPS: i64 = 3;
 /// Segments within this factor of the lowest sustained level form the healthy baseline.
 const HEALTHY_BAND: f64 = 1.05;
 /// A first stage must last this long before a further rise splits an episode into stages.
@@ -73,7 +77,15 @@ pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
     bounds.extend(cps.iter().map(|c| c.index).filter(|&i| i > 0 && i < n));
     bounds.push(n);
     bounds.dedup();
-    let lasting = |a: usize, b: usize| b - a >= cfg.sustain || points[b - 1].0 - points[a].0 >= SUSTAIN_NS;
+    // Time with data: a step between two points counts up to GAP_STEPS typical steps, so that
+    // a gap without pace data (a job restart, a lost exporter) is not slow time.
+    let mut steps: Vec<i64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let middle = steps.len() / 2;
+    let typical = if steps.is_empty() { 0 } else { *steps.select_nth_unstable(middle).1 };
+    let covered = |a: usize, b: usize| -> i64 {
+        points[a..b].windows(2).map(|w| (w[1].0 - w[0].0).min(GAP_STEPS.saturating_mul(typical))).sum()
+    };
+    let lasting = |a: usize, b: usize| b - a >= cfg.sustain || covered(a, b) >= SUSTAIN_NS;
     let segs: Vec<(usize, usize, f64, bool)> =
         bounds.windows(2).map(|w| (w[0], w[1], trimmed_mean(&values[w[0]..w[1]]), lasting(w[0], w[1]))).collect();
     let lowest = segs.iter().filter(|s| s.3 && s.2.is_finite()).map(|s| s.2).fold(f64::INFINITY, f64::min);
@@ -233,6 +245,27 @@ mod tests {
         let e = find(&signal(&[(600, 1.0)]));
         let m = e.near_miss.expect("the flat signal itself");
         assert!((m.level / e.baseline - 1.0).abs() < 0.01, "{m:?}");
+    }
+
+    /// A job restart: no pace data for 100 s, then a long first step and three warm-up steps.
+    /// The time without data is not slow time (QA pass 22: the gap made four slow points
+    /// "last" 100 s, an episode of +273 % that blamed a GPU).
+    #[test]
+    fn a_gap_in_the_pace_data_is_not_a_slowdown() {
+        let mut points = signal(&[(300, 1.0)]);
+        let resume = points.last().unwrap().0 + 100 * SEC;
+        for (i, v) in [12.0, 1.6, 1.6, 1.6].into_iter().enumerate() {
+            points.push((resume + i as i64 * 2 * SEC, v));
+        }
+        let after = points.last().unwrap().0 + SEC;
+        points.extend(signal(&[(300, 1.0)]).into_iter().map(|(t, v)| (after + t, v)));
+        let e = find(&points);
+        assert!(e.spans.is_empty(), "{e:?}");
+        // A slowdown that lasts is still one across a gap in the data.
+        let mut points = signal(&[(300, 1.0)]);
+        let resume = points.last().unwrap().0 + 100 * SEC;
+        points.extend(signal(&[(60, 1.6), (300, 1.0)]).into_iter().map(|(t, v)| (resume + t, v)));
+        assert_eq!(find(&points).spans.len(), 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::fmt;
 use lockstep_engine::metrics::names;
 
 use super::super::load::{Loaded, MIN_PACE_POINTS, STEP_METRIC};
-use super::super::{Diagnosis, Episode, NearMiss, Slowdown};
+use super::super::{ClockMode, Diagnosis, Episode, NearMiss, Slowdown};
 use super::JobContext;
 use super::calibration::{VerdictKind, calibrated};
 
@@ -30,6 +30,8 @@ pub(crate) enum Missing {
     Topology,
     /// Too little pace data in the window.
     Data,
+    /// No clock model for any host of a job on several hosts (no clock input was imported).
+    Clock,
 }
 
 impl fmt::Display for Missing {
@@ -51,6 +53,11 @@ impl fmt::Display for Missing {
                  cannot be located"
             }
             Missing::Data => "pace data: fewer than 30 seconds of step or collective times in the window",
+            Missing::Clock => {
+                "clock input (clock_sync.csv in a bundle, or the server's clock sync): no host's clock is \
+                 corrected, so onsets on different hosts are ordered by their own clocks, and a skew larger \
+                 than the time between them reorders them"
+            }
         })
     }
 }
@@ -73,6 +80,12 @@ pub(crate) fn missing_signals(ctx: &JobContext, data: &Loaded) -> Vec<Missing> {
     }
     if data.pace.points < MIN_PACE_POINTS {
         out.push(Missing::Data);
+    }
+    // Raw time is what `--clock raw` asks for; corrected time without a single model is raw
+    // time nobody asked for.
+    let clock = &data.clock;
+    if clock.mode == ClockMode::Corrected && clock.hosts > 1 && clock.hosts_with_model == 0 {
+        out.push(Missing::Clock);
     }
     out
 }
@@ -225,6 +238,7 @@ pub(crate) fn confidence(rule: f64, missing: &[Missing], e: &Episode) -> f64 {
             Missing::Topology if e.root_cause_domain.as_deref() == Some("network") => 0.6,
             Missing::Topology => 0.95,
             Missing::Data => 0.5,
+            Missing::Clock => 0.9,
         };
     }
     if e.from_start {
