@@ -281,6 +281,29 @@ pub struct SamplesCodec {
     source: Arc<DatasetSource>,
 }
 
+impl SamplesCodec {
+    /// An error unless `store` is the store(s) `portable` was planned on.
+    fn check_stores(&self, store: &Store, portable: &PortableSamples) -> DfResult<()> {
+        // The same path or URL can hold another store: on another machine, or replaced since
+        // (QA pass 22: a worker answered from its own store, and the coordinator printed a
+        // wrong result). A snapshot of another store was reopened by `for_plan`; still another
+        // is not the dataset the plan reads.
+        if !same_stores(store, portable) {
+            let ids = |ids: &[Option<StoreId>]| {
+                ids.iter().map(|id| id.map_or_else(|| "(none)".to_string(), |id| id.to_string())).collect::<Vec<_>>()
+            };
+            return Err(DataFusionError::Plan(format!(
+                "this worker's store at {:?} is not the coordinator's: store id {} here, {} in the plan (the same \
+                 path holds another store on this machine; start workers on the coordinator's dataset)",
+                self.source.dataset,
+                ids(&store.store_ids().map_err(|e| DataFusionError::External(Box::new(e)))?).join(","),
+                ids(&portable.stores).join(",")
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl PhysicalExtensionCodec for SamplesCodec {
     fn try_decode(
         &self,
@@ -302,26 +325,12 @@ impl PhysicalExtensionCodec for SamplesCodec {
         }
         let portable = proto.into_portable()?;
         let (store, catalog) = self.source.for_plan(&portable, false)?;
-        // The same path or URL can hold another store: on another machine, or replaced since
-        // (QA pass 22: a worker answered from its own store, and the coordinator printed a
-        // wrong result). A snapshot of another store was reopened by `for_plan`; still another
-        // is not the dataset the plan reads.
-        if !same_stores(&store, &portable) {
-            let ids = |ids: &[Option<StoreId>]| {
-                ids.iter().map(|id| id.map_or_else(|| "(none)".to_string(), |id| id.to_string())).collect::<Vec<_>>()
-            };
-            return Err(DataFusionError::Plan(format!(
-                "this worker's store at {:?} is not the coordinator's: store id {} here, {} in the plan (the same \
-                 path holds another store on this machine; start workers on the coordinator's dataset)",
-                self.source.dataset,
-                ids(&store.store_ids().map_err(|e| DataFusionError::External(Box::new(e)))?).join(","),
-                ids(&portable.stores).join(",")
-            )));
-        }
+        self.check_stores(&store, &portable)?;
         match SamplesExec::from_portable(&store, &catalog, &portable) {
             // A file flushed after this worker's snapshot: take a newer one, once.
             Err(e) if is_file_gone(&e) => {
                 let (store, catalog) = self.source.for_plan(&portable, true)?;
+                self.check_stores(&store, &portable)?;
                 Ok(Arc::new(SamplesExec::from_portable(&store, &catalog, &portable)?))
             }
             other => Ok(Arc::new(other?)),

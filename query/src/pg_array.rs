@@ -41,7 +41,7 @@ pub const MAX_ARRAY_ELEMENTS: usize = 1_000_000;
 /// `NULL` (any case) a null. At most [`MAX_ARRAY_ELEMENTS`].
 pub fn parse_text(text: &str) -> std::result::Result<Vec<Option<String>>, String> {
     let text = text.trim();
-    let malformed = || format!("{text:?} is not an array literal such as {{a,b}}");
+    let malformed = || format!("{} is not an array literal such as {{a,b}}", quoted(text));
     let inner = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(malformed)?;
     if inner.trim().is_empty() {
         return Ok(Vec::new());
@@ -67,7 +67,8 @@ pub fn parse_text(text: &str) -> std::result::Result<Vec<Option<String>>, String
                 match c {
                     '{' => {
                         return Err(format!(
-                            "{text:?}: a multi-dimensional array; only one dimension is taken (a list)"
+                            "{}: a multi-dimensional array; only one dimension is taken (a list)",
+                            quoted(text)
                         ));
                     }
                     '"' | '}' => return Err(malformed()),
@@ -90,6 +91,18 @@ pub fn parse_text(text: &str) -> std::result::Result<Vec<Option<String>>, String
             Some(_) => return Err(malformed()),
         }
     }
+}
+
+/// `text` quoted for an error message, its middle left out past 80 characters (a literal
+/// can be megabytes).
+fn quoted(text: &str) -> String {
+    let chars = text.chars().count();
+    if chars <= 80 {
+        return format!("{text:?}");
+    }
+    let head: String = text.chars().take(40).collect();
+    let tail: String = text.chars().skip(chars - 30).collect();
+    format!("{:?}", format!("{head}…{tail}")).replace('…', &format!("… ({chars} characters) …"))
 }
 
 /// An error when an array of `n` elements is more than [`MAX_ARRAY_ELEMENTS`].
@@ -146,9 +159,12 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             }
             _ => Transformed::no(Expr::Cast(Cast { expr, field })),
         },
+        // TRY_CAST of what is no array literal (or has an element not of the type) is NULL.
         Expr::TryCast(TryCast { expr, field }) => match (string_literal(&expr), list_element(field.data_type())) {
             (Some(text), Some(element)) => {
-                Transformed::yes(Expr::TryCast(TryCast { expr: Box::new(list_literal(text, &element)?), field }))
+                let list = list_literal(text, &element)
+                    .or_else(|_| ScalarValue::try_from(field.data_type()).map(|null| Expr::Literal(null, None)))?;
+                Transformed::yes(Expr::TryCast(TryCast { expr: Box::new(list), field }))
             }
             _ => Transformed::no(Expr::TryCast(TryCast { expr, field })),
         },
@@ -267,6 +283,9 @@ mod tests {
             assert!(parse_text(bad).is_err(), "{bad}");
         }
         assert!(parse_text("{{1,2},{3,4}}").unwrap_err().contains("multi-dimensional"));
+        // A long literal is shortened in the message (review: megabytes of SQL in an error).
+        let e = parse_text(&"x".repeat(1_000_000)).unwrap_err();
+        assert!(e.len() < 200 && e.contains("(1000000 characters)"), "{e}");
         let many = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS + 1].join(","));
         assert!(parse_text(&many).unwrap_err().contains("more than 1000000"));
         let enough = format!("{{{}}}", vec!["1"; MAX_ARRAY_ELEMENTS].join(","));

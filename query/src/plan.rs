@@ -24,13 +24,14 @@
 
 use std::sync::Arc;
 
-use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{FunctionalDependencies, Result};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::config::SessionConfig;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -246,16 +247,69 @@ pub(crate) fn session_builder_with(config: SessionConfig, series_scans: bool) ->
         .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates::new(series_scans)))
 }
 
-/// DataFusion's logical optimizer rules without `eliminate_duplicated_expr`, which also drops a
+/// DataFusion's logical optimizer rules with [`UnnestForgetsKeys`] before those that read
+/// functional dependencies, and without `eliminate_duplicated_expr`, which also drops a
 /// sort key an earlier one "determines": after `unnest` of a per-group list the group key no
 /// longer does (one row becomes many), but the unnest keeps its input's functional
 /// dependencies, so `ORDER BY host, g['time']` over `unnest(gap_fill(…))` sorted by host only
 /// (QA pass 22; apache/datafusion#24787). What the rule saves — a duplicated sort or group key
 /// — is small; a wrong order is not.
+/// The rules that read functional dependencies (to drop a GROUP BY key or a DISTINCT, or
+/// to take a join side as unique) run after [`UnnestForgetsKeys`]: rules before them can
+/// rebuild an unnest, which takes its input's dependencies again.
 fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
-    let mut rules = datafusion::optimizer::Optimizer::new().rules;
-    rules.retain(|r| r.name() != "eliminate_duplicated_expr");
+    const READ_DEPENDENCIES: [&str; 4] =
+        ["eliminate_join", "replace_distinct_aggregate", "eliminate_group_by_constant", "optimize_projections"];
+    let mut rules = Vec::new();
+    for rule in datafusion::optimizer::Optimizer::new().rules {
+        match rule.name() {
+            "eliminate_duplicated_expr" => continue,
+            name if READ_DEPENDENCIES.contains(&name) => rules.push(Arc::new(UnnestForgetsKeys) as Arc<_>),
+            _ => {}
+        }
+        rules.push(rule);
+    }
     rules
+}
+
+/// An optimizer rule that clears the functional dependencies of every `unnest` (and recomputes
+/// the schemas above it). DataFusion's unnest keeps its input's, but one input row becomes
+/// many: a GROUP BY key that determined every column before the unnest determines nothing
+/// after it. With them kept, `SELECT k, count(*) FROM (SELECT k, unnest(array_agg(v)) AS u …
+/// GROUP BY k) GROUP BY k, u` lost its key `u` and counted one group where there are two (the
+/// review of QA pass 22's finding; apache/datafusion#24787).
+#[derive(Debug)]
+struct UnnestForgetsKeys;
+
+impl datafusion::optimizer::OptimizerRule for UnnestForgetsKeys {
+    fn name(&self) -> &str {
+        "lockstep_unnest_forgets_keys"
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let keyed = |n: &LogicalPlan| matches!(n, LogicalPlan::Unnest(u) if *u.schema.functional_dependencies() != FunctionalDependencies::empty());
+        if !plan.exists(|n| Ok(keyed(n)))? {
+            return Ok(Transformed::no(plan));
+        }
+        let plan = plan
+            .transform_up(|node| {
+                Ok(Transformed::yes(match node.recompute_schema()? {
+                    LogicalPlan::Unnest(mut u) => {
+                        let schema =
+                            u.schema.as_ref().clone().with_functional_dependencies(FunctionalDependencies::empty())?;
+                        u.schema = Arc::new(schema);
+                        LogicalPlan::Unnest(u)
+                    }
+                    other => other,
+                }))
+            })?
+            .data;
+        Ok(Transformed::yes(plan))
+    }
 }
 
 /// A SQL context with the Lockstep functions (built-in metric catalog) and plan rule, without
@@ -284,7 +338,7 @@ mod tests {
     use datafusion::datasource::MemTable;
 
     /// Rows unnested from a list per group are sorted by every key (QA pass 22: the sort kept
-    /// only the group key; the rows came out in the lists' order).
+    /// only the group key; the rows came out in the lists' order), and grouped by every key.
     #[tokio::test]
     async fn a_sort_key_after_unnest_is_kept() {
         let ctx = context(SessionConfig::new());
@@ -304,6 +358,16 @@ mod tests {
             })
             .collect();
         assert_eq!(got, [(1, 1), (1, 2), (1, 3), (2, 7), (2, 9)]);
+        // A group key and a DISTINCT after the unnest are kept too (one group per (k, x)).
+        let unnested = "SELECT k, unnest(array_agg(v)) AS x FROM (VALUES (1, 3), (1, 1), (1, 3)) t(k, v) GROUP BY k";
+        for (sql, want) in [
+            (format!("SELECT count(*) FROM (SELECT k, x, count(*) AS n FROM ({unnested}) GROUP BY k, x)"), 2),
+            (format!("SELECT count(*) FROM (SELECT DISTINCT k, x FROM ({unnested}))"), 2),
+        ] {
+            let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            let n = batches[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+            assert_eq!(n, want, "{sql}");
+        }
     }
 
     async fn run(ctx: &SessionContext, sql: &str) -> (String, String) {

@@ -226,9 +226,13 @@ async fn run_statement(args: &Args, store: Arc<Store>, sql: &str) -> anyhow::Res
             QueryEngine::distributed(store, clock, limits, &cluster)?
         }
     };
-    // The transport's error does not say which worker: name the ones given.
+    // The transport's errors do not say which worker: name the ones given. (A connection that
+    // broke mid-stream — a worker killed — is an h2 error; an address that answers HTTP but is
+    // no worker lacks the gRPC status.)
+    const TRANSPORT: [&str; 4] =
+        ["transport error", "h2 protocol error", "error reading a body", "grpc-status header missing"];
     let worker_error = |e: anyhow::Error| match &args.workers {
-        Some(list) if format!("{e:#}").contains("transport error") => {
+        Some(list) if TRANSPORT.iter().any(|t| format!("{e:#}").contains(t)) => {
             e.context(format!("a worker of --workers {list} failed or stopped answering"))
         }
         _ => e,

@@ -173,7 +173,8 @@ fn departure(s: &Signal, start: usize, limit: usize, m0: f64, s0: f64, m1: f64) 
             let (mut quiet_before, mut departed_from) = (0, hits);
             for k in i..end {
                 if out(k) {
-                    if quiet_before + departed_from > best_agree {
+                    // An onset before the degraded window's end only.
+                    if k < limit && quiet_before + departed_from > best_agree {
                         (best, best_agree) = (k, quiet_before + departed_from);
                     }
                     departed_from -= 1;
@@ -215,6 +216,15 @@ mod tests {
         assert!(departure(&s, 40, 100, 1.0, 1.48, 1.0).is_none());
         // Not after the degraded window's end.
         assert!(departure(&s, 40, 60, 1.0, 1.48, 11.0).is_none());
+        // ... also when the best split of a window that starts before the end lies after it
+        // (review): noise at 49, quiet 50-51, a burst from 52, the window ends at 50.
+        let mut s = Signal::default();
+        for i in 0..100i64 {
+            s.t.push(i * SEC);
+            s.v.push(if i == 49 || (52..59).contains(&i) { 10.0 } else { (i % 3) as f64 });
+        }
+        assert_eq!(departure(&s, 40, 50, 1.0, 1.48, 10.0), Some((49, false)));
+        assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), Some((52, false)));
     }
 
     /// A noisy sample four samples before a sustained step: the window it starts holds 60 %

@@ -5,7 +5,7 @@
 //! The signal is cut into segments by the engine's change-point detector; the healthy baseline
 //! is the level of the lowest sustained segments; every maximal run of segments at least 10 %
 //! above it is an episode if it lasts (enough points, or 20 s of time with data: a gap in the
-//! pace data, such as a job restart, does not count). A slow run that starts with the
+//! pace data beyond the next step's own duration, such as a job restart, does not count). A slow run that starts with the
 //! signal has no healthy time before it: the window starts inside the slowdown.
 
 use lockstep_engine::analysis::{ChangeConfig, ChangeDetector};
@@ -15,8 +15,9 @@ use lockstep_engine::model::SEC;
 pub(crate) const SLOWDOWN_FACTOR: f64 = 1.10;
 /// A slower segment lasting this long is sustained even with few points in it.
 const SUSTAIN_NS: i64 = 20 * SEC;
-/// Consecutive pace points further apart than this many typical steps have a gap between
-/// them, whose time does not count towards [`SUSTAIN_NS`].
+/// Consecutive pace points further apart than this many typical spacings, and than this many
+/// times the later point's own duration, have a gap between them, whose time does not count
+/// towards [`SUSTAIN_NS`].
 const GAP_STEPS: i64 = 3;
 /// Segments within this factor of the lowest sustained level form the healthy baseline.
 const HEALTHY_BAND: f64 = 1.05;
@@ -61,8 +62,10 @@ pub(crate) struct Episodes {
     pub near_miss: Option<Span>,
 }
 
-/// Finds the episodes of `points` (time, value), time-ordered.
-pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
+/// Finds the episodes of `points` (time, value), time-ordered; a value is a duration of
+/// `unit_seconds` seconds per unit (1 for step times in seconds, 1e-6 for collective times in
+/// microseconds).
+pub(crate) fn find(points: &[(i64, f64)], unit_seconds: f64) -> Episodes {
     let values: Vec<f64> = points.iter().map(|p| p.1).collect();
     let n = values.len();
     let overall = trimmed_mean(&values);
@@ -77,14 +80,21 @@ pub(crate) fn find(points: &[(i64, f64)]) -> Episodes {
     bounds.extend(cps.iter().map(|c| c.index).filter(|&i| i > 0 && i < n));
     bounds.push(n);
     bounds.dedup();
-    // Time with data: a step between two points counts up to GAP_STEPS typical steps, so that
-    // a gap without pace data (a job restart, a lost exporter) is not slow time.
+    // Time with data: the time between two points counts, unless it is a gap — longer than
+    // GAP_STEPS typical spacings and than GAP_STEPS times the later point's own duration (a
+    // step of 10 s covers the 10 s before it) —, which counts as GAP_STEPS typical spacings:
+    // a stretch without pace data (a job restart, a lost exporter) is not slow time, while a
+    // run of very slow steps still is.
     let mut steps: Vec<i64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
     let middle = steps.len() / 2;
     let typical = if steps.is_empty() { 0 } else { *steps.select_nth_unstable(middle).1 };
-    let covered = |a: usize, b: usize| -> i64 {
-        points[a..b].windows(2).map(|w| (w[1].0 - w[0].0).min(GAP_STEPS.saturating_mul(typical))).sum()
+    let own = |v: f64| if v.is_finite() && v > 0.0 { (v * unit_seconds * 1e9).min(i64::MAX as f64) as i64 } else { 0 };
+    let counted = |dt: i64, v: f64| {
+        let gap = GAP_STEPS.saturating_mul(typical);
+        if dt > gap.max(GAP_STEPS.saturating_mul(own(v))) { gap } else { dt }
     };
+    let covered =
+        |a: usize, b: usize| -> i64 { points[a..b].windows(2).map(|w| counted(w[1].0 - w[0].0, w[1].1)).sum() };
     let lasting = |a: usize, b: usize| b - a >= cfg.sustain || covered(a, b) >= SUSTAIN_NS;
     let segs: Vec<(usize, usize, f64, bool)> =
         bounds.windows(2).map(|w| (w[0], w[1], trimmed_mean(&values[w[0]..w[1]]), lasting(w[0], w[1]))).collect();
@@ -180,6 +190,11 @@ pub(crate) fn trimmed_mean(values: &[f64]) -> f64 {
 mod tests {
     use super::*;
 
+    /// Step times in seconds.
+    fn find(points: &[(i64, f64)]) -> Episodes {
+        super::find(points, 1.0)
+    }
+
     fn signal(levels: &[(usize, f64)]) -> Vec<(i64, f64)> {
         let mut out = Vec::new();
         let mut i = 0i64;
@@ -266,6 +281,14 @@ mod tests {
         let resume = points.last().unwrap().0 + 100 * SEC;
         points.extend(signal(&[(60, 1.6), (300, 1.0)]).into_iter().map(|(t, v)| (resume + t, v)));
         assert_eq!(find(&points).spans.len(), 1);
+        // Steps ten times slower for a minute: six points 10 s apart, each a step of 10 s, are
+        // a minute of slow time, not six points' worth of the typical spacing (review).
+        let mut points = signal(&[(300, 1.0)]);
+        let last = points.last().unwrap().0;
+        points.extend((1..=6).map(|i| (last + i * 10 * SEC, 10.0)));
+        let last = points.last().unwrap().0;
+        points.extend(signal(&[(300, 1.0)]).into_iter().map(|(t, v)| (last + SEC + t, v)));
+        assert_eq!(find(&points).spans.len(), 1, "a run of very slow steps");
     }
 
     #[test]

@@ -187,7 +187,9 @@ pub(crate) fn load(
     };
     let mut grid = covering(ctx.from, ctx.to);
     let mut step_points = pace_points(&grid);
-    let mut found = episodes::find(&step_points);
+    // The pace's values as durations: step times in seconds, collective times in microseconds.
+    let unit_seconds = if pace_metric == STEP_METRIC { 1.0 } else { 1e-6 };
+    let mut found = episodes::find(&step_points, unit_seconds);
     // No episode, or one that starts with the window: the window may lie inside a slowdown.
     let inside = found.spans.first().is_none_or(|s| s.start == 0) || !found.has_healthy;
     if inside && lookback_from < ctx.from {
@@ -195,7 +197,7 @@ pub(crate) fn load(
         let wide = covering(lookback_from, ctx.to);
         let points = pace_points(&wide);
         let before = points.iter().filter(|p| p.0 < ctx.from).count();
-        let wider = episodes::find(&points);
+        let wider = episodes::find(&points, unit_seconds);
         // Switch only for an episode with healthy time before it that is still slow at `from`.
         let covers = wider
             .spans

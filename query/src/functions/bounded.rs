@@ -3,8 +3,12 @@
 //! the array forms of `range`/`generate_series(start, stop[, step])` on integers, and those
 //! that replace each match by something longer: `replace(s, from, to)`, `regexp_replace(s,
 //! pattern, replacement[, flags])`, `array_replace_all`/`array_replace_n(a, from, to[, n])`.
-//! Functions whose result is at most a few times their arguments' size (`||`, `concat`,
-//! `array_concat`, `upper`, …) are not bounded: their arguments were built within the limit.
+//! `concat`/`concat_ws` are bounded too: their result is the sum of their arguments, but a
+//! large constant (itself within the limit) meeting a column is copied into every row of a
+//! batch. Functions whose result is at most a few times their arguments (`upper`,
+//! `array_concat`, …) are not bounded, and neither is the `||` operator — not a function this
+//! module can wrap — which leaves `CAST(value AS TEXT) || repeat('x', 100000000)` over a batch
+//! of 8192 rows outside the limit (docs/README.md says so).
 //!
 //! DataFusion's memory pool sees operators' buffers, not a scalar function's result, so
 //! `SELECT array_repeat(1.5, 400000000)` would allocate 3.2 GB behind the statement's memory
@@ -51,9 +55,12 @@ enum Growth {
     RegexpReplace,
     /// `array_replace_all`/`array_replace_n(array, from, to[, n])`: elements become `to`.
     ArrayReplace,
+    /// `concat(a, b, …)`, `concat_ws(sep, a, b, …)`: the sum of the arguments per row — which
+    /// is large when a large constant meets a column, copied into every row.
+    Concat,
 }
 
-const WRAPPED: [(&str, Growth); 11] = [
+const WRAPPED: [(&str, Growth); 13] = [
     ("array_repeat", Growth::ArrayRepeat),
     ("repeat", Growth::Repeat),
     ("lpad", Growth::Length { item_bytes: 1 }),
@@ -65,6 +72,8 @@ const WRAPPED: [(&str, Growth); 11] = [
     ("regexp_replace", Growth::RegexpReplace),
     ("array_replace_all", Growth::ArrayReplace),
     ("array_replace_n", Growth::ArrayReplace),
+    ("concat", Growth::Concat),
+    ("concat_ws", Growth::Concat),
 ];
 
 /// The memory a call takes at its peak, in multiples of its result's size: measured with
@@ -139,8 +148,9 @@ impl ScalarUDFImpl for Bounded {
         self.inner.documentation()
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let small = u128::from(self.max_bytes / SMALL_PART) / PEAK_COPIES;
-        let bytes = result_bytes(self.growth, &args.args, args.number_rows, small)?;
+        // A result whose upper bound would be refused is measured where it can be.
+        let count_above = u128::from(self.max_bytes) / PEAK_COPIES;
+        let bytes = result_bytes(self.growth, &args.args, args.number_rows, count_above)?;
         let peak = bytes.saturating_mul(PEAK_COPIES);
         let too_large = |why: String| {
             DataFusionError::ResourcesExhausted(format!(
@@ -262,7 +272,15 @@ fn row_bytes(array: &dyn Array) -> Vec<u64> {
 /// The number of elements of each row of argument `i` when it is a list (`None` otherwise).
 fn list_lengths(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<u64>>> {
     let Some(arg) = args.get(i) else { return Ok(None) };
-    let array = arg.to_array(rows)?;
+    // A constant is measured once, not copied to every row (review: a list of a million
+    // elements over a batch of 8192 rows was 64 GB before the check could refuse it).
+    let array = match arg {
+        ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+        ColumnarValue::Array(a) => a.clone(),
+    };
+    if matches!(arg, ColumnarValue::Scalar(_)) {
+        return Ok(list_lengths(&[ColumnarValue::Array(array)], 0, 1)?.map(|n| vec![n[0]; rows]));
+    }
     let counts = |o: &mut dyn Iterator<Item = u64>| Some(o.collect::<Vec<_>>());
     Ok(match array.data_type() {
         DataType::List(_) => counts(&mut array.as_list::<i32>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64)),
@@ -327,7 +345,7 @@ fn regexp_replace_bytes(args: &[ColumnarValue], rows: usize) -> DfResult<Option<
 /// The size of the result of a call over `rows` rows, in bytes (an upper estimate where the
 /// exact size is not known from the arguments; 0 when the arguments are not of a shape whose
 /// size is computed here).
-fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, small: u128) -> DfResult<u128> {
+fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, count_above: u128) -> DfResult<u128> {
     let count = |n: i64| n.max(0) as u128;
     Ok(match growth {
         Growth::ArrayRepeat => {
@@ -344,12 +362,25 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, small: u128
         }
         Growth::Length { item_bytes } => {
             let Some(lengths) = integers(args, 1, rows)? else { return Ok(0) };
-            // A pad of characters of up to 4 bytes (UTF-8) each.
-            let item_bytes = match constant_text(args, 2) {
-                Some(fill) if item_bytes == 1 => fill.chars().map(char::len_utf8).max().unwrap_or(1) as u64,
-                _ => item_bytes,
+            let each: Vec<u64> = match (item_bytes, args.get(2)) {
+                // A pad of characters of up to 4 bytes (UTF-8) each: the fill's widest, or 4
+                // when the fill is not a constant.
+                (1, Some(_)) => {
+                    let widest = constant_text(args, 2).map_or(4, |f| f.chars().map(char::len_utf8).max().unwrap_or(1));
+                    vec![widest as u64; rows]
+                }
+                // `array_resize`'s new elements are copies of its fill value (review: a fill of
+                // 1000 bytes was counted as 8).
+                (_, Some(_)) => {
+                    value_bytes(args, 2, rows)?.unwrap_or_default().iter().map(|&b| b.max(item_bytes)).collect()
+                }
+                (_, None) => vec![item_bytes; rows],
             };
-            lengths.iter().map(|&n| count(n) * u128::from(item_bytes)).sum()
+            lengths
+                .iter()
+                .zip(each.iter().chain(std::iter::repeat(&item_bytes)))
+                .map(|(&n, &b)| count(n) * u128::from(b))
+                .sum()
         }
         Growth::Range => {
             // One argument is `range(stop)` from 0; a step defaults to 1.
@@ -394,14 +425,25 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, small: u128
                 return Ok(0);
             };
             // Without finding the matches: up to one per byte and one at the end, each the
-            // replacement (its references expand to at most the match); found when that is
-            // more than a small call's.
+            // replacement (its references expand to at most the match); found only when that
+            // bound would be refused (review: counting above a small call's size ran the regex
+            // twice on ordinary batches).
             let bound: u128 = text
                 .iter()
                 .zip(&replacement)
                 .map(|(&l, &r)| u128::from(l) * 2 + u128::from(l + 1) * u128::from(r))
                 .sum();
-            if bound <= small { bound } else { regexp_replace_bytes(args, rows)?.unwrap_or(bound) }
+            if bound <= count_above { bound } else { regexp_replace_bytes(args, rows)?.unwrap_or(bound) }
+        }
+        Growth::Concat => {
+            let mut total = 0u128;
+            for i in 0..args.len() {
+                let bytes = value_bytes(args, i, rows)?.unwrap_or_default();
+                // concat_ws repeats its separator between the arguments.
+                let times = if i == 0 && args.len() > 2 { (args.len() - 2) as u128 } else { 1 };
+                total += bytes.iter().map(|&b| u128::from(b)).sum::<u128>() * times;
+            }
+            total
         }
         Growth::ArrayReplace => {
             let (Some(arrays), Some(elements), Some(to)) =

@@ -219,6 +219,20 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
             "array_replace_n",
         ),
         ("SELECT length(lpad('x', 10000000, '€'))", "lpad"),
+        // The new elements are copies of the fill (review: counted as 8 bytes each).
+        ("SELECT cardinality(array_resize([''], 1000000, repeat('x', 1000)))", "array_resize"),
+        // A constant list over many rows is measured once and refused, not copied per row
+        // (review: 8 MB × 8192 rows before the check).
+        (
+            "SELECT sum(cardinality(array_replace_all(array_repeat(0, 1000000), CAST(value AS BIGINT), 1))) \
+             FROM generate_series(1, 8192)",
+            "array_replace_all",
+        ),
+        // A constant of 10 MB (within the limit) concatenated with a column: into every row.
+        (
+            "SELECT sum(length(concat(CAST(value AS TEXT), repeat('x', 10000000)))) FROM generate_series(1, 100)",
+            "concat",
+        ),
     ] {
         let error = engine.collect(sql).await.unwrap_err();
         assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
