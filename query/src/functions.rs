@@ -12,6 +12,7 @@ use lockstep_engine::metrics::MetricCatalog;
 pub mod approx_quantile;
 pub mod before;
 mod bounded;
+pub(crate) use bounded::BroadcastConcat;
 pub mod change_points;
 mod constant_args;
 pub(crate) mod counter;

@@ -269,6 +269,8 @@ fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send 
         }
         rules.push(rule);
     }
+    // After constants are folded (`repeat('x', n)` is a literal by then).
+    rules.push(Arc::new(crate::functions::BroadcastConcat));
     rules
 }
 

@@ -6,9 +6,8 @@
 //! `concat`/`concat_ws` are bounded too: their result is the sum of their arguments, but a
 //! large constant (itself within the limit) meeting a column is copied into every row of a
 //! batch. Functions whose result is at most a few times their arguments (`upper`,
-//! `array_concat`, …) are not bounded, and neither is the `||` operator — not a function this
-//! module can wrap — which leaves `CAST(value AS TEXT) || repeat('x', 100000000)` over a batch
-//! of 8192 rows outside the limit (docs/README.md says so).
+//! `array_concat`, …) are not bounded. The `||` operator is no function to wrap: the optimizer
+//! rule [`BroadcastConcat`] refuses a column `||` a text constant over [`MAX_BROADCAST_BYTES`].
 //!
 //! DataFusion's memory pool sees operators' buffers, not a scalar function's result, so
 //! `SELECT array_repeat(1.5, 400000000)` would allocate 3.2 GB behind the statement's memory
@@ -460,4 +459,65 @@ fn result_bytes(growth: Growth, args: &[ColumnarValue], rows: usize, count_above
                 .sum()
         }
     })
+}
+
+/// The largest text constant `||` may copy into every row: 16 KiB is 128 MiB in a batch of
+/// 8192 rows, built outside the memory pool.
+pub(crate) const MAX_BROADCAST_BYTES: usize = 16 << 10;
+
+/// An optimizer rule, run after constants are folded, that refuses `column || constant` (and
+/// `constant || column`) with a text constant over [`MAX_BROADCAST_BYTES`]: the operator is no
+/// function the wrapper above can bound, and it copies the constant into every row —
+/// `CAST(value AS TEXT) || repeat('x', 100000000)` would build 100 MB per row of a batch
+/// (review of QA pass 21's F3). `concat`, which is bounded by the memory limit, does the same.
+#[derive(Debug, Default)]
+pub(crate) struct BroadcastConcat;
+
+impl datafusion::optimizer::OptimizerRule for BroadcastConcat {
+    fn name(&self) -> &str {
+        "lockstep_broadcast_concat"
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> DfResult<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+        use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+        let text_len = |e: &Expr| match e {
+            Expr::Literal(ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s), _) => {
+                Some(s.as_ref().map_or(0, String::len))
+            }
+            _ => None,
+        };
+        let mut refused = None;
+        plan.apply_with_subqueries(|node| {
+            node.apply_expressions(|e| {
+                e.apply(|e| {
+                    if let Expr::BinaryExpr(BinaryExpr { left, op: Operator::StringConcat, right }) = e {
+                        let big = match (text_len(left), text_len(right)) {
+                            (Some(n), None) | (None, Some(n)) if n > MAX_BROADCAST_BYTES => Some(n),
+                            _ => None,
+                        };
+                        if let Some(n) = big {
+                            refused = Some(n);
+                            return Ok(TreeNodeRecursion::Stop);
+                        }
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+            })
+        })?;
+        match refused {
+            Some(n) => Err(DataFusionError::ResourcesExhausted(format!(
+                "|| would copy a text constant of {} KiB into every row ({} MiB for a batch of 8192 rows, outside the \
+                 memory limit): use concat(...), which the memory limit bounds, or a constant of at most {} KiB",
+                n >> 10,
+                (n as u128 * 8192) >> 20,
+                MAX_BROADCAST_BYTES >> 10
+            ))),
+            None => Ok(Transformed::no(plan)),
+        }
+    }
 }

@@ -264,6 +264,19 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
         let got = arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
         assert_eq!(got.as_any().downcast_ref::<Int64Array>().unwrap().value(0), want, "{sql}");
     }
+    // `||` copies a constant into every row, outside the pool: a large one is refused before
+    // anything runs; a constant folded whole, or a small one, is not (review of QA 21 F3).
+    let broadcast = "SELECT sum(length(CAST(value AS TEXT) || repeat('x', 1000000))) FROM generate_series(1, 8192)";
+    let error = engine.collect(broadcast).await.unwrap_err().to_string();
+    assert!(error.contains("|| would copy a text constant of 976 KiB into every row"), "{error}");
+    for (sql, want) in [
+        ("SELECT length('a' || repeat('x', 1000000))", 1_000_001),
+        ("SELECT sum(length(CAST(value AS TEXT) || repeat('x', 1000))) FROM generate_series(1, 9)", 9009),
+    ] {
+        let batches = engine.collect(sql).await.unwrap();
+        let got = arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+        assert_eq!(got.as_any().downcast_ref::<Int64Array>().unwrap().value(0), want, "{sql}");
+    }
 }
 
 /// `gap_fill`'s lists (one per group, one item per bucket: 100,000 buckets here, about
