@@ -510,7 +510,9 @@ impl datafusion::optimizer::OptimizerRule for BroadcastConcat {
             })
         })?;
         match refused {
-            Some(n) => Err(DataFusionError::ResourcesExhausted(format!(
+            // A plan error: no memory limit would let it run, so the limit error's "raise it" hint
+            // does not belong here.
+            Some(n) => Err(DataFusionError::Plan(format!(
                 "|| would copy a text constant of {} KiB into every row ({} MiB for a batch of 8192 rows, outside the \
                  memory limit): use concat(...), which the memory limit bounds, or a constant of at most {} KiB",
                 n >> 10,
