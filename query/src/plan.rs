@@ -247,25 +247,22 @@ pub(crate) fn session_builder_with(config: SessionConfig, series_scans: bool) ->
         .with_physical_optimizer_rule(Arc::new(WholeSeriesAggregates::new(series_scans)))
 }
 
-/// DataFusion's logical optimizer rules with [`UnnestForgetsKeys`] before those that read
-/// functional dependencies, and without `eliminate_duplicated_expr`, which also drops a
-/// sort key an earlier one "determines": after `unnest` of a per-group list the group key no
-/// longer does (one row becomes many), but the unnest keeps its input's functional
-/// dependencies, so `ORDER BY host, g['time']` over `unnest(gap_fill(…))` sorted by host only
-/// (QA pass 22; apache/datafusion#24787). What the rule saves — a duplicated sort or group key
-/// — is small; a wrong order is not.
-/// The rules that read functional dependencies (to drop a GROUP BY key or a DISTINCT, or
-/// to take a join side as unique) run after [`UnnestForgetsKeys`]: rules before them can
-/// rebuild an unnest, which takes its input's dependencies again.
+/// DataFusion's logical optimizer rules, each of those that read functional dependencies (to
+/// drop a sort or GROUP BY key another one "determines", a DISTINCT, or to take a join side as
+/// unique) preceded by [`UnnestForgetsKeys`] — a rule before it can rebuild an unnest, which
+/// takes its input's dependencies again — and, after them all, [`crate::functions::BroadcastConcat`].
 fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>> {
-    const READ_DEPENDENCIES: [&str; 4] =
-        ["eliminate_join", "replace_distinct_aggregate", "eliminate_group_by_constant", "optimize_projections"];
+    const READ_DEPENDENCIES: [&str; 5] = [
+        "replace_distinct_aggregate",
+        "eliminate_join",
+        "eliminate_duplicated_expr",
+        "eliminate_group_by_constant",
+        "optimize_projections",
+    ];
     let mut rules = Vec::new();
     for rule in datafusion::optimizer::Optimizer::new().rules {
-        match rule.name() {
-            "eliminate_duplicated_expr" => continue,
-            name if READ_DEPENDENCIES.contains(&name) => rules.push(Arc::new(UnnestForgetsKeys) as Arc<_>),
-            _ => {}
+        if READ_DEPENDENCIES.contains(&rule.name()) {
+            rules.push(Arc::new(UnnestForgetsKeys) as Arc<_>);
         }
         rules.push(rule);
     }

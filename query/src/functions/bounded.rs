@@ -271,24 +271,19 @@ fn row_bytes(array: &dyn Array) -> Vec<u64> {
 /// The number of elements of each row of argument `i` when it is a list (`None` otherwise).
 fn list_lengths(args: &[ColumnarValue], i: usize, rows: usize) -> DfResult<Option<Vec<u64>>> {
     let Some(arg) = args.get(i) else { return Ok(None) };
-    // A constant is measured once, not copied to every row (review: a list of a million
-    // elements over a batch of 8192 rows was 64 GB before the check could refuse it).
-    let array = match arg {
-        ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
-        ColumnarValue::Array(a) => a.clone(),
+    // A constant is measured once and repeated, not copied to every row (review: a list of a
+    // million elements over a batch of 8192 rows was 64 GB before the check could refuse it).
+    let (array, constant) = match arg {
+        ColumnarValue::Scalar(s) => (s.to_array_of_size(1)?, true),
+        ColumnarValue::Array(a) => (a.clone(), false),
     };
-    if matches!(arg, ColumnarValue::Scalar(_)) {
-        return Ok(list_lengths(&[ColumnarValue::Array(array)], 0, 1)?.map(|n| vec![n[0]; rows]));
-    }
-    let counts = |o: &mut dyn Iterator<Item = u64>| Some(o.collect::<Vec<_>>());
-    Ok(match array.data_type() {
-        DataType::List(_) => counts(&mut array.as_list::<i32>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64)),
-        DataType::LargeList(_) => {
-            counts(&mut array.as_list::<i64>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64))
-        }
-        DataType::FixedSizeList(_, n) => Some(vec![(*n).max(0) as u64; rows]),
-        _ => None,
-    })
+    let lengths: Vec<u64> = match array.data_type() {
+        DataType::List(_) => array.as_list::<i32>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64).collect(),
+        DataType::LargeList(_) => array.as_list::<i64>().offsets().windows(2).map(|w| (w[1] - w[0]) as u64).collect(),
+        DataType::FixedSizeList(_, n) => vec![(*n).max(0) as u64; array.len()],
+        _ => return Ok(None),
+    };
+    Ok(Some(if constant { vec![lengths.first().copied().unwrap_or(0); rows] } else { lengths }))
 }
 
 /// The text of argument `i` when it is a constant (a scalar string), else `None`.
