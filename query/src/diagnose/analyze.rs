@@ -16,8 +16,15 @@ pub(crate) const Z_CAP: f64 = 1000.0;
 const MIN_BASELINE_SAMPLES: usize = 5;
 /// Fewest degraded samples of a series.
 const MIN_DEGRADED_SAMPLES: usize = 3;
-/// Samples looked at to call a departure sustained.
+/// Samples looked at to call a departure sustained ...
 const SUSTAIN_WINDOW: usize = 10;
+/// ... and at least this much time, within the degraded window: 10 samples of a 1-s scrape are
+/// a checkpoint's dip, not a sustained change (QA pass 22, run 42: an onset 76 s before the
+/// fault from a 10-s power dip).
+const SUSTAIN_MIN_NS: i64 = 60 * SEC;
+/// Below this count evidence (a standard normal score) a change of an event rate is the
+/// counter's noise, however large its robust score (see [`count_z`]).
+const COUNT_Z_MIN: f64 = 3.0;
 /// Fraction of those that must be departed.
 const SUSTAIN_FRACTION: f64 = 0.6;
 
@@ -128,7 +135,19 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     let mean0 = mean(base.iter().copied());
     let mean1 = mean(after.iter().copied());
     let scale = s0.max(1e-3 * m0.abs()).max(1e-9);
-    let z = ((m1 - m0) / scale).clamp(-Z_CAP, Z_CAP);
+    let mut z = ((m1 - m0) / scale).clamp(-Z_CAP, Z_CAP);
+    // A rate of counted events on a quiet baseline has a median and MAD of 0, and any count
+    // then scores the cap (QA pass 22, run 09: a trickle of one packet per scrape "+1000
+    // against its peers", as a suspect's first link): its score is held to what the counts
+    // themselves show when that is weak.
+    if meta.counts_events() {
+        let (n0, t0) = events(s, b_lo, b_hi);
+        let (n1, t1) = events(s, a_lo, a_hi);
+        let cz = count_z(n0, t0, n1, t1);
+        if cz < COUNT_Z_MIN {
+            z = z.signum() * z.abs().min(cz);
+        }
+    }
     // Onsets are searched from the end of the baseline, or from the episode's start when the
     // baseline is the healthy time after it.
     let search = if w.base_end <= w.slowdown { s.t.partition_point(|&t| t < w.search) } else { a_lo };
@@ -146,8 +165,46 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     Some(Features { m0, s0, m1, mean0, mean1, z, onset, dt })
 }
 
+/// Events counted by a rate series in samples `lo..hi` (each rate times the interval it covers,
+/// the spacing before it; the first sample of the series takes the spacing after it), and the
+/// time they cover in seconds.
+fn events(s: &Signal, lo: usize, hi: usize) -> (f64, f64) {
+    let (mut n, mut t) = (0.0, 0.0);
+    for i in lo..hi {
+        let gap = if i > 0 {
+            s.t[i] - s.t[i - 1]
+        } else if i + 1 < s.t.len() {
+            s.t[i + 1] - s.t[i]
+        } else {
+            0
+        };
+        let dt = gap as f64 / 1e9;
+        if s.v[i].is_finite() && dt > 0.0 {
+            n += s.v[i].max(0.0) * dt;
+            t += dt;
+        }
+    }
+    (n, t)
+}
+
+/// How far `n1` events in `t1` seconds depart from a rate of `n0` events in `t0` seconds, as a
+/// standard normal score: the conditional test of two Poisson rates (the excess over the count
+/// the baseline rate predicts, over its standard deviation under the pooled rate), with one
+/// event of slack in the variance so that a count on an empty baseline needs a few events to
+/// count. Infinite (no limit) without time on either side.
+fn count_z(n0: f64, t0: f64, n1: f64, t1: f64) -> f64 {
+    if t0 <= 0.0 || t1 <= 0.0 {
+        return f64::INFINITY;
+    }
+    let expected = n0 * t1 / t0;
+    let pooled = (n0 + n1) / (t0 + t1);
+    let var = pooled * t1 * (1.0 + t1 / t0);
+    (n1 - expected).abs() / (var + 1.0).sqrt()
+}
+
 /// Index of the first sample in `start..limit` that departs from the baseline towards the new
-/// level and stays departed (≥ 60 % of the next 10 samples), with whether it was already
+/// level and stays departed (≥ 60 % of the next 10 samples, or of the next minute within the
+/// degraded window when 10 samples are shorter), with whether it was already
 /// departed at `start`. Within those 10 the onset is the departed sample that best splits them
 /// into not departed before and departed after (the earliest of equals): a noisy sample a few
 /// samples before a sustained departure starts the window but is not its onset (QA pass 22:
@@ -165,7 +222,8 @@ fn departure(s: &Signal, start: usize, limit: usize, m0: f64, s0: f64, m1: f64) 
         if !out(i) {
             continue;
         }
-        let end = (i + SUSTAIN_WINDOW).min(n);
+        let by_time = s.t.partition_point(|&t| t < s.t[i].saturating_add(SUSTAIN_MIN_NS)).min(limit);
+        let end = (i + SUSTAIN_WINDOW).max(by_time).min(n);
         let hits = (i..end).filter(|&k| out(k)).count();
         if end - i >= 3 && hits as f64 >= SUSTAIN_FRACTION * (end - i) as f64 {
             // Agreement of a split at k: samples before it not departed, from it on departed.
@@ -218,9 +276,10 @@ mod tests {
         assert!(departure(&s, 40, 60, 1.0, 1.48, 11.0).is_none());
         // ... also when the best split of a window that starts before the end lies after it
         // (review): noise at 49, quiet 50-51, a burst from 52, the window ends at 50.
+        // (10-s samples: 10 of them are longer than the minute a departure must last.)
         let mut s = Signal::default();
         for i in 0..100i64 {
-            s.t.push(i * SEC);
+            s.t.push(i * 10 * SEC);
             s.v.push(if i == 49 || (52..59).contains(&i) { 10.0 } else { (i % 3) as f64 });
         }
         assert_eq!(departure(&s, 40, 50, 1.0, 1.48, 10.0), Some((49, false)));
@@ -248,5 +307,39 @@ mod tests {
         assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), None, "half departed: not sustained");
         let s = signal(&|i| i >= 60 && i % 3 != 1);
         assert_eq!(departure(&s, 40, 100, 1.0, 1.48, 10.0), Some((60, false)), "an intermittent departure");
+    }
+
+    /// On a 1-s scrape, a 15-s dip (a checkpoint) 80 s before a sustained step is not the
+    /// onset: a departure lasts a minute, not 10 samples (QA pass 22, run 42) ...
+    #[test]
+    fn a_short_dip_of_a_fast_series_is_not_an_onset() {
+        let mut s = Signal::default();
+        for i in 0..300i64 {
+            s.t.push(i * SEC);
+            s.v.push(if (20..35).contains(&i) || i >= 100 { 10.0 } else { (i % 3) as f64 });
+        }
+        assert_eq!(departure(&s, 10, 300, 1.0, 1.48, 10.0), Some((100, false)));
+        // ... unless the degraded window ends within the minute: a short episode's departure
+        // is judged on the episode.
+        assert_eq!(departure(&s, 10, 30, 1.0, 1.48, 10.0), Some((20, false)));
+    }
+
+    /// The count evidence of an event rate: a trickle of one event per scrape on a quiet
+    /// baseline is weak, a burst or a steady rate where there was none is strong.
+    #[test]
+    fn count_evidence_of_event_rates() {
+        // Baseline 10 min with 12 events (0.02/s); 45 s after with 3.
+        assert!(count_z(12.0, 600.0, 3.0, 45.0) < COUNT_Z_MIN);
+        // None in 10 min, then 10 in a minute.
+        assert!(count_z(0.0, 600.0, 10.0, 60.0) > COUNT_Z_MIN);
+        // 12 in 10 min, then 600 in a minute.
+        assert!(count_z(12.0, 600.0, 600.0, 60.0) > 50.0);
+        // The same rate on both sides: no evidence.
+        assert!(count_z(60.0, 600.0, 6.0, 60.0) < 0.5);
+        assert_eq!(count_z(1.0, 0.0, 1.0, 1.0), f64::INFINITY);
+        // Events of a rate series: rate times the spacing before each sample.
+        let s = Signal { t: vec![0, 10 * SEC, 20 * SEC, 40 * SEC], v: vec![0.1, 0.1, 0.0, 0.5] };
+        assert_eq!(events(&s, 0, 4), (1.0 + 1.0 + 0.0 + 10.0, 50.0));
+        assert_eq!(events(&s, 2, 4), (10.0, 30.0));
     }
 }

@@ -78,6 +78,22 @@ impl SeriesMeta {
     pub fn is_counter(&self) -> bool {
         self.info.as_ref().is_some_and(|i| i.kind == lockstep_engine::metrics::MetricKind::Counter)
     }
+
+    /// Whether the series counts discrete events (errors, flaps, drops, retransmits): a counter
+    /// whose rate is a count of events per interval, so its noise is a count's.
+    pub fn counts_events(&self) -> bool {
+        use lockstep_engine::metrics::MetricClass;
+        self.is_counter()
+            && self.info.as_ref().is_some_and(|i| {
+                matches!(
+                    i.class,
+                    MetricClass::PhysicalErrors
+                        | MetricClass::LinkFlaps
+                        | MetricClass::Drops
+                        | MetricClass::LossRetransmit
+                )
+            })
+    }
 }
 
 /// Everything about the job the analysis needs.

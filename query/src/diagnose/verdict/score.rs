@@ -25,14 +25,7 @@ impl Scored<'_> {
     /// sample: integer counters alternate between adjacent counts, so such a "change" is the
     /// counter's resolution, not a fault.
     pub(super) fn quantised(&self) -> bool {
-        let counted = self.meta.info.as_ref().is_some_and(|i| {
-            matches!(
-                i.class,
-                MetricClass::PhysicalErrors | MetricClass::LinkFlaps | MetricClass::Drops | MetricClass::LossRetransmit
-            )
-        });
-        counted
-            && self.meta.is_counter()
+        self.meta.counts_events()
             && self.feat.m0 > 0.0
             && self.feat.dt.is_finite()
             && (self.feat.m1 - self.feat.m0).abs() * self.feat.dt < 1.0
