@@ -15,18 +15,21 @@ fi
 # node_exporter is scraped and imported in tests/cli/prom.rs; a real Prometheus remote-writes
 # into `lockstep serve` in tests/cli/remote_write.rs; psql queries its PostgreSQL listener in
 # tests/cli/pg.rs (ADBC's Flight SQL driver its Flight SQL listener in tests/cli/flight.rs).
-# moto (PyPI, server mode) is the S3-compatible server of tests/cli/objstore.rs.
+# moto (PyPI, server mode) is the S3-compatible server of tests/cli/objstore.rs. PgJDBC (with
+# a JDK for Java's source launcher) reads the PostgreSQL listener in tests/cli/pg_jdbc.rs.
 DEB_PACKAGES=""
 command -v chromium >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES chromium"
 command -v prometheus-node-exporter >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES prometheus-node-exporter"
 command -v prometheus >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES prometheus"
 command -v psql >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES postgresql-client"
+command -v javac >/dev/null 2>&1 || DEB_PACKAGES="$DEB_PACKAGES default-jdk-headless"
+[ -f /usr/share/java/postgresql.jar ] || DEB_PACKAGES="$DEB_PACKAGES libpostgresql-jdbc-java"
 if [ -n "$DEB_PACKAGES" ]; then
   echo "== installing Debian packages:$DEB_PACKAGES"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $DEB_PACKAGES >/dev/null
 fi
 export LOCKSTEP_REQUIRE_CHROMIUM=1 LOCKSTEP_REQUIRE_NODE_EXPORTER=1 LOCKSTEP_REQUIRE_PROMETHEUS=1
-export LOCKSTEP_REQUIRE_PSQL=1 LOCKSTEP_REQUIRE_PSYCOPG=1 LOCKSTEP_REQUIRE_SQLALCHEMY=1 LOCKSTEP_REQUIRE_ADBC=1 LOCKSTEP_REQUIRE_MOTO=1
+export LOCKSTEP_REQUIRE_PSQL=1 LOCKSTEP_REQUIRE_JDBC=1 LOCKSTEP_REQUIRE_PSYCOPG=1 LOCKSTEP_REQUIRE_SQLALCHEMY=1 LOCKSTEP_REQUIRE_ADBC=1 LOCKSTEP_REQUIRE_MOTO=1
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   echo "== installing rustup components: rustfmt clippy"
   rustup component add rustfmt clippy

@@ -18,6 +18,7 @@
 //! Timestamps without a time zone (`samples.time`) are sent as `timestamptz` in UTC.
 
 pub mod client;
+mod floats;
 mod frames;
 mod params;
 mod query;

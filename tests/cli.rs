@@ -20,6 +20,8 @@ mod flight;
 mod objstore;
 #[path = "cli/pg.rs"]
 mod pg;
+#[path = "cli/pg_jdbc.rs"]
+mod pg_jdbc;
 #[path = "cli/pg_sqlalchemy.rs"]
 mod pg_sqlalchemy;
 #[path = "cli/pg_wire.rs"]

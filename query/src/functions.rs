@@ -43,6 +43,10 @@ pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalo
     use datafusion::logical_expr::AggregateUDF;
     bounded::register(ctx);
     pg_compat::register(ctx);
+    // Under casts of text to arrays (crate::pg_array); registered so a plan sent to a worker names them.
+    for lenient in [false, true] {
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(crate::pg_array::TextArray::new(lenient)));
+    }
     register_time_series_functions(ctx);
     register_analysis_functions(ctx);
     ctx.register_udaf(AggregateUDF::from(counters::CounterAggregate::normalized_increase(catalog.clone())));

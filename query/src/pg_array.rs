@@ -19,16 +19,25 @@
 //! A string there that is not an array literal is an error saying so, as in PostgreSQL
 //! (`malformed array literal`).
 //!
+//! A cast of any other text to an array — a column, or a parameter a driver declared as text
+//! (JDBC's `setString` for `?::text[]`, where DataFusion made a list of one string) — parses
+//! each value when the statement runs: `CAST(x AS T[])` becomes `CAST(pg_text_array(x) AS
+//! T[])` ([`TextArray`]; a malformed value is an error, and NULL under `TRY_CAST`).
+//!
 //! [`parse_text`] is the parser, shared with the PostgreSQL listener's array parameters.
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
+use arrow::array::{Array, ListBuilder, StringBuilder};
+use arrow::datatypes::{DataType, Field};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result, ScalarValue, plan_datafusion_err};
+use datafusion::common::{DFSchema, Result, ScalarValue, exec_err, plan_datafusion_err};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction, TryCast};
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::logical_expr::{
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
+};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The most elements an array may have: an `IN` list, not a data set (a literal or a bound
@@ -157,6 +166,9 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
             (Some(text), Some(element)) => {
                 Transformed::yes(Expr::Cast(Cast { expr: Box::new(list_literal(text, &element)?), field }))
             }
+            (None, Some(_)) if is_text(&expr, schema) => {
+                Transformed::yes(Expr::Cast(Cast { expr: Box::new(parsed(*expr, false)), field }))
+            }
             _ => Transformed::no(Expr::Cast(Cast { expr, field })),
         },
         // TRY_CAST of what is no array literal (or has an element not of the type) is NULL.
@@ -165,6 +177,9 @@ fn rewrite(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 let list = list_literal(text, &element)
                     .or_else(|_| ScalarValue::try_from(field.data_type()).map(|null| Expr::Literal(null, None)))?;
                 Transformed::yes(Expr::TryCast(TryCast { expr: Box::new(list), field }))
+            }
+            (None, Some(_)) if is_text(&expr, schema) => {
+                Transformed::yes(Expr::TryCast(TryCast { expr: Box::new(parsed(*expr, true)), field }))
             }
             _ => Transformed::no(Expr::TryCast(TryCast { expr, field })),
         },
@@ -213,13 +228,90 @@ fn with_array_of(e: &Expr, functions: &[&str], element: &DataType) -> Result<Opt
     Ok(Some(Expr::ScalarFunction(ScalarFunction::new_udf(f.func.clone(), args))))
 }
 
+/// A string literal, also under casts to text (`'{a}'::varchar`, a parameter bound as text).
 fn string_literal(e: &Expr) -> Option<&str> {
     match e {
         Expr::Literal(
             ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)),
             _,
         ) => Some(s),
+        Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
+            if is_text_type(field.data_type()) =>
+        {
+            string_literal(expr)
+        }
         _ => None,
+    }
+}
+
+fn is_text_type(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// Whether `e` is text (a column, a parameter, an expression) under `schema`.
+fn is_text(e: &Expr, schema: &DFSchema) -> bool {
+    e.get_type(schema).is_ok_and(|t| is_text_type(&t))
+}
+
+/// `pg_text_array(e)` ([`TextArray`]), lenient for `TRY_CAST`.
+fn parsed(e: Expr, lenient: bool) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(ScalarUDF::new_from_impl(TextArray::new(lenient))), vec![e]))
+}
+
+/// `pg_text_array(text)` (and `pg_try_text_array`): each value parsed as a PostgreSQL array
+/// literal into a list of text ([`parse_text`]); what [`ArrayLiterals`] puts under a cast of
+/// text to an array. A malformed value is an error, or NULL for the lenient form.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TextArray {
+    lenient: bool,
+    signature: Signature,
+}
+
+impl TextArray {
+    /// The strict (`lenient` false) or lenient form.
+    pub fn new(lenient: bool) -> Self {
+        TextArray { lenient, signature: Signature::string(1, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for TextArray {
+    fn name(&self) -> &str {
+        if self.lenient { "pg_try_text_array" } else { "pg_text_array" }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [arg] = args.args.as_slice() else {
+            return exec_err!("{} takes one text argument", self.name());
+        };
+        let scalar = matches!(arg, ColumnarValue::Scalar(_));
+        let text = arrow::compute::cast(&arg.to_array(if scalar { 1 } else { args.number_rows })?, &DataType::Utf8)?;
+        let text = text
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .map_or_else(|| exec_err!("{}: expected text, got {}", self.name(), text.data_type()), Ok)?;
+        let mut out = ListBuilder::new(StringBuilder::new());
+        for value in text.iter() {
+            match value.map(parse_text) {
+                None => out.append_null(),
+                Some(Ok(elements)) => {
+                    out.values().extend(elements);
+                    out.append(true);
+                }
+                Some(Err(_)) if self.lenient => out.append_null(),
+                Some(Err(e)) => return exec_err!("malformed array literal: {e}"),
+            }
+        }
+        let list = Arc::new(out.finish()) as arrow::array::ArrayRef;
+        Ok(if scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&list, 0)?)
+        } else {
+            ColumnarValue::Array(list)
+        })
     }
 }
 
@@ -233,26 +325,30 @@ fn list_element(t: &DataType) -> Option<DataType> {
 /// `text` parsed as an array of `element` (a list literal): an error when it is not an array
 /// literal, or an element is not a value of `element` (`'{1,x}'` as integers).
 fn list_literal(text: &str, element: &DataType) -> Result<Expr> {
+    let list = text_to_list(text, element).map_err(|e| plan_datafusion_err!("{e}"))?;
+    Ok(Expr::Literal(list, None))
+}
+
+/// `text`, an array in PostgreSQL's text format, as a list value of `element`s; the error
+/// says what is wrong (`malformed array literal: …`, or which element is not of the type).
+pub fn text_to_list(text: &str, element: &DataType) -> std::result::Result<ScalarValue, String> {
     let element = match element {
         // An element of an unknown or null type (`NULL = ANY('{a}')`) is text, as PostgreSQL's
         // unknown literal is.
         DataType::Null => DataType::Utf8,
         other => other.clone(),
     };
-    let parsed = parse_text(text).map_err(|e| plan_datafusion_err!("malformed array literal: {e}"))?;
+    let parsed = parse_text(text).map_err(|e| format!("malformed array literal: {e}"))?;
     let values = parsed
         .into_iter()
         .map(|v| match v {
-            None => ScalarValue::try_from(&element),
+            None => ScalarValue::try_from(&element).map_err(|e| e.to_string()),
             Some(s) => ScalarValue::Utf8(Some(s.clone())).cast_to(&element).map_err(|_| {
-                plan_datafusion_err!(
-                    "invalid input syntax for type {element}: {s:?} (an element of the array {text:?})"
-                )
+                format!("invalid input syntax for type {element}: {s:?} (an element of the array {})", quoted(text))
             }),
         })
-        .collect::<Result<Vec<_>>>()?;
-    let list = ScalarValue::List(ScalarValue::new_list(&values, &element, true));
-    Ok(Expr::Literal(list, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(ScalarValue::List(ScalarValue::new_list(&values, &element, true)))
 }
 
 /// Registers [`ArrayLiterals`] before DataFusion's analyzer rules (it must run before type

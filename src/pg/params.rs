@@ -50,6 +50,12 @@ pub(super) fn parameter(
         }
         (_, Some(bytes)) => scalar(&ty, &bytes, binary).map_err(&bad)?,
     };
+    // Text where the statement takes an array (`?::text[]` with JDBC's setString, which
+    // declares it varchar) is an array literal, as in PostgreSQL (the cast below made a list
+    // of one string).
+    if let (Some(DataType::List(element)), ScalarValue::Utf8(Some(text))) = (&inferred, &value) {
+        return lockstep_query::pg_array::text_to_list(text, element.data_type()).map_err(bad);
+    }
     match inferred {
         Some(target) if value.data_type() != target && !value.is_null() => {
             let cast = value.cast_to(&target).map_err(|e| bad(format!("not a {target}: {e}")))?;

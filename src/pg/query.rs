@@ -439,7 +439,9 @@ impl Handlers {
                             let sent = too_large.as_ref().map_or(batch.num_rows(), |(row, ..)| *row);
                             let tail = too_large.map(|(_, column, bytes)| Err(row_too_large(&column, bytes, max_row)));
                             let before: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send> =
-                                match wire_batch(batch.slice(0, sent), &schema) {
+                                match wire_batch(batch.slice(0, sent), &schema).and_then(|batch| {
+                                    super::floats::floats_as_text(batch, &encode).map_err(|e| internal(e.to_string()))
+                                }) {
                                     Ok(batch) => arrow_pg::datatypes::encode_recordbatch(encode.clone(), batch),
                                     Err(e) => Box::new(std::iter::once(Err(e))),
                                 };

@@ -307,6 +307,32 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
         let out =
             psql(&server.url(None), None, &["--csv", "-c", "SHOW TimeZone", "-c", "SHOW standard_conforming_strings"]);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "TimeZone\nUTC\nstandard_conforming_strings\non\n");
+        // Floats in text as PostgreSQL writes them (pgwire wrote `inf`, which JDBC's getDouble
+        // refuses, `0` for -0, `1e20` and `1.0`).
+        let out = psql(
+            &server.url(None),
+            None,
+            &[
+                "--csv",
+                "-c",
+                "SELECT CAST('inf' AS DOUBLE) AS a, CAST('-inf' AS DOUBLE) AS b, CAST('-0' AS DOUBLE) AS c, \
+                 CAST(1e20 AS DOUBLE) AS d, CAST(1.0 AS DOUBLE) AS e, CAST(1e-7 AS DOUBLE) AS f, \
+                 CAST(1234567 AS REAL) AS g, CAST('nan' AS REAL) AS h",
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a,b,c,d,e,f,g,h\nInfinity,-Infinity,-0,1e+20,1,1e-07,1.234567e+06,NaN\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A text parameter cast to an array is parsed (it was a list of one string).
+        let out = psql(
+            &server.url(None),
+            None,
+            &["--csv", "-c", "SELECT cardinality(CAST(CAST('{a,b,c}' AS VARCHAR) AS TEXT[])) AS n"],
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n3\n");
     }
     // The live samples are there: written after the import, acknowledged, not yet flushed.
     let probe = ok(&["sql", "--server", &server.url(None), "--format", "csv", queries[1]]);
@@ -373,6 +399,8 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
             // `host = ANY(%s::text[])` found nothing without an error).
             [format!("{hosts} = ANY(%s::text[])"), [["node-01", "node-02"]], format!("{hosts} IN ('node-01', 'node-02')")],
             [format!("{hosts} = ANY(%s)"), [["node-01", "node-02"]], format!("{hosts} IN ('node-01', 'node-02')")],
+            // A string in PostgreSQL's array format, cast to text first (JDBC's setString).
+            [format!("{hosts} = ANY(%s::varchar::text[])"), ["{node-01,node-02}"], format!("{hosts} IN ('node-01', 'node-02')")],
             ["SELECT count(*) FROM samples WHERE value = ANY(%s)", [[1.0, 2.5]],
              "SELECT count(*) FROM samples WHERE value IN (1.0, 2.5)"],
             ["SELECT cardinality(%s::text[])", [["a", "b, \"c\"", null]], "SELECT cardinality(['a', 'b, \"c\"', NULL])"],
