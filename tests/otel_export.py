@@ -3,7 +3,7 @@ or OTLP/HTTP (protobuf).
 
 Used by tests/cli/serve.rs::serve_accepts_otlp_from_python_sdk against a real `lockstep serve`.
 
-    python3 tests/otel_export.py --endpoint http://127.0.0.1:4317 --token TOKEN
+    python3 tests/otel_export.py --endpoint http://127.0.0.1:4317 --token TOKEN [--gzip]
     python3 tests/otel_export.py --protocol http --endpoint http://127.0.0.1:9091/v1/metrics --token TOKEN
 
 Resource: host.name=otel-host, service.name=otel-test. Exits non-zero unless every export
@@ -42,24 +42,31 @@ def main() -> int:
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--token", required=True)
     ap.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
+    ap.add_argument("--gzip", action="store_true", help="compress (the Collector's otlp exporter's default)")
     args = ap.parse_args()
 
     if args.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        from grpc import Compression
 
         exporter = recording(OTLPMetricExporter)(
             endpoint=args.endpoint,
             insecure=args.endpoint.startswith("http://"),
             headers=(("authorization", f"Bearer {args.token}"),),
             timeout=10,
+            compression=Compression.Gzip if args.gzip else Compression.NoCompression,
         )
     else:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        from opentelemetry.exporter.otlp.proto.http import Compression
 
         exporter = recording(OTLPMetricExporter)(
             endpoint=args.endpoint,
             headers={"authorization": f"Bearer {args.token}"},
             timeout=10,
+            compression=Compression.Gzip if args.gzip else Compression.NoCompression,
         )
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     provider = MeterProvider(

@@ -38,16 +38,91 @@ const MAX_MESSAGES: usize = 5;
 /// Bit of `flags` meaning "no recorded value" (such points are skipped).
 const FLAG_NO_RECORDED_VALUE: u32 = 1;
 
-/// Delta-to-cumulative accumulators, keyed by output series.
+/// Delta-to-cumulative accumulators, keyed by output series: each series' running value and
+/// the time it was last written at.
 #[derive(Debug, Default)]
 pub(crate) struct DeltaState {
-    sums: HashMap<SeriesKey, f64>,
+    sums: HashMap<SeriesKey, Acc>,
+}
+
+/// A running value and the newest time it was written at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Acc {
+    value: f64,
+    time: i64,
+}
+
+/// How a delta sample folds into its running value: counts and sums add up; a delta
+/// histogram's `_min` and `_max` are the interval's extremes, whose running value is the least
+/// and the greatest seen (what a cumulative histogram's would be), never their sum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fold {
+    Add,
+    Min,
+    Max,
+}
+
+/// What an export changed in the accumulators, to take back when its write fails (the store
+/// refused it: the client sends the same deltas again, which must not count twice).
+#[derive(Debug)]
+pub(crate) struct Undo {
+    key: SeriesKey,
+    /// The entry before (None: the export created it).
+    before: Option<Acc>,
+    /// The entry it left.
+    after: Acc,
+}
+
+impl DeltaState {
+    /// Folds `v` at `time` into `key`'s running value; returns the sample to write: the new
+    /// running value at `time`, or at the series' newest time when `time` is older (a delta
+    /// that arrives late — a retry, another of the Collector's senders — is added where the
+    /// series stands, so the stored running value never goes down).
+    fn fold(&mut self, key: &SeriesKey, time: i64, now: i64, v: f64, fold: Fold, undo: &mut Vec<Undo>) -> (i64, f64) {
+        let before = self.sums.get(key).copied();
+        let after = match before {
+            None => Acc { value: v, time },
+            Some(acc) => Acc {
+                value: match fold {
+                    Fold::Add => acc.value + v,
+                    Fold::Min => acc.value.min(v),
+                    Fold::Max => acc.value.max(v),
+                },
+                // A newest time ahead of the server's clock (a point stamped up to a day ahead
+                // is accepted) does not hold every later delta there.
+                time: if acc.time > now { time } else { acc.time.max(time) },
+            },
+        };
+        self.sums.insert(key.clone(), after);
+        undo.push(Undo { key: key.clone(), before, after });
+        (after.time, after.value)
+    }
+
+    /// Takes back what a failed export changed where nobody changed it since. An entry another
+    /// export moved on from keeps this one's addition too: that export already wrote a total
+    /// holding it, and a lower total after it would read as a counter reset (a retry then
+    /// counts the delta twice, as a retry of a written export does).
+    pub(crate) fn rollback(&mut self, undo: Vec<Undo>) {
+        for u in undo.into_iter().rev() {
+            match self.sums.get_mut(&u.key) {
+                Some(now) if *now == u.after => match u.before {
+                    Some(before) => *now = before,
+                    None => {
+                        self.sums.remove(&u.key);
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Samples produced by one data point (all share its timestamp).
 struct Point {
     time: i64,
     delta: bool,
+    /// The histogram's name, whose `_min` and `_max` fold as extremes.
+    histogram: Option<Name>,
     samples: Vec<(SeriesKey, f64)>,
 }
 
@@ -59,6 +134,8 @@ pub(crate) struct Converted {
     pub(crate) by_reason: Vec<(&'static str, u64)>,
     messages: Vec<String>,
     more_messages: u64,
+    /// What the export changed in the delta accumulators.
+    pub(crate) undo: Vec<Undo>,
 }
 
 impl Converted {
@@ -388,6 +465,7 @@ pub(crate) fn convert(
                      t: u64,
                      flags: u32,
                      delta: bool,
+                     histogram: bool,
                      made: Result<Vec<(SeriesKey, f64)>, (&'static str, String)>| {
                         if flags & FLAG_NO_RECORDED_VALUE != 0 {
                             return;
@@ -406,7 +484,8 @@ pub(crate) fn convert(
                                     out.reject(reason, 1, || msg);
                                 } else {
                                     total += samples.len();
-                                    points.push(Point { time: t, delta, samples });
+                                    let histogram = histogram.then(|| name.clone());
+                                    points.push(Point { time: t, delta, histogram, samples });
                                 }
                             }
                         }
@@ -417,7 +496,7 @@ pub(crate) fn convert(
                         for p in g.data_points {
                             let made = labels(&base, &p.attributes)
                                 .and_then(|l| number(&p.value).map(|v| vec![(key(name.clone(), l), v)]));
-                            add(&mut out, p.time_unix_nano, p.flags, false, made);
+                            add(&mut out, p.time_unix_nano, p.flags, false, false, made);
                         }
                     }
                     Some(metric::Data::Sum(s)) => match temporality(s.aggregation_temporality, &name) {
@@ -426,7 +505,7 @@ pub(crate) fn convert(
                             for p in s.data_points {
                                 let made = labels(&base, &p.attributes)
                                     .and_then(|l| number(&p.value).map(|v| vec![(key(name.clone(), l), v)]));
-                                add(&mut out, p.time_unix_nano, p.flags, delta, made);
+                                add(&mut out, p.time_unix_nano, p.flags, delta, false, made);
                             }
                         }
                     },
@@ -436,19 +515,28 @@ pub(crate) fn convert(
                             for p in h.data_points {
                                 let made = labels(&base, &p.attributes)
                                     .and_then(|l| histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m)));
-                                add(&mut out, p.time_unix_nano, p.flags, delta, made);
+                                add(&mut out, p.time_unix_nano, p.flags, delta, true, made);
                             }
                         }
                     },
                     Some(metric::Data::ExponentialHistogram(h)) => {
                         match temporality(h.aggregation_temporality, &name) {
                             Err(msg) => out.reject("unspecified_temporality", h.data_points.len() as u64, || msg),
+                            // Its buckets move with every export (offset and scale follow that
+                            // interval's values), so adding each `le` series on its own stored
+                            // buckets that were no longer cumulative (QA pass 23a).
+                            Ok(true) => out.reject("unsupported_temporality", h.data_points.len() as u64, || {
+                                format!(
+                                    "{name}: delta exponential histograms are not accumulated (their buckets move \
+                                     with every export); export them with cumulative temporality"
+                                )
+                            }),
                             Ok(delta) => {
                                 for p in h.data_points {
                                     let made = labels(&base, &p.attributes).and_then(|l| {
                                         exp_histogram(&name, &l, &p).map_err(|m| ("invalid_histogram", m))
                                     });
-                                    add(&mut out, p.time_unix_nano, p.flags, delta, made);
+                                    add(&mut out, p.time_unix_nano, p.flags, delta, true, made);
                                 }
                             }
                         }
@@ -464,7 +552,7 @@ pub(crate) fn convert(
                                 summary_parts(&name, &l, p.count, Some(p.sum), None, None, &mut samples);
                                 samples
                             });
-                            add(&mut out, p.time_unix_nano, p.flags, false, made);
+                            add(&mut out, p.time_unix_nano, p.flags, false, false, made);
                         }
                     }
                 }
@@ -488,14 +576,17 @@ pub(crate) fn convert(
             }
         }
         for (k, v) in p.samples {
-            let v = if p.delta {
-                let acc = state.sums.entry(k.clone()).or_insert(0.0);
-                *acc += v;
-                *acc
-            } else {
-                v
+            if !p.delta {
+                out.batch.push(k, p.time, v);
+                continue;
+            }
+            let fold = match p.histogram.as_ref().and_then(|h| k.metric.strip_prefix(h.as_str())) {
+                Some("_min") => Fold::Min,
+                Some("_max") => Fold::Max,
+                _ => Fold::Add,
             };
-            out.batch.push(k, p.time, v);
+            let (t, v) = state.fold(&k, p.time, now, v, fold, &mut out.undo);
+            out.batch.push(k, t, v);
         }
     }
     Ok(out)
@@ -539,7 +630,17 @@ impl OtlpService {
             convert(&shared.store, &self.deltas, req, limits.max_samples_per_request, limits.max_delta_series)?;
         let mut converted = converted;
         let batch = std::mem::take(&mut converted.batch);
-        let outcome = shared.write_blocking(batch).await?;
+        let outcome = match shared.write_blocking(batch).await {
+            Ok(outcome) => outcome,
+            Err(status) => {
+                // Refused (the store unavailable, say): the client sends these deltas again.
+                let undo = std::mem::take(&mut converted.undo);
+                if let Ok(mut state) = self.deltas.lock() {
+                    state.rollback(undo);
+                }
+                return Err(status);
+            }
+        };
         for r in &outcome.rejected {
             converted.reject("store", 1, || r.error.to_string());
         }

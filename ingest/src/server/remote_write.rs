@@ -344,6 +344,13 @@ fn native_histogram(
     out: &mut Converted,
     series: &mut HashMap<SeriesKey, SeriesSamples>,
 ) {
+    // A native histogram's staleness marker: its sum is the stale NaN (and its counts 0).
+    // Dropped whole, as a float stale marker is (QA pass 23a: it was stored as a histogram of
+    // zeros and the request refused with 400 for its NaN `_sum`).
+    if h.sum.to_bits() == STALE_NAN_BITS {
+        out.dropped += 1;
+        return;
+    }
     let Some(t) = h.timestamp.checked_mul(1_000_000).filter(|&t| store.sample_ok(t, 0.0, now)) else {
         let reason =
             h.timestamp.checked_mul(1_000_000).map_or("time_out_of_range", |t| reason_code(store, t, 0.0, now));

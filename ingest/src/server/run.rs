@@ -199,7 +199,11 @@ impl Server {
         })
         .max_decoding_message_size(max);
         let otlp_service = OtlpService { shared: shared.clone(), deltas: Arc::new(Mutex::new(DeltaState::default())) };
-        let otlp = MetricsServiceServer::new(otlp_service.clone()).max_decoding_message_size(max);
+        // gzip as the OTel Collector's otlp exporter sends by default (QA pass 23a: refused with
+        // UNIMPLEMENTED); tonic limits the decompressed message to the same size.
+        let otlp = MetricsServiceServer::new(otlp_service.clone())
+            .max_decoding_message_size(max)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
         let stats = StatsServer::new(StatsService { store: store.clone(), telemetry: telemetry.clone() });
 
         let mut builder = tonic::transport::Server::builder()

@@ -279,3 +279,83 @@ fn names_outside_ascii_stay_apart() {
     assert_eq!(find(&c, "温度_gpu", Some(("温度", "0"))), vec![(T as i64, 3.0)]);
     assert_eq!(store.write(&c.batch).unwrap().accepted, 3, "the store takes the names");
 }
+
+/// Delta accumulation (QA pass 23a): a late delta is added where its series stands (the stored
+/// running value never goes down); an export whose write failed is taken back, so its retry
+/// counts once; a delta histogram's `_min`/`_max` are the least and greatest seen, not sums.
+#[test]
+fn deltas_fold_in_time_order_roll_back_and_keep_extremes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreConfig { max_future_ns: None, ..Default::default() }).unwrap();
+    let deltas = Mutex::new(DeltaState::default());
+    let sum = |v: f64, t: u64| {
+        metric(
+            "reqs",
+            metric::Data::Sum(Sum {
+                data_points: vec![num(t, v, vec![])],
+                aggregation_temporality: AggregationTemporality::Delta as i32,
+                is_monotonic: true,
+            }),
+        )
+    };
+    let export = |m: Metric| convert(&store, &deltas, request(Some("n"), vec![m]), 1000, 100).unwrap();
+    assert_eq!(find(&export(sum(1.0, T)), "reqs", None), vec![(T as i64, 1.0)]);
+    assert_eq!(find(&export(sum(1.0, T + 30)), "reqs", None), vec![(T as i64 + 30, 2.0)]);
+    // Arrives after the one at T + 30: added at T + 30 (it was stored at T + 10 as 3, above
+    // the 2 at T + 30 — a counter that went down).
+    assert_eq!(find(&export(sum(1.0, T + 10)), "reqs", None), vec![(T as i64 + 30, 3.0)]);
+    // Refused by the store three times, then accepted: counted once.
+    for _ in 0..3 {
+        let refused = export(sum(1.0, T + 40));
+        assert_eq!(find(&refused, "reqs", None), vec![(T as i64 + 40, 4.0)]);
+        deltas.lock().unwrap().rollback(refused.undo);
+    }
+    assert_eq!(find(&export(sum(1.0, T + 40)), "reqs", None), vec![(T as i64 + 40, 4.0)]);
+    // A failed export whose series another export moved on from since keeps its delta (the
+    // later export wrote a total holding it: a lower one would read as a reset); a series it
+    // created is removed.
+    let failed = export(sum(5.0, T + 50));
+    assert_eq!(find(&export(sum(1.0, T + 60)), "reqs", None), vec![(T as i64 + 60, 10.0)]);
+    deltas.lock().unwrap().rollback(failed.undo);
+    assert_eq!(find(&export(sum(1.0, T + 70)), "reqs", None), vec![(T as i64 + 70, 11.0)]);
+    let fresh = metric(
+        "fresh",
+        metric::Data::Sum(Sum {
+            data_points: vec![num(T, 2.0, vec![])],
+            aggregation_temporality: AggregationTemporality::Delta as i32,
+            is_monotonic: true,
+        }),
+    );
+    let failed = convert(&store, &deltas, request(Some("n"), vec![fresh.clone()]), 1000, 100).unwrap();
+    deltas.lock().unwrap().rollback(failed.undo);
+    let again = convert(&store, &deltas, request(Some("n"), vec![fresh]), 1000, 100).unwrap();
+    assert_eq!(find(&again, "fresh", None), vec![(T as i64, 2.0)]);
+
+    let hist = |t: u64, min: f64, max: f64| {
+        metric(
+            "lat",
+            metric::Data::Histogram(Histogram {
+                data_points: vec![HistogramDataPoint {
+                    time_unix_nano: t,
+                    count: 2,
+                    sum: Some(min + max),
+                    bucket_counts: vec![1, 1],
+                    explicit_bounds: vec![1.5],
+                    min: Some(min),
+                    max: Some(max),
+                    ..Default::default()
+                }],
+                aggregation_temporality: AggregationTemporality::Delta as i32,
+            }),
+        )
+    };
+    export(hist(T, 1.0, 2.0));
+    let c = export(hist(T + 10, 1.0, 2.0));
+    assert_eq!(find(&c, "lat_min", None), vec![(T as i64 + 10, 1.0)], "not 2");
+    assert_eq!(find(&c, "lat_max", None), vec![(T as i64 + 10, 2.0)], "not 4");
+    assert_eq!(find(&c, "lat_count", None), vec![(T as i64 + 10, 4.0)]);
+    assert_eq!(find(&c, "lat_sum", None), vec![(T as i64 + 10, 6.0)]);
+    let c = export(hist(T + 20, 0.5, 9.0));
+    assert_eq!(find(&c, "lat_min", None), vec![(T as i64 + 20, 0.5)]);
+    assert_eq!(find(&c, "lat_max", None), vec![(T as i64 + 20, 9.0)]);
+}

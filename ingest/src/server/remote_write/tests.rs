@@ -343,6 +343,24 @@ async fn remote_write_2_and_native_histograms() {
     assert_eq!(read(&store, "lat_seconds_sum")[0].0, "host=n1,instance=n1:9100,job=node");
     assert_eq!(le("lat_float_bucket"), expect(&[("0", 0.0), ("0.5", 1.0), ("+Inf", 3.0), ("1", 3.0)]));
 
+    // A native histogram's staleness marker (its sum the stale NaN, no counts; what Prometheus
+    // writes when the target goes away) is dropped whole: 204, nothing stored (QA pass 23a: a
+    // histogram of zeros, and 400 for the NaN sum).
+    let stale = PromHistogram {
+        count_int: Some(0),
+        sum: f64::from_bits(STALE_NAN_BITS),
+        schema: 0,
+        zero_threshold: 0.001,
+        timestamp: T_MS + 1000,
+        ..Default::default()
+    };
+    let req = V2Request { symbols: req.symbols.clone(), timeseries: vec![series(7, vec![], vec![stale])] };
+    let compressed = snap::raw::Encoder::new().compress_vec(&prost::Message::encode_to_vec(&req)).unwrap();
+    let (code, text) = post(&addr, Some(TOKEN), v2, &compressed).await;
+    assert_eq!(code, 204, "{text}");
+    assert_eq!(read(&store, "lat_seconds_count").len(), 1, "no histogram of zeros");
+    assert_eq!(le("lat_seconds_bucket").len(), 6);
+
     // Non-whole float counts and a reference outside the symbol table: 400 with the reason.
     let req = V2Request {
         symbols: req.symbols.clone(),
