@@ -132,7 +132,12 @@ async fn start(
         frame = frame.with_param_values(parameters)?;
     }
     let schema = Arc::new(wire_schema(frame.schema().as_arrow(), zone));
-    let batches = frame.execute_stream().await.map_err(|e| QueryError::from(e).located(store))?;
+    let task = Arc::new(frame.task_ctx());
+    let plan = frame.create_physical_plan().await.map_err(|e| QueryError::from(e).located(store))?;
+    // A join computing from memory must yield, or a cancel or timeout cannot stop it.
+    let plan = lockstep_query::plan::yielding_joins(plan)?;
+    let batches =
+        datafusion::physical_plan::execute_stream(plan, task).map_err(|e| QueryError::from(e).located(store))?;
     Ok((schema, batches))
 }
 

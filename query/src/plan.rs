@@ -311,6 +311,34 @@ impl datafusion::optimizer::OptimizerRule for UnnestForgetsKeys {
     }
 }
 
+/// `plan` with every join — above all those that compute their output from buffered input, a
+/// nested-loop join (a non-equi join such as `a.value < b.value`), a cross join — under
+/// DataFusion's [`CooperativeExec`](datafusion::physical_plan::coop::CooperativeExec), which
+/// gives the task back to the runtime every so many batches. Such a join produces batch after
+/// batch from memory without waiting on its inputs, so the task running the statement never
+/// yields, and aborting it (a cancel request, a statement timeout) takes effect only when the
+/// join ends: a cross join stopped after 15 s kept the PostgreSQL listener's statement threads
+/// busy for 21 minutes, and every other client's statements timed out (QA pass 23b).
+pub fn yielding_joins(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::physical_plan::coop::CooperativeExec;
+    use datafusion::physical_plan::joins::{CrossJoinExec, NestedLoopJoinExec, PiecewiseMergeJoinExec};
+    plan.transform_up(|node| {
+        // Hash and merge joins too: with many rows to a key they also produce from memory.
+        if node.downcast_ref::<NestedLoopJoinExec>().is_some()
+            || node.downcast_ref::<CrossJoinExec>().is_some()
+            || node.downcast_ref::<PiecewiseMergeJoinExec>().is_some()
+            || node.downcast_ref::<HashJoinExec>().is_some()
+            || node.downcast_ref::<SortMergeJoinExec>().is_some()
+            || node.downcast_ref::<SymmetricHashJoinExec>().is_some()
+        {
+            Ok(Transformed::yes(Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>))
+        } else {
+            Ok(Transformed::no(node))
+        }
+    })
+    .map(|t| t.data)
+}
+
 /// A SQL context with the Lockstep functions (built-in metric catalog) and plan rule, without
 /// any table: for tests, benchmarks and embedding over your own tables. Its memory is not
 /// limited: see [`context_with_limits`].

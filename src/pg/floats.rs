@@ -60,10 +60,11 @@ fn layout(sci: &str, fixed_below: i32) -> String {
             }
         }
     } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
+        let (first, rest) = digits.split_at(digits.len().min(1));
+        out.push_str(if first.is_empty() { "0" } else { first });
+        if !rest.is_empty() {
             out.push('.');
-            out.push_str(&digits[1..]);
+            out.push_str(rest);
         }
         out.push_str(&format!("e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.unsigned_abs()));
     }

@@ -56,6 +56,18 @@ pub(super) fn parameter(
     if let (Some(DataType::List(element)), ScalarValue::Utf8(Some(text))) = (&inferred, &value) {
         return lockstep_query::pg_array::text_to_list(text, element.data_type()).map_err(bad);
     }
+    // A date or a time with a zone (PgJDBC's setDate sends `2026-03-02 +00`, setTime
+    // `12:34:56+00`): PostgreSQL ignores the zone for these types (QA pass 23b: refused).
+    let value = match (&inferred, value) {
+        (
+            Some(DataType::Date32 | DataType::Date64 | DataType::Time32(_) | DataType::Time64(_)),
+            ScalarValue::Utf8(Some(t)),
+        ) => ScalarValue::Utf8(Some(without_zone(&t).to_string())),
+        (Some(DataType::Timestamp(..)), ScalarValue::Utf8(Some(t))) => {
+            ScalarValue::Utf8(Some(date_with_zone_as_timestamp(&t).unwrap_or(t)))
+        }
+        (_, value) => value,
+    };
     match inferred {
         Some(target) if value.data_type() != target && !value.is_null() => {
             let cast = value.cast_to(&target).map_err(|e| bad(format!("not a {target}: {e}")))?;
@@ -78,6 +90,47 @@ pub(super) fn parameter(
         Some(target) if value.is_null() => ScalarValue::try_from(&target).map_err(|e| bad(e.to_string())),
         _ => Ok(value),
     }
+}
+
+/// `text` without a trailing zone offset (` +00`, `+05:30`, `-0800`).
+fn without_zone(text: &str) -> &str {
+    split_zone(text).0
+}
+
+/// `text` split into what comes before a trailing zone offset and the offset as `±HH:MM`
+/// (None without one). A zone follows a space (a date's) or a time's last digit, so
+/// `2026-03-02` keeps its day.
+fn split_zone(text: &str) -> (&str, Option<String>) {
+    let t = text.trim_end();
+    let bytes = t.as_bytes();
+    for digits in [4usize, 2] {
+        let colon = usize::from(digits == 4 && t.len() > 5 && bytes[t.len() - 3] == b':');
+        let len = digits + colon + 1;
+        if t.len() > len && t.is_char_boundary(t.len() - len) {
+            let (head, zone) = t.split_at(t.len() - len);
+            let Some(rest) = zone.strip_prefix(['+', '-']) else { continue };
+            let zone_digits: String = rest.chars().filter(|c| *c != ':').collect();
+            if zone_digits.len() == digits
+                && zone_digits.bytes().all(|b| b.is_ascii_digit())
+                && (head.ends_with(' ')
+                    || head.contains(':') && head.bytes().last().is_some_and(|b| b.is_ascii_digit()))
+            {
+                let minutes = zone_digits.get(2..).filter(|m| !m.is_empty()).unwrap_or("00");
+                let hours = zone_digits.get(..2).unwrap_or("00");
+                return (head.trim_end(), Some(format!("{}{hours}:{minutes}", &zone[..1])));
+            }
+        }
+    }
+    (t, None)
+}
+
+/// A date with a zone (`2026-03-02 +00`: PgJDBC's setDate where the statement takes a
+/// timestamp) as that zone's midnight in RFC 3339, which the timestamp cast reads.
+fn date_with_zone_as_timestamp(text: &str) -> Option<String> {
+    let (head, zone) = split_zone(text);
+    let is_date = head.len() == 10
+        && head.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    (is_date && zone.is_some()).then(|| format!("{head}T00:00:00{}", zone.unwrap_or_default()))
 }
 
 /// The list types of the parameters DataFusion leaves untyped where the statement says they
@@ -396,6 +449,28 @@ mod tests {
         assert_eq!(scalar(&Type::INT8, b"42", false).unwrap(), ScalarValue::Int64(Some(42)));
         assert_eq!(scalar(&Type::INT4, &7i32.to_be_bytes(), true).unwrap(), ScalarValue::Int64(Some(7)));
         assert!(scalar(&Type::INT4, b"x", false).unwrap_err().contains("not an integer"));
+    }
+
+    /// A date or a time with a zone, as PgJDBC's setDate and setTime send them (QA pass 23b).
+    #[test]
+    fn dates_and_times_with_a_zone_drop_it() {
+        assert_eq!(without_zone("2026-03-02 +00"), "2026-03-02");
+        assert_eq!(without_zone("12:34:56+00"), "12:34:56");
+        assert_eq!(without_zone("12:34:56.5-05:30"), "12:34:56.5");
+        assert_eq!(without_zone("12:34:56 -0800"), "12:34:56");
+        assert_eq!(without_zone("2026-03-02"), "2026-03-02");
+        assert_eq!(without_zone("12:34:56"), "12:34:56");
+        assert_eq!(without_zone("12:34"), "12:34");
+        assert_eq!(without_zone("-05"), "-05");
+        assert_eq!(date_with_zone_as_timestamp("2026-03-02 +00").as_deref(), Some("2026-03-02T00:00:00+00:00"));
+        assert_eq!(date_with_zone_as_timestamp("2026-03-02 -0530").as_deref(), Some("2026-03-02T00:00:00-05:30"));
+        assert_eq!(date_with_zone_as_timestamp("2026-03-02 09:00:00+00"), None);
+        assert_eq!(date_with_zone_as_timestamp("2026-03-02"), None);
+        // Not ASCII where a zone would start: kept whole, no split inside a character.
+        assert_eq!(without_zone("12:3é+0"), "12:3é+0");
+        assert_eq!(without_zone("ééé"), "ééé");
+        assert_eq!(without_zone("1é+00"), "1é+00");
+        assert_eq!(without_zone("12:00é0000"), "12:00é0000");
     }
 
     /// `bytea` parameters in text format, as PostgreSQL writes them (QA finding 8).

@@ -323,12 +323,37 @@ fn user_error(e: &QueryError) -> PgWireError {
         QueryError::DataFusion(d) if matches!(d.find_root(), datafusion::error::DataFusionError::SQL(..)) => {
             error("42601", e.to_string())
         }
+        QueryError::DataFusion(d) if data_error(d).is_some() => error(data_error(d).unwrap_or("XX000"), e.to_string()),
         other => match other.kind() {
             lockstep_engine::ErrorKind::InvalidArgument => error("42000", other.to_string()),
             // undefined_object: an unknown job of `diagnose(…)`, say.
             lockstep_engine::ErrorKind::NotFound => error("42704", other.to_string()),
             _ => internal(other.to_string()),
         },
+    }
+}
+
+/// PostgreSQL's SQLSTATE for what DataFusion says of the data or the names in a statement (QA
+/// pass 23b: a division by zero or a bad cast was XX000, an internal error, to clients that
+/// retry or alert on that class): division by zero 22012, overflow 22003, a value that does not
+/// parse or cast 22P02, an invalid regular expression 2201B, an unknown column 42703, an unknown
+/// table 42P01.
+fn data_error(e: &datafusion::error::DataFusionError) -> Option<&'static str> {
+    use arrow::error::ArrowError;
+    use datafusion::common::SchemaError;
+    use datafusion::error::DataFusionError as D;
+    match e.find_root() {
+        D::ArrowError(a, _) => match a.as_ref() {
+            ArrowError::DivideByZero => Some("22012"),
+            ArrowError::ArithmeticOverflow(_) => Some("22003"),
+            ArrowError::ComputeError(m) if m.contains("overflow") => Some("22003"),
+            ArrowError::CastError(_) | ArrowError::ParseError(_) => Some("22P02"),
+            _ => None,
+        },
+        D::SchemaError(s, _) if matches!(s.as_ref(), SchemaError::FieldNotFound { .. }) => Some("42703"),
+        D::Plan(m) if m.starts_with("table '") && m.ends_with("' not found") => Some("42P01"),
+        D::External(e) if e.to_string().starts_with("regex parse error") => Some("2201B"),
+        _ => None,
     }
 }
 

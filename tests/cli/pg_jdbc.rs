@@ -2,7 +2,8 @@
 //! listener: floats in text (`Infinity`: the driver's getDouble refused pgwire's `inf`), a
 //! parameter set with `setString` and cast to an array (`?::text[]`: a list of one string), past
 //! the driver's prepare threshold (server-prepared statements and binary results), `setArray`,
-//! timestamps, a cursor read with a fetch size, and a syntax error's SQLSTATE.
+//! `setDate` and `setTime` (sent with a zone), timestamps, a cursor read with a fetch size, and a
+//! syntax error's SQLSTATE.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -89,6 +90,15 @@ fn jdbc_reads_floats_arrays_and_timestamps() {
     for run in runs {
         assert_eq!(run, expected.join(","), "text and binary results agree with lockstep sql");
     }
+    let scalar = |sql: &str| ok(&["sql", "--data-dir", db, "--format", "csv", sql]).lines().nth(1).unwrap().to_string();
+    let day = scalar("SELECT count(*) FROM samples WHERE CAST(time AS DATE) = DATE '2026-03-02'");
+    assert_ne!(day, "0");
+    assert_eq!(line("setDate"), day);
+    let all = scalar("SELECT count(*) FROM samples WHERE time >= TIMESTAMP '2026-03-02T00:00:00Z'");
+    assert_eq!(line("setDate_timestamp"), all, "a date where the statement takes a timestamp");
+    let later = scalar("SELECT count(*) FROM samples WHERE CAST(time AS TIME) >= TIME '09:01:00'");
+    assert_ne!(later, "0");
+    assert_eq!(line("setTime"), later);
     assert_eq!(line("fetched"), "1000", "a cursor read in batches of 100");
     assert_eq!(line("error"), "42601");
     assert!(line("version").starts_with("16."), "{stdout}");

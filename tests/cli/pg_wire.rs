@@ -320,3 +320,57 @@ print(json.dumps(out))
     // text, text, text, float4, text, text, text, text (PostgreSQL's type oids).
     assert_eq!(out["types"], serde_json::json!([25, 25, 25, 700, 25, 25, 25, 25]), "{out}");
 }
+
+/// A join that computes from memory — the outer cross join here builds the product of two
+/// small sides and pairs it with every batch of the third — is stopped by a statement timeout:
+/// the statement threads are free for the next statement (QA pass 23b: the join went on after
+/// the 57014, both statement threads stayed busy, and every statement of every client timed
+/// out for 21 minutes).
+#[test]
+fn a_timed_out_cross_join_frees_the_statement_threads() {
+    let script = r#"
+out = {}
+conn.execute("SET statement_timeout = '2s'")
+try:
+    conn.execute("SELECT count(*), sum(a.value + b.value + c.value) FROM generate_series(1, 1000) a, "
+                 "generate_series(1, 1000) b, generate_series(1, 10000000) c").fetchall()
+except psycopg.Error as e:
+    out["join"] = e.sqlstate
+conn.execute("SET statement_timeout = '5s'")
+out["after"] = []
+for _ in range(3):
+    try:
+        out["after"].append(conn.execute("SELECT 1").fetchone()[0])
+    except psycopg.Error as e:
+        out["after"].append(e.sqlstate)
+print(json.dumps(out))
+"#;
+    let Some(result) = psycopg_on_a_new_server(script) else { return };
+    assert_eq!(result["join"], "57014", "{result}");
+    assert_eq!(result["after"], serde_json::json!([1, 1, 1]), "{result}");
+}
+
+/// Errors of the data or the names in a statement carry PostgreSQL's SQLSTATE, not XX000
+/// (internal error) or the generic 42000 (QA pass 23b), so clients and poolers can tell a bad
+/// statement from a broken server.
+#[test]
+fn data_and_name_errors_carry_their_sqlstate() {
+    let script = r#"
+out = {}
+for name, sql in [("div", "SELECT 1 / 0"), ("cast", "SELECT CAST('abc' AS INT)"),
+                  ("overflow", "SELECT abs(CAST(-9223372036854775808 AS BIGINT))"),
+                  ("regex", "SELECT regexp_like('x', '(')"), ("column", "SELECT nope FROM samples"),
+                  ("table", "SELECT * FROM nope")]:
+    try:
+        conn.execute(sql).fetchall()
+        out[name] = "ok"
+    except psycopg.Error as e:
+        out[name] = e.sqlstate
+print(json.dumps(out))
+"#;
+    let Some(result) = psycopg_on_a_new_server(script) else { return };
+    let expected = serde_json::json!({
+        "div": "22012", "cast": "22P02", "overflow": "22003", "regex": "2201B", "column": "42703", "table": "42P01"
+    });
+    assert_eq!(result, expected);
+}

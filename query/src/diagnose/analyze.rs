@@ -143,9 +143,11 @@ pub(crate) fn features(s: &Signal, w: &Windows, meta: &SeriesMeta, timeline: Tim
     if meta.counts_events() {
         let (n0, t0) = events(s, b_lo, b_hi);
         let (n1, t1) = events(s, a_lo, a_hi);
-        let cz = count_z(n0, t0, n1, t1);
-        if cz < COUNT_Z_MIN {
-            z = z.signum() * z.abs().min(cz);
+        // The evidence in the direction of the change (a burst in the baseline is evidence
+        // of a decrease, not of this increase).
+        let evidence = count_z(n0, t0, n1, t1) * z.signum();
+        if evidence < COUNT_Z_MIN {
+            z = z.signum() * z.abs().min(evidence.max(0.0));
         }
     }
     // Onsets are searched from the end of the baseline, or from the episode's start when the
@@ -188,7 +190,7 @@ fn events(s: &Signal, lo: usize, hi: usize) -> (f64, f64) {
 }
 
 /// How far `n1` events in `t1` seconds depart from a rate of `n0` events in `t0` seconds, as a
-/// standard normal score: the conditional test of two Poisson rates (the excess over the count
+/// signed standard normal score (positive: more events than the baseline rate predicts): the conditional test of two Poisson rates (the excess over the count
 /// the baseline rate predicts, over its standard deviation under the pooled rate), with one
 /// event of slack in the variance so that a count on an empty baseline needs a few events to
 /// count. Infinite (no limit) without time on either side.
@@ -199,13 +201,13 @@ fn count_z(n0: f64, t0: f64, n1: f64, t1: f64) -> f64 {
     let expected = n0 * t1 / t0;
     let pooled = (n0 + n1) / (t0 + t1);
     let var = pooled * t1 * (1.0 + t1 / t0);
-    (n1 - expected).abs() / (var + 1.0).sqrt()
+    (n1 - expected) / (var + 1.0).sqrt()
 }
 
 /// Index of the first sample in `start..limit` that departs from the baseline towards the new
 /// level and stays departed (≥ 60 % of the next 10 samples, or of the next minute within the
 /// degraded window when 10 samples are shorter), with whether it was already
-/// departed at `start`. Within those 10 the onset is the departed sample that best splits them
+/// departed at `start`. Within that window the onset is the departed sample that best splits them
 /// into not departed before and departed after (the earliest of equals): a noisy sample a few
 /// samples before a sustained departure starts the window but is not its onset (QA pass 22:
 /// onsets of a sparse gauge 24–76 s before the fault).
@@ -334,8 +336,9 @@ mod tests {
         assert!(count_z(0.0, 600.0, 10.0, 60.0) > COUNT_Z_MIN);
         // 12 in 10 min, then 600 in a minute.
         assert!(count_z(12.0, 600.0, 600.0, 60.0) > 50.0);
-        // The same rate on both sides: no evidence.
-        assert!(count_z(60.0, 600.0, 6.0, 60.0) < 0.5);
+        // The same rate on both sides: no evidence; fewer than before: negative.
+        assert!(count_z(60.0, 600.0, 6.0, 60.0).abs() < 0.5);
+        assert!(count_z(600.0, 600.0, 0.0, 60.0) < -COUNT_Z_MIN);
         assert_eq!(count_z(1.0, 0.0, 1.0, 1.0), f64::INFINITY);
         // Events of a rate series: rate times the spacing before each sample.
         let s = Signal { t: vec![0, 10 * SEC, 20 * SEC, 40 * SEC], v: vec![0.1, 0.1, 0.0, 0.5] };

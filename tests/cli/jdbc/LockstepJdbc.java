@@ -48,6 +48,20 @@ public class LockstepJdbc {
         }
       }
       System.out.println("timestamps=" + rows);
+      // setDate and setTime send a zone ('2026-03-02 +00', '09:01:00+00'), which PostgreSQL
+      // ignores for these types.
+      try (PreparedStatement p = c.prepareStatement("SELECT count(*) FROM samples WHERE CAST(time AS DATE) = ?")) {
+        p.setDate(1, java.sql.Date.valueOf("2026-03-02"));
+        try (ResultSet r = p.executeQuery()) { r.next(); System.out.println("setDate=" + r.getLong(1)); }
+      }
+      try (PreparedStatement p = c.prepareStatement("SELECT count(*) FROM samples WHERE time >= ?")) {
+        p.setDate(1, java.sql.Date.valueOf("2026-03-02"));
+        try (ResultSet r = p.executeQuery()) { r.next(); System.out.println("setDate_timestamp=" + r.getLong(1)); }
+      }
+      try (PreparedStatement p = c.prepareStatement("SELECT count(*) FROM samples WHERE CAST(time AS TIME) >= ?")) {
+        p.setTime(1, java.sql.Time.valueOf("09:01:00"));
+        try (ResultSet r = p.executeQuery()) { r.next(); System.out.println("setTime=" + r.getLong(1)); }
+      }
       c.setAutoCommit(false);
       try (Statement s = c.createStatement()) {
         s.setFetchSize(100);

@@ -8,7 +8,7 @@
 //! `NaN`, `+inf` and `−inf` are counted separately so quantiles order them like the exact
 //! `quantile_cont` does (`−inf < finite < +inf < NaN`).
 //!
-//! Each store keeps at most [`MAX_BINS`] contiguous bins; beyond that the lowest-magnitude bins
+//! Each store keeps at most [`Mapping::max_bins`] contiguous bins; beyond that the lowest-magnitude bins
 //! are collapsed into the lowest kept one (at α = 0.01 this only happens when the data spans
 //! more than a factor of about 1e284). Merging adds bin counts, so it is exactly associative and
 //! commutative: a sketch of the union equals the merge of sketches of the parts, bin for bin.
@@ -32,8 +32,12 @@ pub const DEFAULT_ALPHA: f64 = 0.01;
 pub const MIN_ALPHA: f64 = 1e-4;
 /// Largest accepted relative accuracy.
 pub const MAX_ALPHA: f64 = 0.5;
-/// Maximum number of contiguous bins per store before the lowest ones are collapsed.
+/// Contiguous bins per store before the lowest ones are collapsed, at least ...
 pub const MAX_BINS: usize = 1 << 15;
+/// ... and at least enough for magnitudes spanning this factor: at α = 0.0001 32,768 bins
+/// cover only a factor of about 700, and the median of (1, 2, 3, 100000) came out as 142.5
+/// (QA pass 23b); 1e12 takes 138,156 bins there (about 1 MiB a store at most).
+pub const MIN_SPAN: f64 = 1e12;
 /// Version byte of the binary state.
 const VERSION: u8 = 1;
 
@@ -96,6 +100,12 @@ impl Mapping {
         self.alpha
     }
 
+    /// Contiguous bins a store keeps: [`MAX_BINS`], or those of a factor of [`MIN_SPAN`] when
+    /// that is more (α below about 0.0004).
+    pub fn max_bins(&self) -> usize {
+        MAX_BINS.max((MIN_SPAN.ln() * self.inv_ln_gamma).ceil() as usize + 1)
+    }
+
     /// Bin index of a finite magnitude `m >= min_indexable`.
     #[inline]
     fn index(&self, m: f64) -> i32 {
@@ -133,8 +143,8 @@ impl DdSketch {
     pub fn new(mapping: Mapping) -> Self {
         Self {
             mapping,
-            positive: Store::default(),
-            negative: Store::default(),
+            positive: Store::with_limit(mapping.max_bins()),
+            negative: Store::with_limit(mapping.max_bins()),
             zero: 0,
             nan: 0,
             pos_inf: 0,

@@ -176,3 +176,21 @@ fn decode_rejects_counts_past_2_62_and_inverted_bounds() {
     assert_eq!(a.merge(&c), Ok(()));
     assert_eq!(a.count(), MAX_COUNT);
 }
+
+/// At the smallest α a store keeps the bins of a factor of [`MIN_SPAN`] (QA pass 23b: with
+/// 32,768 bins at α = 0.0001 the median of (1, 2, 3, 100000) came out as 142.5, not 2.5).
+#[test]
+fn small_alpha_keeps_a_wide_span() {
+    let mapping = Mapping::new(MIN_ALPHA).unwrap();
+    assert!(mapping.max_bins() > MAX_BINS);
+    assert_eq!(Mapping::new(DEFAULT_ALPHA).unwrap().max_bins(), MAX_BINS);
+    let mut s = DdSketch::new(mapping);
+    for v in [1.0, 2.0, 3.0, 100_000.0, 1e-3, 1e8] {
+        s.insert(v);
+    }
+    // Sorted: 1e-3, 1, 2, 3, 1e5, 1e8; the second order statistic is 1.
+    let second = s.quantile(0.2).unwrap();
+    assert!((second - 1.0).abs() <= MIN_ALPHA * 1.0 + 1e-12, "{second}");
+    let low = s.quantile(0.0).unwrap();
+    assert_eq!(low, 1e-3);
+}
