@@ -99,6 +99,11 @@ impl Domain {
     }
 }
 
+/// The `metric_catalog` table of `catalog` alone (a store without a topology).
+pub(crate) fn catalog_table(catalog: &MetricCatalog) -> Result<Arc<dyn TableProvider>> {
+    memtable(tables::metric_catalog(catalog)?)
+}
+
 /// Wraps one batch as a single-partition in-memory table.
 fn memtable(batch: RecordBatch) -> Result<Arc<dyn TableProvider>> {
     Ok(Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?))

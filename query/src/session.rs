@@ -96,8 +96,13 @@ impl QueryEngine {
         ctx.register_udtf("samples_at_clock", Arc::new(SamplesAtClockFunc::new(store.clone(), catalog.clone())));
         crate::functions::register_all_with_catalog(&ctx, catalog.clone());
         ctx.register_udtf("diagnose", Arc::new(crate::diagnose::DiagnoseFunc::new(store.clone())));
-        if let Some(domain) = domain {
-            domain.register(&ctx)?;
+        match domain {
+            Some(domain) => domain.register(&ctx)?,
+            // The catalog does not depend on a topology: its table is there without one too
+            // (QA pass 23a: "table 'metric_catalog' not found" on a store of switch counters).
+            None => {
+                ctx.register_table("metric_catalog", crate::domain::catalog_table(&catalog)?)?;
+            }
         }
         Ok(QueryEngine { ctx, store, limits, stop })
     }

@@ -324,9 +324,13 @@ fn series_key(raw: Vec<PromLabel>) -> Result<SeriesKey, (&'static str, String)> 
                 labels.insert("host".to_string(), h.to_string());
             }
             None => {
+                let what = match instance.as_deref() {
+                    Some(i) => format!("its instance label {i:?} has no host part and there is no host label"),
+                    None => "no host or instance label".to_string(),
+                };
                 return Err((
                     "missing_host",
-                    format!("{metric}: no host or instance label; add one with relabelling (write_relabel_configs)"),
+                    format!("{metric}: {what}; add one with relabelling (write_relabel_configs)"),
                 ));
             }
         }

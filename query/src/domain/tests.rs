@@ -344,3 +344,15 @@ async fn a_domain_table_without_its_document_says_what_to_import() {
     assert!(err.contains("pg_catalog tables are not provided") && err.contains("information_schema.columns"), "{err}");
     assert_eq!(err.matches("Error during planning").count(), 1, "{err}");
 }
+
+/// `metric_catalog` is there on a store without a topology (the other domain tables are not).
+#[tokio::test]
+async fn the_catalog_table_needs_no_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = lockstep_engine::Store::open(dir.path(), lockstep_engine::store::StoreConfig::default()).unwrap();
+    let engine = crate::QueryEngine::new(Arc::new(store)).unwrap();
+    let batches = engine.collect("SELECT count(*) FROM metric_catalog").await.unwrap();
+    let n = batches[0].column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0);
+    assert!(n > 50, "{n} families");
+    assert!(engine.collect("SELECT count(*) FROM jobs").await.is_err());
+}

@@ -126,6 +126,12 @@ async fn remote_write_round_trip_and_errors() {
     assert_eq!(code, 400, "{text}");
     assert!(text.contains("1 samples accepted") && text.contains("no host or instance label"), "{text}");
     assert_eq!(read(&store, "withhost").len(), 1);
+    // An instance without a host part is named as such (QA pass 23a: "no host or instance label").
+    let req =
+        PromWriteRequest { timeseries: vec![series(&[("__name__", "porty"), ("instance", ":9100")], &[(T_MS, 1.0)])] };
+    let (code, text) = post(&addr, Some(TOKEN), V1, &body(&req)).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains(r#"its instance label ":9100" has no host part"#), "{text}");
 
     // Wrong path and method.
     let answer = testing::request(&addr, "GET", WRITE_PATH, &[], b"").await;
