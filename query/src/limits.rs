@@ -365,6 +365,13 @@ impl MemoryPool for LimitPool {
     }
 
     fn try_grow(&self, reservation: &MemoryReservation, additional: usize) -> DfResult<()> {
+        // More than the statement's own limit could ever give: that limit is the one to name,
+        // whatever the shared budget says (QA pass 23b: a gap_fill of 19.8 GiB under a 512 MiB
+        // statement limit was refused naming --query-memory-total-mb, which would not help).
+        let own_is_tighter = self.shared.as_ref().is_none_or(|shared| self.limit < shared.limit);
+        if own_is_tighter && self.inner.reserved().saturating_add(additional) > self.limit {
+            return Err(DataFusionError::ResourcesExhausted(self.exceeded(reservation, additional)));
+        }
         if let Some(shared) = &self.shared
             && !shared.try_take(additional)
         {

@@ -127,6 +127,9 @@ async fn statements_sharing_a_budget_stay_within_it_together() {
     let other = MemoryConsumer::new("C").register(&b.context().runtime_env().memory_pool);
     let e = other.try_grow(100 * MIB).unwrap_err().to_string();
     assert!(e.contains("shared by every statement of the server (--query-memory-total-mb"), "{e}");
+    // More than its own limit could give: its own limit is named, not the shared one.
+    let e = other.try_grow(300 * MIB).unwrap_err().to_string();
+    assert!(e.contains("query exceeded the memory limit of 200 MiB: C needed") && !e.contains("shared"), "{e}");
     assert_eq!(budget.used(), 200 * MIB, "a refused reservation takes nothing");
     // 1 MiB left: a hash join of 300,000 rows cannot build (with 6 MiB left it sometimes could).
     other.try_grow(55 * MIB).unwrap();
