@@ -18,6 +18,8 @@ mod examples;
 mod flight;
 #[path = "cli/objstore.rs"]
 mod objstore;
+#[path = "cli/otlp_sdk.rs"]
+mod otlp_sdk;
 #[path = "cli/pg.rs"]
 mod pg;
 #[path = "cli/pg_jdbc.rs"]

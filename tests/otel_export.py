@@ -1,7 +1,7 @@
 """Exports a gauge, a counter and a histogram with the OpenTelemetry Python SDK over OTLP/gRPC
 or OTLP/HTTP (protobuf).
 
-Used by tests/cli/serve.rs::serve_accepts_otlp_from_python_sdk against a real `lockstep serve`.
+Used by tests/cli/otlp_sdk.rs (gRPC with --gzip, HTTP plain) against a real `lockstep serve`.
 
     python3 tests/otel_export.py --endpoint http://127.0.0.1:4317 --token TOKEN [--gzip]
     python3 tests/otel_export.py --protocol http --endpoint http://127.0.0.1:9091/v1/metrics --token TOKEN

@@ -320,29 +320,33 @@ fn user_error(e: &QueryError) -> PgWireError {
             error("25006", format!("Lockstep's SQL listener is read-only (queries only): {reason}"))
         }
         QueryError::MemoryLimit { message } => error("53200", crate::netsql::memory_limit_message(message)),
-        QueryError::DataFusion(d) if matches!(d.find_root(), datafusion::error::DataFusionError::SQL(..)) => {
-            error("42601", e.to_string())
+        other => match other {
+            QueryError::DataFusion(d) => sqlstate_of(d),
+            _ => None,
         }
-        QueryError::DataFusion(d) if data_error(d).is_some() => error(data_error(d).unwrap_or("XX000"), e.to_string()),
-        other => match other.kind() {
-            lockstep_engine::ErrorKind::InvalidArgument => error("42000", other.to_string()),
-            // undefined_object: an unknown job of `diagnose(…)`, say.
-            lockstep_engine::ErrorKind::NotFound => error("42704", other.to_string()),
-            _ => internal(other.to_string()),
-        },
+        .map_or_else(
+            || match other.kind() {
+                lockstep_engine::ErrorKind::InvalidArgument => error("42000", other.to_string()),
+                // undefined_object: an unknown job of `diagnose(…)`, say.
+                lockstep_engine::ErrorKind::NotFound => error("42704", other.to_string()),
+                _ => internal(other.to_string()),
+            },
+            |code| error(code, other.to_string()),
+        ),
     }
 }
 
-/// PostgreSQL's SQLSTATE for what DataFusion says of the data or the names in a statement (QA
-/// pass 23b: a division by zero or a bad cast was XX000, an internal error, to clients that
-/// retry or alert on that class): division by zero 22012, overflow 22003, a value that does not
-/// parse or cast 22P02, an invalid regular expression 2201B, an unknown column 42703, an unknown
-/// table 42P01.
-fn data_error(e: &datafusion::error::DataFusionError) -> Option<&'static str> {
+/// PostgreSQL's SQLSTATE for what DataFusion says of the syntax, the data or the names in a
+/// statement (QA pass 23b: a division by zero or a bad cast was XX000, an internal error, to
+/// clients that retry or alert on that class): a syntax error 42601, division by zero 22012,
+/// overflow 22003, a value that does not parse or cast 22P02, an invalid regular expression
+/// 2201B, an unknown column 42703, an unknown table 42P01.
+fn sqlstate_of(e: &datafusion::error::DataFusionError) -> Option<&'static str> {
     use arrow::error::ArrowError;
     use datafusion::common::SchemaError;
     use datafusion::error::DataFusionError as D;
     match e.find_root() {
+        D::SQL(..) => Some("42601"),
         D::ArrowError(a, _) => match a.as_ref() {
             ArrowError::DivideByZero => Some("22012"),
             ArrowError::ArithmeticOverflow(_) => Some("22003"),
