@@ -12,6 +12,7 @@ use lockstep_engine::metrics::MetricCatalog;
 pub mod approx_quantile;
 pub mod before;
 mod bounded;
+mod bounded_agg;
 pub(crate) use bounded::BroadcastConcat;
 pub mod change_points;
 mod constant_args;
@@ -42,6 +43,7 @@ pub fn register_all(ctx: &SessionContext) {
 pub fn register_all_with_catalog(ctx: &SessionContext, catalog: Arc<MetricCatalog>) {
     use datafusion::logical_expr::AggregateUDF;
     bounded::register(ctx);
+    bounded_agg::register(ctx);
     pg_compat::register(ctx);
     // Under casts of text to arrays (crate::pg_array); registered so a plan sent to a worker names them.
     for lenient in [false, true] {

@@ -23,14 +23,17 @@
 //! (`functions/bounded.rs`). The `samples` scan reserves the decoded rows of the
 //! time partition it is converting (without ever failing on it: it cannot spill, and a scan
 //! that fails because a sort holds its share would be worse than a sort that spills earlier).
-//! **Not accounted:** window functions (`OVER (...)`; `gap_fill`'s lists excepted), the
+//! `array_agg` and `string_agg` are wrapped (`functions/bounded_agg.rs`): the text behind their
+//! input views counts, and so do their results as windows. **Not accounted:** other window
+//! functions (`OVER (...)`; `gap_fill`'s lists excepted), the
 //! batches in flight between operators (each `samples` scan partition keeps at most four in
 //! its channel, a coalesce or repartition a few per partition; the scan's batches are of the
 //! session's `batch_size`, 8192 rows, so this is about 20 MB per partition for a wide
 //! `SELECT *`), and small in-memory tables (topology, jobs, `diagnose()`, `clock_models`).
 //!
 //! **Spilling.** Sorts, hash aggregates in their final phase (including the single-phase
-//! whole-series aggregates, whose state is then spilled as lists), sort-merge and nested-loop
+//! whole-series aggregates, whose state is then spilled as lists; not a grouped `array_agg` or
+//! `string_agg`, which fails instead: `plan/no_spill.rs`), sort-merge and nested-loop
 //! joins and repartitions spill to files in the OS temporary directory (`TMPDIR`) before they
 //! fail. Hash joins and cross joins keep their build side in memory: they fail with the error
 //! instead.

@@ -2,9 +2,13 @@
 //!
 //! DataFusion runs a parallel `GROUP BY` as a partial aggregation per input partition, a hash
 //! repartition of the partial states, and a final aggregation. That pays when a state is small
-//! (a sum, a count, a sketch). The state of `lag_corr`, `onset`, `change_points` and the exact
-//! quantiles is every input row of the group, so the partial phase only copies the rows into
-//! state lists, the repartition copies them again and the final phase a third time.
+//! (a sum, a count, a sketch). The state of `lag_corr`, `onset`, `change_points`, the exact
+//! quantiles, `array_agg` and `string_agg` is every input row of the group, so the partial phase
+//! only copies the rows into state lists, the repartition copies them again and the final phase
+//! a third time. Under a memory limit it is worse: a partial phase out of memory hands its states
+//! on early, a few rows of many megabytes each, and the repartition gathers them into batches of
+//! thousands of rows outside any reservation (QA pass 23b: `array_agg` of 1.2 GB of text took
+//! 4 GB under a limit of 256 MiB before it failed).
 //! [`WholeSeriesAggregates`] rewrites
 //!
 //! ```text
@@ -46,9 +50,22 @@ use datafusion::prelude::SessionContext;
 
 use crate::samples::exec::SamplesExec;
 
-/// Aggregates whose state is all of the group's rows.
-const WHOLE_SERIES: &[&str] =
-    &["lag_corr", "onset", "change_points", "quantile_cont", "p50", "p90", "p95", "p99", "p999"];
+mod no_spill;
+
+/// Aggregates whose state is all of the group's rows (or, for `string_agg`, all its text).
+const WHOLE_SERIES: &[&str] = &[
+    "lag_corr",
+    "onset",
+    "change_points",
+    "quantile_cont",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "p999",
+    "array_agg",
+    "string_agg",
+];
 
 /// Aggregates whose state is a sketch: small for a large group, but for the fine groups of a
 /// per-series, per-bucket query (a handful of rows each) a t-digest or an HLL register set
@@ -91,10 +108,17 @@ impl PhysicalOptimizerRule for WholeSeriesAggregates {
         if plan.exists(|n| Ok(pairs_partitions(n)))? {
             return Ok(plan);
         }
-        plan.transform_up(|node| {
-            Ok(rewrite(&node, self.series_scans)?.map_or_else(|| Transformed::no(node), Transformed::yes))
-        })
-        .map(|t| t.data)
+        let plan = plan
+            .transform_up(|node| {
+                Ok(rewrite(&node, self.series_scans)?.map_or_else(|| Transformed::no(node), Transformed::yes))
+            })
+            .map(|t| t.data)?;
+        // Not in a distributed plan: its workers would have to know the node.
+        if !self.series_scans {
+            return Ok(plan);
+        }
+        plan.transform_up(|node| Ok(without_spilling(&node)?.map_or_else(|| Transformed::no(node), Transformed::yes)))
+            .map(|t| t.data)
     }
 
     fn name(&self) -> &str {
@@ -187,6 +211,26 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>, series_scans: bool) -> Result<Option<A
             .zip(last.schema().fields())
             .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
     Ok(same.then(|| Arc::new(single) as Arc<dyn ExecutionPlan>))
+}
+
+/// Aggregates whose state for a group is all of its values, which no spill file makes fit.
+const GROUP_VALUES: &[&str] = &["array_agg", "string_agg"];
+
+/// `node` run without spill files ([`no_spill`]) when it is a grouped aggregate past its partial
+/// phase with one of [`GROUP_VALUES`]; `None` otherwise.
+fn without_spilling(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    if *aggregate.mode() == AggregateMode::Partial
+        || aggregate.group_expr().is_empty()
+        || !aggregate.aggr_expr().iter().any(|a| GROUP_VALUES.contains(&a.fun().name()))
+    {
+        return Ok(None);
+    }
+    let input = Arc::new(no_spill::NoSpillExec::restore(Arc::clone(aggregate.input())));
+    let aggregate = replace_children_if_necessary(Arc::clone(node), vec![input])?;
+    Ok(Some(Arc::new(no_spill::NoSpillExec::new(aggregate))))
 }
 
 /// `plan` with its `samples` scan split by series ([`SamplesExec::by_series`]) into

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use arrow::array::{
-    ArrayRef, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch,
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Float32Array, Float32Builder, Float64Array, Float64Builder,
+    Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder, RecordBatch, StringArray,
     StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -104,7 +105,8 @@ impl Remote {
         }
         let types: Option<Vec<DataType>> = columns.iter().map(|c| arrow_type(c.type_())).collect();
         let Some(types) = types else {
-            return self.run_as_text(sql, sink).await;
+            let types = columns.iter().map(|c| arrow_type(c.type_())).collect();
+            return self.run_as_text(sql, types, sink).await;
         };
         let schema: SchemaRef = Arc::new(Schema::new(
             columns.iter().zip(&types).map(|(c, t)| Field::new(c.name(), t.clone(), true)).collect::<Vec<_>>(),
@@ -134,10 +136,13 @@ impl Remote {
         }
     }
 
-    /// Runs `sql` with the simple protocol, every column as text.
+    /// Runs `sql` with the simple protocol, every column as text; those of `types` (the Arrow
+    /// type of each column read as itself) are then parsed back, so that a number stays a
+    /// number in `--format json` beside a column of another type (QA pass 23b M4).
     async fn run_as_text(
         &self,
         sql: &str,
+        types: Vec<Option<DataType>>,
         mut sink: impl FnMut(RecordBatch) -> anyhow::Result<bool>,
     ) -> anyhow::Result<()> {
         let messages = self.client.simple_query(sql).await.map_err(|e| anyhow::anyhow!("{}", error_text(&e)))?;
@@ -160,8 +165,16 @@ impl Remote {
             }
         }
         if let Some(schema) = schema {
-            let arrays: Vec<ArrayRef> = columns.iter_mut().map(|c| Arc::new(c.finish()) as ArrayRef).collect();
-            sink(RecordBatch::try_new(schema, arrays)?)?;
+            let mut fields = Vec::new();
+            let mut arrays = Vec::new();
+            for (i, (field, column)) in schema.fields().iter().zip(columns.iter_mut()).enumerate() {
+                let text = column.finish();
+                let typed = types.get(i).cloned().flatten().and_then(|t| from_text(&text, &t));
+                let array = typed.unwrap_or_else(|| Arc::new(text) as ArrayRef);
+                fields.push(Field::new(field.name(), array.data_type().clone(), true));
+                arrays.push(array);
+            }
+            sink(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)?;
         }
         Ok(())
     }
@@ -192,6 +205,54 @@ fn arrow_type(ty: &Type) -> Option<DataType> {
         Type::FLOAT8 => DataType::Float64,
         Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => DataType::Utf8,
         Type::TIMESTAMP | Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Microsecond, None),
+        _ => return None,
+    })
+}
+
+/// `text` (PostgreSQL's text format of a column) as `data_type`, or `None` when a value does
+/// not parse (the column then stays text).
+fn from_text(text: &StringArray, data_type: &DataType) -> Option<ArrayRef> {
+    fn parsed<T: std::str::FromStr>(text: &StringArray) -> Option<Vec<Option<T>>> {
+        text.iter().map(|v| v.map_or(Some(None), |v| v.parse().ok().map(Some))).collect()
+    }
+    Some(match data_type {
+        DataType::Boolean => Arc::new(BooleanArray::from(
+            text.iter()
+                .map(|v| match v {
+                    None => Some(None),
+                    Some("t") => Some(Some(true)),
+                    Some("f") => Some(Some(false)),
+                    Some(_) => None,
+                })
+                .collect::<Option<Vec<_>>>()?,
+        )),
+        DataType::Int16 => Arc::new(Int16Array::from(parsed::<i16>(text)?)),
+        DataType::Int32 => Arc::new(Int32Array::from(parsed::<i32>(text)?)),
+        DataType::Int64 => Arc::new(Int64Array::from(parsed::<i64>(text)?)),
+        // Rust reads PostgreSQL's `Infinity`, `-Infinity` and `NaN`.
+        DataType::Float32 => Arc::new(Float32Array::from(parsed::<f32>(text)?)),
+        DataType::Float64 => Arc::new(Float64Array::from(parsed::<f64>(text)?)),
+        DataType::Utf8 => Arc::new(text.clone()),
+        DataType::Timestamp(..) => {
+            // `2026-03-02 09:00:00.123456+00`: the zone as `+00:00`, which Arrow reads.
+            let zoned: StringArray = text
+                .iter()
+                .map(|v| {
+                    v.map(|v| match v.len().checked_sub(3).and_then(|at| v.get(at..).map(|zone| (at, zone))) {
+                        Some((_, zone))
+                            if (zone.starts_with('+') || zone.starts_with('-'))
+                                && zone[1..].bytes().all(|b| b.is_ascii_digit()) =>
+                        {
+                            format!("{v}:00")
+                        }
+                        _ => v.to_string(),
+                    })
+                })
+                .collect();
+            let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+            arrow::compute::cast_with_options(&zoned, &DataType::Timestamp(TimeUnit::Microsecond, None), &options)
+                .ok()?
+        }
         _ => return None,
     })
 }
@@ -243,6 +304,25 @@ fn to_batch(schema: &SchemaRef, rows: &[Row]) -> anyhow::Result<RecordBatch> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_columns_are_read_back_as_their_types() {
+        let text = |v: &[Option<&str>]| StringArray::from(v.to_vec());
+        let floats =
+            from_text(&text(&[Some("2.5"), Some("-Infinity"), Some("NaN"), None]), &DataType::Float64).unwrap();
+        let floats = floats.as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!((floats.value(0), floats.value(1), floats.is_null(3)), (2.5, f64::NEG_INFINITY, true));
+        assert!(floats.value(2).is_nan());
+        let flags = from_text(&text(&[Some("t"), Some("f")]), &DataType::Boolean).unwrap();
+        assert_eq!(flags.as_any().downcast_ref::<BooleanArray>().unwrap(), &BooleanArray::from(vec![true, false]));
+        let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let times = from_text(&text(&[Some("2026-03-02 09:00:00.123456+00"), Some("1970-01-01 00:00:01-01")]), &micros);
+        let times = arrow::compute::cast(&times.unwrap(), &DataType::Int64).unwrap();
+        let times = times.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!((times.value(0), times.value(1)), (1_772_442_000_123_456, 3_601_000_000));
+        // A value that does not parse leaves the column as text.
+        assert!(from_text(&text(&[Some("12"), Some("x")]), &DataType::Int64).is_none());
+    }
 
     #[test]
     fn passwords_are_redacted() {

@@ -331,6 +331,10 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
     let probe = ok(&["sql", "--server", &server.url(None), "--format", "csv", queries[1]]);
     assert_eq!(probe.lines().count(), 6, "{probe}");
     assert!(probe.lines().nth(1).unwrap().starts_with("2026-03-02T09:01:00,live,1"), "{probe}");
+    // Numbers stay numbers in JSON beside a column read as text (a list): all were strings.
+    let mixed = "SELECT CAST(2.5 AS DOUBLE) AS a, CAST(7 AS BIGINT) AS n, true AS t, make_array(1, 2) AS l";
+    let json = ok(&["sql", "--server", &server.url(None), "--format", "json", mixed]);
+    assert!(json.starts_with(r#"{"a":2.5,"n":7,"t":true,"l":"#), "{json}");
 
     // Errors are printed once; DDL, DML and COPY are refused as read-only.
     let out = lockstep(&["sql", "--server", &server.url(None), "SELEC 1"]);

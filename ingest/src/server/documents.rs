@@ -82,7 +82,8 @@ async fn route(api: &HttpApi, request: Request<Incoming>) -> Result<Response<Bod
         let version = query_version(parts.uri.query())?;
         return blocking(move || get(&store, doc, version)).await;
     }
-    let bytes = read_body(&parts.headers, body, MAX_DOCUMENT_BYTES, Encodings::IdentityOrGzip).await?;
+    let (bytes, _held) =
+        read_body(&parts.headers, body, MAX_DOCUMENT_BYTES, Encodings::IdentityOrGzip, api.bodies.as_ref()).await?;
     let body = String::from_utf8(bytes.to_vec()).map_err(|_| Status::invalid_argument("body is not UTF-8"))?;
     let _guard = api.documents.lock.lock().await;
     let job_name = |suffix: &str| {

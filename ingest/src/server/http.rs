@@ -32,6 +32,9 @@ use super::otlp_http;
 use super::remote_write::{self, WRITE_PATH};
 use super::write::Shared;
 
+mod budget;
+pub(crate) use budget::{BodyBudget, Held};
+
 /// How long a client may take to send the request headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a client may take to send the request body.
@@ -49,6 +52,8 @@ pub(crate) struct HttpApi {
     pub(crate) documents: Documents,
     /// Remote write's label sets → series ids.
     pub(crate) series_cache: remote_write::cache::SeriesCache,
+    /// What request bodies may take at once under a memory limit.
+    pub(crate) bodies: Option<BodyBudget>,
 }
 
 impl HttpApi {
@@ -148,13 +153,16 @@ pub(crate) enum Encodings {
 }
 
 /// Reads a request body of at most `max` bytes (after gzip decoding too), with the body
-/// timeout; the declared length is checked before anything is read.
+/// timeout; the declared length is checked before anything is read. Under a memory limit the
+/// body's bytes (and a gzip body's decoded ones) are taken from `budget` first, and held by
+/// the returned [`Held`] until the request is answered.
 pub(crate) async fn read_body(
     headers: &hyper::HeaderMap,
     body: Incoming,
     max: usize,
     encodings: Encodings,
-) -> Result<Bytes, Status> {
+    budget: Option<&BodyBudget>,
+) -> Result<(Bytes, Held), Status> {
     let encoding = headers.get(header::CONTENT_ENCODING).map(|e| e.to_str().unwrap_or("?").trim().to_ascii_lowercase());
     let gzip = match (encoding.as_deref(), encodings) {
         (None | Some("identity"), Encodings::IdentityOrGzip) => false,
@@ -175,32 +183,64 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let raw = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, max).collect())
-        .await
-        .map_err(|_| {
-            Status::deadline_exceeded(format!("request body not received within {} s", BODY_TIMEOUT.as_secs()))
-        })?
-        .map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                too_large()
-            } else {
-                Status::invalid_argument(format!("reading the request body failed: {e}"))
+    let mut held = Held::default();
+    if let (Some(budget), Some(n)) = (budget, declared) {
+        budget.take(n as usize, &mut held).await?;
+    }
+    let read = async {
+        let mut body = Limited::new(body, max);
+        let mut raw = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    too_large()
+                } else {
+                    Status::invalid_argument(format!("reading the request body failed: {e}"))
+                }
+            })?;
+            let Ok(data) = frame.into_data() else { continue };
+            // A chunked body (or one longer than declared) takes its bytes as they come.
+            if let Some(budget) = budget
+                && raw.len() + data.len() > held.bytes
+            {
+                budget.take(raw.len() + data.len() - held.bytes, &mut held).await?;
             }
-        })?
-        .to_bytes();
+            raw.extend_from_slice(&data);
+        }
+        Ok::<_, Status>(raw)
+    };
+    let raw = tokio::time::timeout(BODY_TIMEOUT, read).await.map_err(|_| {
+        Status::deadline_exceeded(format!("request body not received within {} s", BODY_TIMEOUT.as_secs()))
+    })??;
     if !gzip {
-        return Ok(raw);
+        return Ok((Bytes::from(raw), held));
     }
-    // Decoded size is bounded too: a small gzip bomb must not allocate without limit.
+    // Decoded size is bounded too: a small gzip bomb must not allocate without limit; under a
+    // memory limit the decoded bytes are taken from the budget a MiB at a time.
+    const STEP: usize = 1 << 20;
+    let mut decoder = flate2::read::GzDecoder::new(raw.as_slice());
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(raw.as_ref())
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| Status::invalid_argument(format!("body is not valid gzip: {e}")))?;
-    if out.len() > max {
-        return Err(Status::out_of_range(format!("decompressed request is larger than the limit of {max} bytes")));
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut taken = 0;
+    loop {
+        let n =
+            decoder.read(&mut chunk).map_err(|e| Status::invalid_argument(format!("body is not valid gzip: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        if out.len() + n > max {
+            return Err(Status::out_of_range(format!("decompressed request is larger than the limit of {max} bytes")));
+        }
+        if let Some(budget) = budget
+            && out.len() + n > taken
+        {
+            budget.take(STEP, &mut held).await?;
+            taken += STEP;
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
-    Ok(Bytes::from(out))
+    drop(raw);
+    Ok((Bytes::from(out), held))
 }
 
 /// The media type of a request (`application/json` from `application/json; charset=utf-8`),

@@ -100,7 +100,8 @@ async fn export(
 ) -> Result<ExportMetricsServiceResponse, Status> {
     let (parts, body) = request.into_parts();
     api.authorize(&parts.headers, Role::Write, "OTLP/HTTP metrics")?;
-    let bytes = read_body(&parts.headers, body, api.shared.limits.max_message_bytes, Encodings::IdentityOrGzip).await?;
+    let max = api.shared.limits.max_message_bytes;
+    let (bytes, _held) = read_body(&parts.headers, body, max, Encodings::IdentityOrGzip, api.bodies.as_ref()).await?;
     let request = decode(&bytes, encoding)?;
     api.otlp.export_inner(request).await
 }

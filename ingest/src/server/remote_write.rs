@@ -418,7 +418,13 @@ async fn write(api: &HttpApi, request: Request<Incoming>) -> Result<Written, Sta
     api.authorize(&parts.headers, Role::Write, "Prometheus remote write")?;
     let version = check_content_type(&parts.headers)?;
     let max = api.shared.limits.max_message_bytes;
-    let compressed = read_body(&parts.headers, body, max, Encodings::Snappy).await?;
+    let (compressed, mut held) = read_body(&parts.headers, body, max, Encodings::Snappy, api.bodies.as_ref()).await?;
+    // The decoded request is in memory with the body: taken too (decode checks the length).
+    if let (Some(budget), Ok(length)) = (&api.bodies, snap::raw::decompress_len(&compressed))
+        && length <= max
+    {
+        budget.take(length, &mut held).await?;
+    }
     let req = decode(&compressed, max, version)?;
     let shared = &api.shared;
     let samples: usize = req.timeseries.iter().map(|t| t.samples.len() + t.histograms.len()).sum();

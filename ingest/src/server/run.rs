@@ -293,6 +293,7 @@ impl Server {
                     otlp: otlp_service.clone(),
                     documents: Documents::default(),
                     series_cache: Default::default(),
+                    bodies: http_api::BodyBudget::for_limits(&limits),
                 });
                 Some(tokio::spawn(http_api::serve(http, acceptor, handler, async move {
                     let _ = http_stop_rx.await;

@@ -143,6 +143,71 @@ async fn remote_write_round_trip_and_errors() {
     task.await.unwrap();
 }
 
+/// Under a memory limit, request bodies in flight share a quarter of it (QA pass 23a: 100
+/// bodies of 60 MiB at once took a server with a 256 MiB limit to 3.7 GiB): a body that does
+/// not fit beside those being read is refused as busy (503, Retry-After), one larger than the
+/// whole budget as too large (413), and what a request held is free once it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_share_a_quarter_of_the_memory_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::default()).unwrap());
+    let (addr, stop, task) = start_with(store.clone(), |options| {
+        options.tokens = None;
+        options.config.limits.memory_limit_bytes = Some(32 << 20);
+        options.config.limits.admission_wait = std::time::Duration::from_millis(300);
+    })
+    .await;
+    // A slow client: 6 of the budget's 8 MiB declared, 1 KiB sent.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST {WRITE_PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {V1}\r\nContent-Encoding: snappy\r\n\
+         Content-Length: {}\r\n\r\n",
+        6 << 20
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&[0u8; 1024]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // A small write still fits and is stored.
+    let one = PromWriteRequest { timeseries: vec![series(&[("__name__", "m"), ("host", "h")], &[(T_MS, 1.0)])] };
+    let (code, text) = post(&addr, None, V1, &body(&one)).await;
+    assert_eq!(code, 204, "{text}");
+    // A head declaring `length` bytes, and the answer, which comes before the body is sent.
+    let declare = |length: usize| {
+        let addr = addr.clone();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let head = format!(
+                "POST {WRITE_PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {V1}\r\nContent-Encoding: snappy\r\n\
+                 Content-Length: {length}\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer).to_ascii_lowercase()
+        }
+    };
+    // 4 MiB does not fit beside the slow body: busy, retryable.
+    let answer = declare(4 << 20).await;
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after"), "{answer}");
+    assert!(answer.contains("server busy: request bodies of 6 mib are being read"), "{answer}");
+    // 10 MiB never fits.
+    let answer = declare(10 << 20).await;
+    assert!(answer.starts_with("http/1.1 413"), "{answer}");
+    assert!(answer.contains("more than the server takes in at once: 8 mib"), "{answer}");
+    // The slow client gives up: its 6 MiB are free again, and the 4 MiB body is read (and
+    // found not to be snappy).
+    drop(slow);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (code, text) = post(&addr, None, V1, &vec![0u8; 4 << 20]).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("not snappy"), "{text}");
+    assert_eq!(read(&store, "m").len(), 1);
+    drop(stop);
+    task.await.unwrap();
+}
+
 #[tokio::test]
 async fn oversized_bodies_are_413() {
     let dir = tempfile::tempdir().unwrap();
