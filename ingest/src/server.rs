@@ -14,6 +14,7 @@ mod clock;
 mod config;
 mod convert;
 pub mod documents;
+mod grpc_budget;
 pub mod http;
 pub mod memory;
 mod otlp;

@@ -21,6 +21,7 @@ use super::auth::{Role, TokenSet};
 use super::clock::{ClockService, Refitter};
 use super::config::ServerConfig;
 use super::documents::Documents;
+use super::grpc_budget::Budgeted;
 use super::http::{self as http_api, HttpApi};
 use super::memory;
 use super::otlp::{DeltaState, OtlpService};
@@ -186,6 +187,8 @@ impl Server {
         });
         let tokens = options.tokens.map(Arc::new);
         let max = limits.max_message_bytes;
+        // Request bodies (HTTP) and messages (gRPC) being received share a part of the memory limit.
+        let bodies = http_api::BodyBudget::for_limits(&limits);
         let auth = |role, service| interceptor(tokens.clone(), role, service, telemetry.clone());
 
         let write = WriteServer::new(WriteService { shared: shared.clone() })
@@ -223,12 +226,18 @@ impl Server {
             builder = builder.tls_config(tls.server_config()).map_err(tls_error)?;
         }
         let router = builder
-            .add_service(DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))))
+            .add_service(Budgeted {
+                inner: DecodeErrors(InterceptedService::new(write, auth(Role::Write, "lockstep.ingest.v1.Write"))),
+                budget: bodies.clone(),
+            })
             .add_service(DecodeErrors(InterceptedService::new(
                 clock,
                 auth(Role::Write, "lockstep.ingest.v1.ClockSync"),
             )))
-            .add_service(DecodeErrors(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService"))))
+            .add_service(Budgeted {
+                inner: DecodeErrors(InterceptedService::new(otlp, auth(Role::Write, "OTLP MetricsService"))),
+                budget: bodies.clone(),
+            })
             .add_service(DecodeErrors(InterceptedService::new(stats, auth(Role::Read, "lockstep.ingest.v1.Stats"))));
 
         // Background: RSS sampling (memory-pressure flushes and trims), self-telemetry, clock refits.
@@ -293,7 +302,7 @@ impl Server {
                     otlp: otlp_service.clone(),
                     documents: Documents::default(),
                     series_cache: Default::default(),
-                    bodies: http_api::BodyBudget::for_limits(&limits),
+                    bodies: bodies.clone(),
                 });
                 Some(tokio::spawn(http_api::serve(http, acceptor, handler, async move {
                     let _ = http_stop_rx.await;

@@ -51,38 +51,58 @@ impl BodyBudget {
         })
     }
 
+    /// Room for `bytes` now, or the refusal a frame of a gRPC call gets (it cannot wait).
+    pub(crate) fn take_now(&self, bytes: usize) -> Result<OwnedSemaphorePermit, Status> {
+        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        if want > self.kib {
+            return Err(self.too_large(bytes));
+        }
+        self.permits.clone().try_acquire_many_owned(want).map_err(|_| self.busy())
+    }
+
+    /// The budget's size in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.kib as usize * 1024
+    }
+
+    /// The refusal of a request of `bytes`, more than the whole budget.
+    pub(crate) fn too_large(&self, bytes: usize) -> Status {
+        Status::out_of_range(format!(
+            "request body of {} MiB (decoded) is more than the server takes in at once: {} MiB, a quarter of its \
+             memory limit (--memory-limit-mb); send smaller requests",
+            bytes.div_ceil(1 << 20),
+            u64::from(self.kib).div_ceil(1024)
+        ))
+    }
+
+    fn busy(&self) -> Status {
+        let busy = self.kib as usize - self.permits.available_permits().min(self.kib as usize);
+        retryable(
+            Code::ResourceExhausted,
+            format!(
+                "server busy: request bodies of {} MiB are being read, its limit for them ({} MiB, a quarter of \
+                 --memory-limit-mb)",
+                (busy as u64).div_ceil(1024),
+                u64::from(self.kib).div_ceil(1024)
+            ),
+            self.retry_after_ms,
+        )
+    }
+
     /// Adds `bytes` to what `held` holds, waiting up to the admission wait.
     pub(crate) async fn take(&self, bytes: usize, held: &mut Held) -> Result<(), Status> {
         let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
         if want == 0 {
             return Ok(());
         }
-        let mib = |kib: u64| kib.div_ceil(1024);
         let have = (held.bytes / 1024) as u64;
         if have + u64::from(want) > u64::from(self.kib) {
-            return Err(Status::out_of_range(format!(
-                "request body of {} MiB (decoded) is more than the server takes in at once: {} MiB, a quarter of \
-                 its memory limit (--memory-limit-mb); send smaller requests",
-                mib(have + u64::from(want)),
-                mib(u64::from(self.kib))
-            )));
+            return Err(self.too_large(((have + u64::from(want)) * 1024) as usize));
         }
         let permit = match tokio::time::timeout(self.wait, self.permits.clone().acquire_many_owned(want)).await {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) => return Err(retryable(Code::Unavailable, "server is shutting down", self.retry_after_ms)),
-            Err(_) => {
-                let busy = self.kib as usize - self.permits.available_permits().min(self.kib as usize);
-                return Err(retryable(
-                    Code::ResourceExhausted,
-                    format!(
-                        "server busy: request bodies of {} MiB are being read, its limit for them ({} MiB, a \
-                         quarter of --memory-limit-mb)",
-                        mib(busy as u64),
-                        mib(u64::from(self.kib))
-                    ),
-                    self.retry_after_ms,
-                ));
-            }
+            Err(_) => return Err(self.busy()),
         };
         held.bytes += want as usize * 1024;
         match &mut held.permit {
