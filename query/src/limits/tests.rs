@@ -236,6 +236,16 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
             "SELECT sum(length(concat(CAST(value AS TEXT), repeat('x', 10000000)))) FROM generate_series(1, 100)",
             "concat",
         ),
+        // One list of 8 MB given ten times (QA pass 24: 140 copies of a 47 MB list took the
+        // server past 7 GB under 256 MiB).
+        (
+            "WITH t AS (SELECT array_repeat(1.5, 1000000) AS a) SELECT cardinality(array_concat(a, a, a, a, a, a, a, a, a, a)) FROM t",
+            "array_concat",
+        ),
+        (
+            "WITH t AS (SELECT array_repeat(1.5, 1000000) AS a) SELECT cardinality(make_array(a, a, a, a, a, a, a, a, a, a)) FROM t",
+            "make_array",
+        ),
     ] {
         let error = engine.collect(sql).await.unwrap_err();
         assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
@@ -258,6 +268,8 @@ async fn functions_that_build_large_results_are_bounded_by_the_limit() {
         ("SELECT length(replace(repeat('ab', 1000000), 'a', 'xyz'))", 4_000_000),
         ("SELECT length(replace(repeat('ab', 1000000), '', repeat('y', 1000)))", 2_000_000),
         ("SELECT cardinality(array_replace_all(array_repeat('a', 100000), 'a', 'bb'))", 100_000),
+        ("SELECT cardinality(array_concat(array_repeat(1.5, 100000), [1.0], array_repeat(2.5, 100000)))", 200_001),
+        ("SELECT cardinality(make_array(1, 2, 3))", 3),
         (
             "SELECT CAST(sum(cardinality(array_repeat(x, 100))) AS BIGINT) FROM (SELECT CAST(value AS DOUBLE) AS x FROM generate_series(1, 2000))",
             200_000,
