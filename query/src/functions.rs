@@ -14,6 +14,7 @@ pub mod before;
 mod bounded;
 mod bounded_agg;
 pub(crate) use bounded::BroadcastConcat;
+pub(crate) use bounded_agg::WindowedAggregates;
 pub mod change_points;
 mod constant_args;
 pub(crate) mod counter;

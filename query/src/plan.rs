@@ -312,6 +312,7 @@ fn optimizer_rules() -> Vec<Arc<dyn datafusion::optimizer::OptimizerRule + Send 
     }
     // After constants are folded (`repeat('x', n)` is a literal by then).
     rules.push(Arc::new(crate::functions::BroadcastConcat));
+    rules.push(Arc::new(crate::functions::WindowedAggregates));
     rules
 }
 

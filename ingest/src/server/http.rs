@@ -154,8 +154,8 @@ pub(crate) enum Encodings {
 
 /// Reads a request body of at most `max` bytes (after gzip decoding too), with the body
 /// timeout; the declared length is checked before anything is read. Under a memory limit the
-/// body's bytes (and a gzip body's decoded ones) are taken from `budget` first, and held by
-/// the returned [`Held`] until the request is answered.
+/// body's bytes (and a gzip body's decoded ones) are taken from `budget` as they arrive, and
+/// held by the returned [`Held`] until the request is answered.
 pub(crate) async fn read_body(
     headers: &hyper::HeaderMap,
     body: Incoming,
@@ -183,9 +183,14 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
+    // The bytes are taken as they arrive, not as declared: a client sending slowly holds only
+    // what it sent (QA pass 24: two clients declaring 31 MiB at a byte a second held the share,
+    // and every other writer got 503 for a minute).
     let mut held = Held::default();
-    if let (Some(budget), Some(n)) = (budget, declared) {
-        budget.take(n as usize, &mut held).await?;
+    if let (Some(budget), Some(n)) = (budget, declared)
+        && n > budget.bytes() as u64
+    {
+        return Err(budget.too_large(n as usize));
     }
     let read = async {
         let mut body = Limited::new(body, max);
@@ -199,7 +204,6 @@ pub(crate) async fn read_body(
                 }
             })?;
             let Ok(data) = frame.into_data() else { continue };
-            // A chunked body (or one longer than declared) takes its bytes as they come.
             if let Some(budget) = budget
                 && raw.len() + data.len() > held.bytes
             {

@@ -217,3 +217,32 @@ async fn grpc_messages_take_their_room_in_the_bodies_share() {
         task.await.unwrap();
     }
 }
+
+/// Over its memory limit the server refuses writes only while the buffer holds enough rows for
+/// the pressure flush to take them: memory held by something else (the limit here is below any
+/// process's RSS) once refused every write for good, a buffer of one row included (QA pass 24).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_held_elsewhere_does_not_refuse_writes_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig { flush_rows: 1 << 20, ..StoreConfig::default() };
+    let store = Arc::new(Store::open(dir.path(), config).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut options = ServeOptions::default();
+    options.config.drain_timeout = std::time::Duration::from_millis(100);
+    options.config.limits.memory_limit_bytes = Some(1 << 20);
+    let server = Server::new(store.clone(), options);
+    let task = tokio::spawn(async move {
+        let _ = server.run(listener, async move { stopped.await.unwrap_or_default() }).await;
+    });
+    let mut client = WriteClient::new(Channel::from_shared(url).unwrap().connect().await.unwrap());
+    // Let the RSS sampler see the process above its 1 MiB limit.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for i in 0..20 {
+        client.write(write_request(&format!("node-{i}"))).await.unwrap();
+    }
+    assert_eq!(store.buffered_rows().unwrap(), 20);
+    drop(stop);
+    task.await.unwrap();
+}

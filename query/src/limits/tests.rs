@@ -414,6 +414,20 @@ async fn array_agg_and_string_agg_results_count_against_the_limit() {
             ),
             "the memory limit of 16 MiB: string_agg(...)",
         ),
+        // A frame of the whole partition: one result repeated on its every row, and every
+        // partition's kept (QA pass 24: 5 GB under 256 MiB).
+        (
+            "SELECT sum(cardinality(l)) FROM (SELECT array_agg(value) OVER (PARTITION BY value % 10) AS l \
+             FROM generate_series(1, 20000))"
+                .to_string(),
+            "the memory limit of 16 MiB: array_agg(...)",
+        ),
+        (
+            "SELECT sum(cardinality(l)) FROM (SELECT array_agg(value) OVER (ORDER BY value ROWS BETWEEN CURRENT ROW \
+                 AND UNBOUNDED FOLLOWING) AS l FROM generate_series(1, 4000))"
+                .to_string(),
+            "the memory limit of 16 MiB: array_agg(...)",
+        ),
     ] {
         let error = run(&small, &sql).await.unwrap_err();
         assert!(matches!(error, QueryError::MemoryLimit { .. }), "{sql}: {error:?}");
@@ -433,6 +447,10 @@ async fn array_agg_and_string_agg_results_count_against_the_limit() {
                    OVER (ORDER BY value ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS l FROM generate_series(1, 200000))";
     let (batches, _) = run(&small, sliding).await.unwrap();
     assert_eq!(column(&batches, 0), vec![11 * 200_000 - 55]);
+    let partitions = "SELECT CAST(sum(cardinality(l)) AS BIGINT) FROM (SELECT array_agg(value) \
+                      OVER (PARTITION BY value % 100) AS l FROM generate_series(1, 2000))";
+    let (batches, _) = run(&small, partitions).await.unwrap();
+    assert_eq!(column(&batches, 0), vec![2000 * 20]);
     // Within a limit that holds them, the same statements give their results.
     let large = crate::plan::context_with_limits(config(), &limited(512, false)).unwrap();
     let grouped = format!("SELECT CAST(cardinality(array_agg({text})) AS BIGINT) FROM generate_series(1, 100000)");

@@ -3,11 +3,12 @@
 //! The HTTP routes read a whole body before they decode it, and the memory check that refuses
 //! writes looks at the process's RSS, which a body in flight is not yet part of: 100 clients
 //! sending 60 MiB bodies at once took a server with `--memory-limit-mb 256` to 3.7 GiB (QA pass
-//! 23a). A [`BodyBudget`] of a quarter of the limit is taken before a body is read (its declared
-//! length, or frame by frame for a chunked one) and while a compressed one is decoded; a body
-//! that cannot have it within the admission wait is refused as the server being busy (503 with
-//! `Retry-After`, which Prometheus and the OTel exporters retry), one larger than the whole
-//! budget as too large. What was taken is held until the request is answered.
+//! 23a). A body takes its bytes from a [`BodyBudget`] of a quarter of the limit frame by frame
+//! as they arrive (a slow client holds only what it sent), and while a compressed one is
+//! decoded; a frame that cannot have its bytes within the admission wait is refused as the
+//! server being busy (503 with `Retry-After`, which Prometheus and the OTel exporters retry),
+//! a body larger than the whole budget as too large. What was taken is held until the request
+//! is answered.
 
 use std::sync::Arc;
 use std::time::Duration;

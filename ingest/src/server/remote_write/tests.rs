@@ -158,47 +158,50 @@ async fn bodies_in_flight_share_a_quarter_of_the_memory_limit() {
         options.config.limits.admission_wait = std::time::Duration::from_millis(300);
     })
     .await;
-    // A slow client: 6 of the budget's 8 MiB declared, 1 KiB sent.
+    // A client that declared 30 MiB and sent 1 KiB holds 1 KiB; one that sent 6 MiB of its 7
+    // holds 6 of the budget's 8 MiB.
+    let head = |length: usize| {
+        format!(
+            "POST {WRITE_PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {V1}\r\nContent-Encoding: snappy\r\n\
+             Content-Length: {length}\r\n\r\n"
+        )
+    };
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let head = format!(
-        "POST {WRITE_PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {V1}\r\nContent-Encoding: snappy\r\n\
-         Content-Length: {}\r\n\r\n",
-        6 << 20
-    );
-    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(head(30 << 20).as_bytes()).await.unwrap();
     slow.write_all(&[0u8; 1024]).await.unwrap();
+    let mut large = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    large.write_all(head(7 << 20).as_bytes()).await.unwrap();
+    large.write_all(&vec![0u8; 6 << 20]).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     // A small write still fits and is stored.
     let one = PromWriteRequest { timeseries: vec![series(&[("__name__", "m"), ("host", "h")], &[(T_MS, 1.0)])] };
     let (code, text) = post(&addr, None, V1, &body(&one)).await;
     assert_eq!(code, 204, "{text}");
-    // A head declaring `length` bytes, and the answer, which comes before the body is sent.
-    let declare = |length: usize| {
-        let addr = addr.clone();
+    // A body of `length` bytes sent until the answer comes, and the answer.
+    let send = |length: usize| {
+        let (addr, head) = (addr.clone(), head(length));
         async move {
             let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-            let head = format!(
-                "POST {WRITE_PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {V1}\r\nContent-Encoding: snappy\r\n\
-                 Content-Length: {length}\r\nConnection: close\r\n\r\n"
-            );
             stream.write_all(head.as_bytes()).await.unwrap();
+            // The server stops reading when it refuses: what it did not read is not waited for.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), stream.write_all(&vec![0u8; length])).await;
             let mut answer = Vec::new();
-            stream.read_to_end(&mut answer).await.unwrap();
+            let _ = stream.read_to_end(&mut answer).await;
             String::from_utf8_lossy(&answer).to_ascii_lowercase()
         }
     };
-    // 4 MiB does not fit beside the slow body: busy, retryable.
-    let answer = declare(4 << 20).await;
+    // 4 MiB does not fit beside them: busy, retryable.
+    let answer = send(4 << 20).await;
     assert!(answer.starts_with("http/1.1 503"), "{answer}");
     assert!(answer.contains("retry-after"), "{answer}");
-    assert!(answer.contains("server busy: request bodies of 6 mib are being read"), "{answer}");
-    // 10 MiB never fits.
-    let answer = declare(10 << 20).await;
+    assert!(answer.contains("server busy: request bodies of"), "{answer}");
+    // 10 MiB never fits: refused as declared.
+    let answer = send(10 << 20).await;
     assert!(answer.starts_with("http/1.1 413"), "{answer}");
     assert!(answer.contains("more than the server takes in at once: 8 mib"), "{answer}");
     // The slow client gives up: its 6 MiB are free again, and the 4 MiB body is read (and
     // found not to be snappy).
-    drop(slow);
+    drop((slow, large));
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let (code, text) = post(&addr, None, V1, &vec![0u8; 4 << 20]).await;
     assert_eq!(code, 400, "{text}");
