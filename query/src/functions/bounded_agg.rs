@@ -13,11 +13,11 @@
 //! - As a window (`array_agg(v) OVER (ORDER BY t ROWS UNBOUNDED PRECEDING)`), the aggregate is
 //!   evaluated once per row and each result holds every value of its frame: n rows make n²/2
 //!   elements, which the window operator collects per batch of rows, outside any reservation.
-//!   The wrapper reserves each result from the statement's pool until the window moves to a new
-//!   batch of input (seen as input from another allocation), so the results of one batch count
-//!   together. [`WindowedAggregates`] marks the aggregates used as window functions over a
-//!   frame to the partition's end, which DataFusion computes a whole partition at a time, holding
-//!   every partition's results: their accumulators (one per partition) hold their results
+//!   [`WindowedAggregates`] marks the aggregates used as window functions, whose results the
+//!   wrapper then reserves from the statement's pool until the window moves to a new batch of
+//!   input (seen as input from another allocation), so the results of one batch count together.
+//!   Over a frame to the partition's end, which DataFusion computes a whole partition at a time,
+//!   holding every partition's results, the accumulators (one per partition) hold their results
 //!   together, and a frame of the whole partition, whose one result is repeated on every row,
 //!   counts it that many times (QA pass 24: `array_agg(value) OVER (PARTITION BY series_id)`
 //!   took 5 GB under 256 MiB).
@@ -49,11 +49,10 @@ use datafusion::prelude::SessionContext;
 /// copies the text into its own string, which its `size()` counts).
 const WRAPPED: [(&str, bool); 2] = [("array_agg", true), ("string_agg", false)];
 
-/// How many times a result is counted. A window's results are held twice at their peak (each
-/// row's, then the array DataFusion gathers a batch of them into), but an aggregate's one result
-/// is held beside its state, which is counted already: once is the count that does not refuse a
-/// plain aggregate its own result.
-const RESULT_COPIES: usize = 1;
+/// How many times a window's result is counted: each row's result, then the array DataFusion
+/// gathers a batch of them into. (An aggregate's result is not reserved: it is its state,
+/// which `size()` counts, handed on.)
+const RESULT_COPIES: usize = 2;
 
 /// Wraps the aggregates above on `ctx` with accounting in its memory pool (nothing when the pool
 /// is unbounded, or for an aggregate `ctx` does not have).
@@ -64,15 +63,17 @@ pub(crate) fn register(ctx: &SessionContext) {
     }
     for (name, keeps_input) in WRAPPED {
         let Ok(udaf) = ctx.udaf(name) else { continue };
-        let wrapped = Accounted { inner: udaf.inner().clone(), keeps_input, pool: pool.clone(), window: None };
+        let wrapped =
+            Accounted { inner: udaf.inner().clone(), keeps_input, pool: pool.clone(), window: Use::Aggregate };
         ctx.register_udaf(AggregateUDF::new_from_impl(wrapped));
     }
 }
 
-/// The logical rule that marks `array_agg` and `string_agg` used as window functions over a
-/// frame to the partition's end, so their accumulators hold their results together and count a
-/// result repeated over a whole partition (QA pass 24: `array_agg(value) OVER (PARTITION BY
-/// series_id)` took 5 GB under 256 MiB).
+/// The logical rule that marks `array_agg` and `string_agg` used as window functions, whose
+/// results are then reserved ([`Use::Window`]); over a frame to the partition's end their
+/// accumulators hold their results together and count a result repeated over a whole partition
+/// ([`Use::WholePartitions`]; QA pass 24: `array_agg(value) OVER (PARTITION BY series_id)` took
+/// 5 GB under 256 MiB).
 #[derive(Debug, Default)]
 pub(crate) struct WindowedAggregates;
 
@@ -95,19 +96,23 @@ impl datafusion::optimizer::OptimizerRule for WindowedAggregates {
                     let Expr::WindowFunction(w) = &e else { return Ok(Transformed::no(e)) };
                     let WindowFunctionDefinition::AggregateUDF(udf) = &w.fun else { return Ok(Transformed::no(e)) };
                     let inner: &dyn std::any::Any = udf.inner().as_ref();
-                    let Some(accounted) = inner.downcast_ref::<Accounted>().filter(|a| a.window.is_none()) else {
+                    let Some(accounted) =
+                        inner.downcast_ref::<Accounted>().filter(|a| matches!(a.window, Use::Aggregate))
+                    else {
                         return Ok(Transformed::no(e));
                     };
-                    // Only a frame to the partition's end: DataFusion then computes whole partitions
-                    // (and holds them all) where other frames stream, each batch's results let go.
-                    if !w.params.window_frame.end_bound.is_unbounded() {
-                        return Ok(Transformed::no(e));
-                    }
+                    // A frame to the partition's end: DataFusion computes whole partitions (and
+                    // holds them all) where other frames stream, each batch's results let go.
+                    let window = if w.params.window_frame.end_bound.is_unbounded() {
+                        Use::WholePartitions(Arc::default())
+                    } else {
+                        Use::Window
+                    };
                     let windowed = Accounted {
                         inner: accounted.inner.clone(),
                         keeps_input: accounted.keeps_input,
                         pool: accounted.pool.clone(),
-                        window: Some(Arc::default()),
+                        window,
                     };
                     let mut w = w.clone();
                     w.fun = WindowFunctionDefinition::AggregateUDF(Arc::new(AggregateUDF::new_from_impl(windowed)));
@@ -124,9 +129,22 @@ struct Accounted {
     inner: Arc<dyn AggregateUDFImpl>,
     keeps_input: bool,
     pool: Arc<dyn MemoryPool>,
-    /// As a window function ([`WindowedAggregates`]): the results its accumulators hold
-    /// together (a window operator keeps every partition's results of a batch of input).
-    window: Option<Arc<Mutex<Results>>>,
+    /// How it is used: as an aggregate or a window function ([`WindowedAggregates`]).
+    window: Use,
+}
+
+/// How an aggregate is used.
+#[derive(Debug, Clone, Default)]
+enum Use {
+    /// As an aggregate: its result is its state (counted by `size()`), handed on.
+    #[default]
+    Aggregate,
+    /// As a window function over a frame that ends before the partition's end: each accumulator
+    /// holds its results until its window moves on to a new batch.
+    Window,
+    /// Over a frame to the partition's end: the accumulators (one per partition) hold their
+    /// results together, as the window operator keeps every partition's results.
+    WholePartitions(Arc<Mutex<Results>>),
 }
 
 /// Results being held.
@@ -152,8 +170,12 @@ impl Accounted {
             keeps_input: self.keeps_input,
             pool: self.pool.clone(),
             name,
-            windowed: self.window.is_some(),
-            results: self.window.clone().unwrap_or_default(),
+            windowed: !matches!(self.window, Use::Aggregate),
+            whole_partitions: matches!(self.window, Use::WholePartitions(_)),
+            results: match &self.window {
+                Use::WholePartitions(shared) => shared.clone(),
+                _ => Arc::default(),
+            },
             input_bytes: 0,
             rows_before_first: 0,
             evaluated: false,
@@ -290,8 +312,10 @@ struct AccountedAccumulator {
     keeps_input: bool,
     pool: Arc<dyn MemoryPool>,
     name: String,
-    /// Whether this is a window function's accumulator.
+    /// Whether this is a window function's accumulator, whose results are reserved.
     windowed: bool,
+    /// Over a frame to the partition's end (see [`Use::WholePartitions`]).
+    whole_partitions: bool,
     /// The results held: this accumulator's own, or a window function's shared ones.
     results: Arc<Mutex<Results>>,
     /// The text behind the views of the input kept, which the inner `size()` leaves out.
@@ -345,8 +369,11 @@ impl Accumulator for AccountedAccumulator {
     }
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
         let result = compact_scalar(self.inner.evaluate()?);
+        if !self.windowed {
+            return Ok(result);
+        }
         // A window's first result after the whole partition may be repeated on all its rows.
-        let times = if self.windowed && !self.evaluated { self.rows_before_first.max(1) } else { 1 };
+        let times = if self.whole_partitions && !self.evaluated { self.rows_before_first.max(1) } else { 1 };
         self.evaluated = true;
         let bytes = scalar_bytes(&result).saturating_mul(RESULT_COPIES).saturating_mul(times);
         let mut results =
